@@ -1,0 +1,86 @@
+"""matmul (both transpose_b settings, f32 and f16, every tile) and its backward vs float64 oracles."""
+import numpy as np
+import pytest
+from hypothesis import given, strategies as st
+
+import evermind_vk as ev
+from evermind_vk import kernels, select
+from oracle import assert_within, dot_bound, rounded
+
+TILES = sorted({(v.spec["BM"], v.spec["BN"], v.spec["BK"]) for v in kernels.variants("matmul", "f32")})
+dims = st.integers(1, 80)
+
+
+def force_tile(monkeypatch, tile):
+    monkeypatch.setattr(select, "matmul_tile", lambda *a, **k: tile)
+
+
+@pytest.mark.parametrize("tile", TILES, ids=lambda t: f"t{t[0]}x{t[1]}")
+@pytest.mark.parametrize("dtype", ["f32", "f16"])
+@pytest.mark.parametrize("transpose_b", [False, True])
+@given(M=dims, N=dims, K=dims, seed=st.integers(0, 2**31))
+def test_matmul_vs_oracle(device, monkeypatch, tile, dtype, transpose_b, M, N, K, seed):
+    force_tile(monkeypatch, tile)
+    rng = np.random.default_rng(seed)
+    np_dt = np.float16 if dtype == "f16" else np.float32
+    a = rng.standard_normal((M, K)).astype(np_dt)
+    b = rng.standard_normal((N, K) if transpose_b else (K, N)).astype(np_dt)
+    got = ev.matmul(ev.tensor(a), ev.tensor(b), transpose_b=transpose_b).numpy()
+    A, B = rounded(a, dtype), rounded(b, dtype)
+    B = B.T if transpose_b else B
+    assert got.shape == (M, N) and got.dtype == np_dt
+    assert_within(got, A @ B, dot_bound(np.abs(A), np.abs(B), K, dtype), f"matmul {dtype} {tile}")
+
+
+@pytest.mark.parametrize("transpose_b", [False, True])
+@given(M=dims, N=dims, K=dims, seed=st.integers(0, 2**31))
+def test_matmul_backward_vs_oracle(device, transpose_b, M, N, K, seed):
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal((M, K)).astype(np.float32)
+    b = rng.standard_normal((N, K) if transpose_b else (K, N)).astype(np.float32)
+    dy = rng.standard_normal((M, N)).astype(np.float32)
+    da, db = ev.matmul_backward(ev.tensor(a), ev.tensor(b), ev.tensor(dy), transpose_b=transpose_b)
+    A, B, G = a.astype(np.float64), b.astype(np.float64), dy.astype(np.float64)
+    Bop = B.T if transpose_b else B  # [K,N]
+    want_da = G @ Bop.T
+    want_db = (G.T @ A) if transpose_b else (A.T @ G)
+    assert_within(da.numpy(), want_da, dot_bound(np.abs(G), np.abs(Bop.T), N, "f32"), "dA")
+    bound_db = dot_bound(np.abs(G.T), np.abs(A), M, "f32") if transpose_b else dot_bound(np.abs(A.T), np.abs(G), M, "f32")
+    assert_within(db.numpy(), want_db, bound_db, "dB")
+
+
+@pytest.mark.parametrize("transpose_b", [False, True])
+def test_matmul_backward_finite_differences(device, transpose_b):
+    # Loss L = sum(Y * G); central differences in float64 over the f32 kernel's forward.
+    rng = np.random.default_rng(7)
+    M, K, N = 2, 3, 4
+    a = rng.standard_normal((M, K)).astype(np.float32)
+    b = rng.standard_normal((N, K) if transpose_b else (K, N)).astype(np.float32)
+    g = rng.standard_normal((M, N)).astype(np.float32)
+
+    def loss(a_, b_):
+        y = ev.matmul(ev.tensor(a_.astype(np.float32)), ev.tensor(b_.astype(np.float32)), transpose_b=transpose_b)
+        return float((y.numpy().astype(np.float64) * g).sum())
+
+    da, db = ev.matmul_backward(ev.tensor(a), ev.tensor(b), ev.tensor(g), transpose_b=transpose_b)
+    h = 1e-2
+    for x, grad, other, first in ((a, da.numpy(), b, True), (b, db.numpy(), a, False)):
+        fd = np.zeros_like(x, dtype=np.float64)
+        for idx in np.ndindex(x.shape):
+            xp, xm = x.astype(np.float64).copy(), x.astype(np.float64).copy()
+            xp[idx] += h
+            xm[idx] -= h
+            lp = loss(xp, other) if first else loss(other, xp)
+            lm = loss(xm, other) if first else loss(other, xm)
+            fd[idx] = (lp - lm) / (2 * h)
+        np.testing.assert_allclose(grad, fd, rtol=1e-3, atol=1e-3)
+
+
+def test_matmul_shape_errors(device):
+    a = ev.tensor(np.zeros((3, 4), np.float32))
+    with pytest.raises(ev.ShapeError, match="inner dimensions 4 != 5"):
+        ev.matmul(a, ev.tensor(np.zeros((5, 2), np.float32)))
+    with pytest.raises(ev.ShapeError, match="2-D"):
+        ev.matmul(a, ev.tensor(np.zeros(4, np.float32)))
+    with pytest.raises(ev.UnsupportedError, match="dtypes"):
+        ev.matmul(a, ev.tensor(np.zeros((4, 2), np.float16)))

@@ -1,0 +1,37 @@
+"""The pure variant selectors."""
+import pytest
+
+from evermind_vk import select
+
+TILES = [(32, 32, 16), (64, 64, 16), (128, 128, 8)]
+
+
+def test_large_gpu_problem_takes_the_largest_tile():
+    assert select.matmul_tile(4096, 4096, 4096, TILES, 49152, "discrete_gpu") == (128, 128, 8)
+
+
+def test_small_problem_takes_a_small_tile():
+    assert select.matmul_tile(16, 16, 16, TILES, 49152, "discrete_gpu") == (32, 32, 16)
+    assert select.matmul_tile(1, 1, 1, TILES, 49152, "cpu") == (32, 32, 16)
+
+
+def test_cpu_needs_fewer_groups_than_gpu():
+    assert select.matmul_tile(256, 256, 256, TILES, 32768, "cpu") == (128, 128, 8)
+    assert select.matmul_tile(256, 256, 256, TILES, 32768, "discrete_gpu") == (32, 32, 16)
+
+
+def test_padding_waste_is_limited():
+    # 130 rows would pad a 128 tile to 256: too wasteful; 64-tiles pad 130 to 192 (still > 25%).
+    t = select.matmul_tile(130, 4096, 64, TILES, 49152, "discrete_gpu")
+    assert t != (128, 128, 8)
+
+
+def test_shared_memory_limit_is_respected():
+    assert select.matmul_tile(4096, 4096, 4096, TILES, 4 * 16 * 64, "discrete_gpu") == (32, 32, 16)
+    with pytest.raises(ValueError):
+        select.matmul_tile(64, 64, 64, TILES, 100, "cpu")
+
+
+def test_elementwise_vec():
+    assert select.elementwise_vec(10, (1, 4)) == 1
+    assert select.elementwise_vec(64 * 256 * 4, (1, 4)) == 4
