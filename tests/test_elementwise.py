@@ -5,7 +5,7 @@ from hypothesis import given, strategies as st
 
 import evermind_vk as ev
 from evermind_vk import kernels, select
-from oracle import U16, U32, assert_within, rounded
+from oracle import TINY16, TINY32, U16, U32, assert_within, rounded
 
 VECS = sorted({v.spec["VEC"] for v in kernels.variants("add", "f32")})
 
@@ -31,7 +31,7 @@ def test_binary(device, monkeypatch, op, dtype, vec, n, seed):
     got = getattr(ev, op)(ev.tensor(a), ev.tensor(b)).numpy()
     want = rounded(a, dtype) + rounded(b, dtype) if op == "add" else rounded(a, dtype) * rounded(b, dtype)
     u = U16 if dtype == "f16" else U32
-    assert_within(got, want, u * np.abs(want) + (2.0 ** -24 if dtype == "f16" else 0), f"{op} {dtype} vec={vec}")
+    assert_within(got, want, u * np.abs(want) + (TINY16 if dtype == "f16" else TINY32), f"{op} {dtype} vec={vec}")
 
 
 @pytest.mark.parametrize("vec", VECS)
@@ -48,9 +48,9 @@ def test_scale(device, monkeypatch, dtype, vec, n, alpha, seed):
         want16 = want.astype(np.float16)
         fin = np.isfinite(want16)
         assert np.array_equal(np.isinf(got), ~fin)
-        assert_within(got[fin], want[fin], U16 * np.abs(want[fin]) + 2.0 ** -24 + U32 * np.abs(want[fin]), "scale f16")
+        assert_within(got[fin], want[fin], U16 * np.abs(want[fin]) + TINY16 + U32 * np.abs(want[fin]), "scale f16")
     else:
-        assert_within(got, want, U32 * np.abs(want), "scale f32")
+        assert_within(got, want, U32 * np.abs(want) + 2 * TINY32, "scale f32")
 
 
 def test_large_needs_2d_grid(device):

@@ -28,34 +28,11 @@ ROOT = Path(__file__).resolve().parent.parent
 TEMPLATES = ROOT / "templates"
 GENERATED = ROOT / "generated"
 
-# ---------------------------------------------------------------------------------------------
-# Interface of each template: its storage buffers (name, element type, access), its push constants
-# (name, u32|f32; all words are 4 bytes) and its specialization constants (name, default) in
-# constant_id order; the defaults only make the SPIR-V valid alone, the runtime always passes values.
-# The GLSL declarations are rendered from these lists, and the manifest repeats them for the runtime.
-# Element type "T" is the variant's dtype; "f32"/"u32"/"i32" are fixed.
-# ---------------------------------------------------------------------------------------------
-INTERFACES = {
-    "binary": dict(
-        bindings=[("a", "T", "r"), ("b", "T", "r"), ("c", "T", "w")],
-        push=[("n", "u32")],
-        spec=[("WG", 256), ("VEC", 1)],
-    ),
-    "unary": dict(
-        bindings=[("x", "T", "r"), ("y", "T", "w")],
-        push=[("n", "u32"), ("alpha", "f32")],
-        spec=[("WG", 256), ("VEC", 1)],
-    ),
-    "matmul": dict(
-        bindings=[("a", "T", "r"), ("b", "T", "r"), ("c", "T", "rw")],
-        push=[("M", "u32"), ("N", "u32"), ("K", "u32"),
-              ("sam", "u32"), ("sak", "u32"), ("sbk", "u32"), ("sbn", "u32"),
-              ("scm", "u32"), ("scn", "u32"),
-              ("sab", "u32"), ("sbb", "u32"), ("scb", "u32"), ("bdiv", "u32"),
-              ("alpha", "f32"), ("beta", "f32")],
-        spec=[("WG_X", 16), ("WG_Y", 16), ("BM", 64), ("BN", 64), ("BK", 16)],
-    ),
-}
+# Each template declares, at its top, `{% set INTERFACE = {op: {...}} %}`: per op its storage buffers
+# (name, element type, access r|w|rw), push constants (name, u32|f32; all words are 4 bytes) and
+# specialization constants (name, default) in constant_id order. Element type "T" is the variant's
+# dtype. The GLSL declarations are rendered from it, and the manifest repeats it for the runtime.
+# Spec defaults only make a module valid alone; the runtime always passes each variant's values.
 
 # Device features a dtype or feature flag needs (names as in Device.caps).
 DTYPE_FEATURES = {"f16": ["storage_buffer_16bit_access"]}
@@ -88,7 +65,7 @@ class Variant:
         return sorted(set(out))
 
 
-def elementwise(template, op, dtype, wg, vec):
+def elementwise(template, op, dtype, wg=256, vec=1):
     return Variant(template, op, dtype, (("WG", wg), ("VEC", vec)), tile=f"t{wg}x{vec}")
 
 
@@ -98,18 +75,34 @@ def matmul(dtype, bm, bn, bk, wg_x, wg_y):
                    tile=f"t{bm}x{bn}")
 
 
+def simple(template, op, dtype, wg):
+    """A kernel whose only specialization is its workgroup size (not part of the name)."""
+    return Variant(template, op, dtype, (("WG", wg),))
+
+
+F = ("f32", "f16")
+
 # ---------------------------------------------------------------------------------------------
 # The variant table.
 # ---------------------------------------------------------------------------------------------
 VARIANTS = [
-    *(elementwise("binary", op, dt, 256, vec)
-      for op in ("add", "mul") for dt in ("f32", "f16") for vec in (1, 4)),
-    *(elementwise("unary", op, dt, 256, vec)
-      for op in ("scale",) for dt in ("f32", "f16") for vec in (1, 4)),
-    *(elementwise("unary", op, "u32", 256, 4) for op in ("copy", "fill")),
+    *(elementwise("binary", op, dt, vec=vec) for op in ("add", "mul") for dt in F for vec in (1, 4)),
+    *(elementwise("binary", op, dt) for op in ("silu_bwd", "gelu_bwd") for dt in F),
+    *(elementwise("unary", "scale", dt, vec=vec) for dt in F for vec in (1, 4)),
+    *(elementwise("unary", op, dt) for op in ("silu", "gelu") for dt in F),
+    *(elementwise("unary", op, "u32", vec=4) for op in ("copy", "fill")),
     *(matmul(dt, bm, bn, bk, wx, wy)
-      for dt in ("f32", "f16")
+      for dt in F
       for (bm, bn, bk, wx, wy) in ((32, 32, 16, 16, 16), (64, 64, 16, 16, 16), (128, 128, 8, 16, 16))),
+    *(simple("rows", op, dt, 128)
+      for op in ("softmax", "softmax_bwd", "rmsnorm", "rmsnorm_bwd", "layernorm", "layernorm_bwd", "xent", "xent_bwd")
+      for dt in F),
+    *(simple("gather", op, dt, 256)
+      for op in ("embedding", "embedding_bwd", "rope", "bias_add", "colsum", "copy2d",
+                 "glu_silu", "glu_gelu", "glu_silu_bwd", "glu_gelu_bwd")
+      for dt in F),
+    *(simple("reduce", "reduce", dt, 256) for dt in F),
+    simple("reduce", "reduce_final", "f32", 256),
 ]
 
 GLSL_TYPES = {"f32": "float", "f16": "float16_t", "u32": "uint", "i32": "int"}
@@ -135,17 +128,18 @@ def compiler_version(glslang: str) -> str:
     return " | ".join(line.strip() for line in out.splitlines()[:2])
 
 
-def render(v: Variant, env) -> str:
-    iface = INTERFACES[v.template]
+def render(v: Variant, env) -> tuple[str, dict]:
+    """GLSL source of a variant and its op's interface (declared in the template)."""
     tpl = env.get_template(f"{v.template}.comp.j2")
-    return tpl.render(
-        op=v.op, dtype=v.dtype, flags=v.flags, T=GLSL_TYPES[v.dtype],
-        bindings=[(n, GLSL_TYPES[v.dtype] if t == "T" else GLSL_TYPES[t], acc)
-                  for n, t, acc in iface["bindings"]],
-        push=iface["push"],
-        spec=iface["spec"],
-        f16=v.dtype == "f16",
-    )
+    module = tpl.make_module(dict(op=v.op, dtype=v.dtype, flags=v.flags, T=GLSL_TYPES[v.dtype],
+                                  f16=v.dtype == "f16", glsl_types=GLSL_TYPES))
+    iface = module.INTERFACE.get(v.op)
+    if iface is None:
+        raise SystemExit(f"codegen: template {v.template} declares no interface for op {v.op}")
+    names = [n for n, _ in iface["spec"]]
+    if sorted(names) != sorted(dict(v.spec)):
+        raise SystemExit(f"codegen: {v.name} gives spec constants {sorted(dict(v.spec))}, template wants {names}")
+    return str(module), iface
 
 
 def compile_glsl(glslang: str, src: Path, dst: Path, target_env: str = "vulkan1.1") -> None:
@@ -174,7 +168,7 @@ def generate(out: Path) -> None:
     entries = []
     for v in VARIANTS:
         tpl_path = TEMPLATES / f"{v.template}.comp.j2"
-        source = render(v, env)
+        source, iface = render(v, env)
         if v.module in modules:
             if modules[v.module] != source:
                 raise SystemExit(f"codegen: module {v.module} renders differently across its variants")
@@ -183,7 +177,6 @@ def generate(out: Path) -> None:
             glsl = out / "glsl" / f"{v.module}.comp"
             glsl.write_text(source)
             compile_glsl(glslang, glsl, out / "spv" / f"{v.module}.spv")
-        iface = INTERFACES[v.template]
         entries.append(dict(
             name=v.name, op=v.op, dtype=v.dtype, template=v.template, flags=list(v.flags),
             module=v.module, spirv=f"spv/{v.module}.spv",

@@ -14,24 +14,40 @@ def _pick(dtype: str, M: int, N: int, K: int, device, batch: int = 1):
     return next(v for v in cands if (v.spec["BM"], v.spec["BN"], v.spec["BK"]) == (bm, bn, bk))
 
 
+def gemm_strided(a: Tensor, b: Tensor, c: Tensor, M: int, N: int, K: int, *,
+                 a_strides: tuple, b_strides: tuple, c_strides: tuple, batch: int = 1,
+                 a_batch: tuple = (0, 0), b_batch: tuple = (0, 0, 1), c_batch: tuple = (0, 0),
+                 alpha: float = 1.0, beta: float = 0.0) -> Tensor:
+    """The general product: for z in range(batch),
+    C_z[m,n] = alpha * sum_k A_z[m,k] B_z[k,n] + beta * C_z[m,n] with
+    A_z[m,k] = a[aoff + z*sab + m*sam + k*sak]          a_strides = (sam, sak), a_batch = (aoff, sab)
+    B_z[k,n] = b[boff + (z//bdiv)*sbb + k*sbk + n*sbn]   b_strides = (sbk, sbn), b_batch = (boff, sbb, bdiv)
+    C_z[m,n] = c[coff + z*scb + m*scm + n*scn]          c_strides = (scm, scn), c_batch = (coff, scb)
+    """
+    if not (a.dtype == b.dtype == c.dtype):
+        raise UnsupportedError(f"matmul: dtypes {a.dtype}, {b.dtype}, {c.dtype} differ")
+    if batch > kernels.MAX_GROUPS:
+        raise UnsupportedError(f"matmul: batch {batch} exceeds {kernels.MAX_GROUPS}")
+    v = _pick(a.dtype, M, N, K, a.device, batch)
+    push = dict(M=M, N=N, K=K, sam=a_strides[0], sak=a_strides[1], sbk=b_strides[0], sbn=b_strides[1],
+                scm=c_strides[0], scn=c_strides[1], aoff=a_batch[0], sab=a_batch[1],
+                boff=b_batch[0], sbb=b_batch[1], bdiv=b_batch[2], coff=c_batch[0], scb=c_batch[1],
+                alpha=alpha, beta=beta)
+    groups = (-(-N // v.spec["BN"]), -(-M // v.spec["BM"]), batch)
+    kernels.dispatch(v, [a, b, c], push, groups)
+    return c
+
+
 def gemm(a: Tensor, b: Tensor, c: Tensor, M: int, N: int, K: int, *, trans_a: bool = False,
          trans_b: bool = False, alpha: float = 1.0, beta: float = 0.0) -> Tensor:
     """c = alpha * op(a) . op(b) + beta * c on row-major 2-D operands.
 
     op(a) is [M,K] (a stored [K,M] when trans_a); op(b) is [K,N] (b stored [N,K] when trans_b).
     """
-    if not (a.dtype == b.dtype == c.dtype):
-        raise UnsupportedError(f"matmul: dtypes {a.dtype}, {b.dtype}, {c.dtype} differ")
-    v = _pick(a.dtype, M, N, K, a.device)
-    push = dict(
-        M=M, N=N, K=K,
-        sam=1 if trans_a else K, sak=M if trans_a else 1,
-        sbk=1 if trans_b else N, sbn=K if trans_b else 1,
-        scm=N, scn=1, sab=0, sbb=0, scb=0, bdiv=1, alpha=alpha, beta=beta)
-    sp = v.spec
-    groups = (-(-N // sp["BN"]), -(-M // sp["BM"]), 1)
-    kernels.dispatch(v, [a, b, c], push, groups)
-    return c
+    return gemm_strided(a, b, c, M, N, K,
+                        a_strides=(1, M) if trans_a else (K, 1),
+                        b_strides=(1, K) if trans_b else (N, 1),
+                        c_strides=(N, 1), alpha=alpha, beta=beta)
 
 
 def matmul(a: Tensor, b: Tensor, transpose_b: bool = False, out: Tensor | None = None) -> Tensor:

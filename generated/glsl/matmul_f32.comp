@@ -2,7 +2,8 @@
 #extension GL_EXT_control_flow_attributes : enable
 
 // Batched strided matmul: C[z] = alpha * A[z] . B[z / bdiv] + beta * C[z], f32 accumulation.
-// A[m,k] = a[z*sab + m*sam + k*sak], B[k,n] = b[(z/bdiv)*sbb + k*sbk + n*sbn], C[m,n] = c[z*scb + m*scm + n*scn].
+// A[m,k] = a[aoff + z*sab + m*sam + k*sak], B[k,n] = b[boff + (z/bdiv)*sbb + k*sbk + n*sbn],
+// C[m,n] = c[coff + z*scb + m*scm + n*scn].
 // Strides express transpose_a / transpose_b, so one kernel serves the forward and both backward products.
 // A WG_X x WG_Y workgroup computes a BM x BN tile; each thread holds (BM/WG_Y) x (BN/WG_X) outputs,
 // strided by the workgroup size so shared-memory reads are conflict-free and stores coalesce.
@@ -28,6 +29,9 @@ layout(push_constant) uniform Push {
     uint sbb;
     uint scb;
     uint bdiv;
+    uint aoff;
+    uint boff;
+    uint coff;
     float alpha;
     float beta;
 } p;
@@ -46,9 +50,9 @@ void main() {
     const uint m0 = gl_WorkGroupID.y * BM;
     const uint n0 = gl_WorkGroupID.x * BN;
     const uint z = gl_WorkGroupID.z;
-    const uint aoff = z * p.sab;
-    const uint boff = (z / p.bdiv) * p.sbb;
-    const uint coff = z * p.scb;
+    const uint aoff = p.aoff + z * p.sab;
+    const uint boff = p.boff + (z / p.bdiv) * p.sbb;
+    const uint coff = p.coff + z * p.scb;
 
     float acc[TM][TN];
     [[unroll]] for (uint i = 0; i < TM; ++i)

@@ -1,0 +1,43 @@
+#version 450
+#extension GL_EXT_control_flow_attributes : enable
+
+// rope: one thread per output element (WG threads a workgroup), fixed summation order.
+layout(constant_id = 0) const uint WG = 256;
+layout(std430, binding = 0) readonly buffer Buf_x { float x[]; };
+layout(std430, binding = 1) writeonly buffer Buf_y { float y[]; };
+layout(push_constant) uniform Push {
+    uint S;
+    uint H;
+    uint D;
+    uint start;
+    float log2_theta;
+    float sign;
+} p;
+layout(local_size_x_id = 0) in;
+// Activations (seed semantics): the sigmoid and tanh arguments are clamped to +-15.
+float sigmoid_c(float x) { return 1.0 / (1.0 + exp(-clamp(x, -15.0, 15.0))); }
+float silu_f(float x) { return x * sigmoid_c(x); }
+float silu_d(float x) { float s = sigmoid_c(x); return s * (1.0 + x * (1.0 - s)); }
+const float GELU_C = 0.7978845608;
+float gelu_f(float x) { return 0.5 * x * (1.0 + tanh(clamp(GELU_C * (x + 0.044715 * x * x * x), -15.0, 15.0))); }
+float gelu_d(float x) {
+    float t = tanh(clamp(GELU_C * (x + 0.044715 * x * x * x), -15.0, 15.0));
+    return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * GELU_C * (1.0 + 3.0 * 0.044715 * x * x);
+}
+
+void main() {
+    const uint i = (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * WG + gl_LocalInvocationID.x;
+    // Half-split (NeoX) rotary embedding on token-major [S, H, D]; position = start + token index.
+    // One thread per (token, head, pair); sign = -1 applies the inverse rotation (the backward).
+    const uint half_d = p.D / 2;
+    if (i >= p.S * p.H * half_d) return;
+    uint q = i % half_d, th = i / half_d;
+    uint tok = th / p.H;
+    float freq = exp2(-2.0 * float(q) / float(p.D) * p.log2_theta);
+    float ang = float(p.start + tok) * freq;
+    float c = cos(ang), s = p.sign * sin(ang);
+    uint o = th * p.D + q;
+    float a = float(x[o]), b = float(x[o + half_d]);
+    y[o] = float(a * c - b * s);
+    y[o + half_d] = float(a * s + b * c);
+}
