@@ -3,7 +3,8 @@
 
 // Two-stage deterministic reduction. Stage 1 (reduce): workgroup g sums x[g*chunk .. (g+1)*chunk)
 // (squared if `square`) into part[poff + g]. Stage 2 (reduce_final): one workgroup sums part[0..n)
-// into acc[oidx] (added to it if `accumulate`). Fixed order: same inputs, same bits.
+// into acc[oidx] (added to it if `accumulate`; then divided by max(div[0], 1) if `use_div`).
+// Fixed order: same inputs, same bits.
 layout(constant_id = 0) const uint WG = 256;
 layout(std430, binding = 0) readonly buffer Buf_x { float x[]; };
 layout(std430, binding = 1) writeonly buffer Buf_part { float part[]; };

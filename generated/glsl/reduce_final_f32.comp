@@ -3,14 +3,17 @@
 
 // Two-stage deterministic reduction. Stage 1 (reduce): workgroup g sums x[g*chunk .. (g+1)*chunk)
 // (squared if `square`) into part[poff + g]. Stage 2 (reduce_final): one workgroup sums part[0..n)
-// into acc[oidx] (added to it if `accumulate`). Fixed order: same inputs, same bits.
+// into acc[oidx] (added to it if `accumulate`; then divided by max(div[0], 1) if `use_div`).
+// Fixed order: same inputs, same bits.
 layout(constant_id = 0) const uint WG = 256;
 layout(std430, binding = 0) readonly buffer Buf_part { float part[]; };
 layout(std430, binding = 1) buffer Buf_acc { float acc[]; };
+layout(std430, binding = 2) readonly buffer Buf_div { float div[]; };
 layout(push_constant) uniform Push {
     uint n;
     uint oidx;
     uint accumulate;
+    uint use_div;
 } p;
 layout(local_size_x_id = 0) in;
 shared float red_wg_sum[WG];
@@ -32,5 +35,8 @@ void main() {
     float s = 0.0;
     for (uint j = t; j < p.n; j += WG) s += part[j];
     s = wg_sum(s);
-    if (t == 0) acc[p.oidx] = p.accumulate != 0 ? acc[p.oidx] + s : s;
+    if (t == 0) {
+        float r = p.accumulate != 0 ? acc[p.oidx] + s : s;
+        acc[p.oidx] = p.use_div != 0 ? r / max(div[0], 1.0) : r;
+    }
 }

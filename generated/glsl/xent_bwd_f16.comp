@@ -8,13 +8,12 @@
 layout(constant_id = 0) const uint WG = 128;
 layout(std430, binding = 0) readonly buffer Buf_x { float16_t x[]; };
 layout(std430, binding = 1) readonly buffer Buf_target { uint target[]; };
-layout(std430, binding = 2) readonly buffer Buf_stats { float stats[]; };
-layout(std430, binding = 3) writeonly buffer Buf_dx { float16_t dx[]; };
+layout(std430, binding = 2) readonly buffer Buf_count { float count[]; };
+layout(std430, binding = 3) readonly buffer Buf_grad { float grad[]; };
+layout(std430, binding = 4) writeonly buffer Buf_dx { float16_t dx[]; };
 layout(push_constant) uniform Push {
     uint rows;
     uint cols;
-    uint gidx;
-    uint nidx;
 } p;
 layout(local_size_x_id = 0) in;
 shared float red_wg_sum[WG];
@@ -49,9 +48,9 @@ void main() {
     if (row >= p.rows) return;  // uniform per workgroup
     const uint t = gl_LocalInvocationID.x;
     const uint base = row * p.cols;
-    // dx = (softmax(x) - onehot(target)) * stats[gidx] / stats[nidx] (upstream grad / valid count).
+    // dx = (softmax(x) - onehot(target)) * grad[0] / max(count[0], 1) (mean over valid targets).
     const uint tg = target[row];
-    const float k = tg < p.cols ? stats[p.gidx] / max(stats[p.nidx], 1.0) : 0.0;
+    const float k = tg < p.cols ? grad[0] / max(count[0], 1.0) : 0.0;
     float m = -3.402823466e38;
     for (uint j = t; j < p.cols; j += WG) m = max(m, float(x[base + j]));
     m = wg_max(m);

@@ -1,0 +1,44 @@
+"""Small helpers shared by the ops: variant lookup, output allocation, checks."""
+from __future__ import annotations
+
+from .. import kernels
+from ..errors import ShapeError, UnsupportedError
+from ..tensor import Tensor, empty
+
+
+def one_variant(op: str, dtype: str, device):
+    """The (single) usable variant of op for dtype on device."""
+    return kernels.usable(op, dtype, device)[0]
+
+
+def run(op: str, dtype: str, tensors: list, push: dict, n_groups: int) -> None:
+    """Dispatch op's variant over a 1-D count of workgroups."""
+    v = one_variant(op, dtype, tensors[0].device)
+    kernels.dispatch(v, tensors, push, kernels.grid(n_groups))
+
+
+def per_thread(op: str, dtype: str, tensors: list, push: dict, n_threads: int) -> None:
+    """Dispatch op with one thread per element of n_threads (WG threads a workgroup)."""
+    v = one_variant(op, dtype, tensors[0].device)
+    kernels.dispatch(v, tensors, push, kernels.grid(-(-max(1, n_threads) // v.spec["WG"])))
+
+
+def like(t: Tensor, shape=None, dtype=None) -> Tensor:
+    return empty(t.shape if shape is None else shape, t.dtype if dtype is None else dtype, t.device)
+
+
+def want(t: Tensor, name: str, *, ndim=None, shape=None, dtype=None) -> None:
+    if ndim is not None and t.ndim != ndim:
+        raise ShapeError(f"{name} must be {ndim}-D, got shape {t.shape}")
+    if shape is not None and t.shape != tuple(shape):
+        raise ShapeError(f"{name} has shape {t.shape}, want {tuple(shape)}")
+    if dtype is not None and t.dtype not in ((dtype,) if isinstance(dtype, str) else dtype):
+        raise UnsupportedError(f"{name} has dtype {t.dtype}, want {dtype}")
+
+
+def rows_cols(t: Tensor) -> tuple[int, int]:
+    """View t as [rows, last dim]."""
+    if t.ndim == 0:
+        raise ShapeError("a 0-d tensor has no rows")
+    cols = t.shape[-1]
+    return (t.numel // cols if cols else 0), cols

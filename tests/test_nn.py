@@ -1,0 +1,258 @@
+"""LM ops, forward and backward, against float64 numpy references on the same rounded inputs
+(hypothesis over shapes, 1-sized dims included, and values), plus reference vectors."""
+import numpy as np
+import pytest
+from hypothesis import given, strategies as st
+
+import evermind_vk as ev
+from evermind_vk import ops
+import ref
+from oracle import TINY16, TINY32, U16, U32, assert_within, rounded
+
+F = ["f32", "f16"]
+NP = {"f32": np.float32, "f16": np.float16}
+seeds = st.integers(0, 2**31)
+small = st.integers(1, 40)
+
+
+def close(got, want, n, dtype, what, mag=None):
+    """|got - want| <= tol (|want| + max|want|), or tol (mag + |want|) where the caller gives the
+    magnitude of the terms that cancel; tol grows with the reduction length n, f16 adds output rounding."""
+    want = np.asarray(want, np.float64)
+    tol = 8 * (n + 8) * U32 + (2 * U16 if dtype == "f16" else 0)
+    if mag is None:
+        mag = np.abs(want).max() if want.size else 0.0
+    tiny = TINY16 if dtype == "f16" else TINY32  # devices may flush subnormals (outputs or inputs) to zero
+    assert_within(np.asarray(got, np.float64), want, tol * (np.abs(want) + mag) + 2 * tiny, what)
+
+
+def data(rng, shape, dtype, s=1.0):
+    return (rng.standard_normal(shape) * s).astype(NP[dtype])
+
+
+@pytest.mark.parametrize("dtype", F)
+@given(rows=small, cols=st.integers(1, 130), causal=st.booleans(), seed=seeds)
+def test_softmax(device, dtype, rows, cols, causal, seed):
+    rng = np.random.default_rng(seed)
+    x = data(rng, (rows, cols), dtype, 3)
+    dy = data(rng, (rows, cols), dtype)
+    y = ops.softmax(ev.tensor(x), causal=causal)
+    want = ref.softmax(rounded(x, dtype), causal)
+    close(y.numpy(), want, cols, dtype, "softmax")
+    yr = rounded(y.numpy(), dtype)
+    DY = rounded(dy, dtype)
+    mag = yr * (np.abs(DY) + (yr * np.abs(DY)).sum(-1, keepdims=True))
+    close(ops.softmax_backward(y, ev.tensor(dy)).numpy(), ref.softmax_bwd(yr, DY), cols, dtype, "softmax bwd", mag=mag)
+
+
+@pytest.mark.parametrize("dtype", F)
+@given(rows=small, cols=st.integers(1, 130), seed=seeds)
+def test_rms_norm(device, dtype, rows, cols, seed):
+    rng = np.random.default_rng(seed)
+    x, dy = data(rng, (rows, cols), dtype), data(rng, (rows, cols), dtype)
+    w = rng.standard_normal(cols).astype(np.float32)
+    xt = ev.tensor(x)
+    y, rstd = ops.rms_norm(xt, ev.tensor(w), eps=1e-6)
+    X, W, DY = rounded(x, dtype), w.astype(np.float64), rounded(dy, dtype)
+    close(y.numpy(), ref.rmsnorm(X, W, 1e-6)[0], cols, dtype, "rmsnorm")
+    dx, dw = ops.rms_norm_backward(xt, ev.tensor(w), ev.tensor(dy), rstd)
+    wdx, wdw = ref.rmsnorm_bwd(X, W, DY, 1e-6)
+    r = ref.rmsnorm(X, W, 1e-6)[1]
+    mag = r * np.abs(W * DY) + np.abs(X) * r ** 3 * np.abs(W * DY * X).mean(-1, keepdims=True)
+    close(dx.numpy(), wdx, cols, dtype, "rmsnorm dx", mag=mag)
+    close(dw.numpy(), wdw, cols + rows, dtype, "rmsnorm dw")
+
+
+@pytest.mark.parametrize("dtype", F)
+@given(rows=small, cols=st.integers(2, 130), seed=seeds)
+def test_layer_norm(device, dtype, rows, cols, seed):
+    rng = np.random.default_rng(seed)
+    x, dy = data(rng, (rows, cols), dtype), data(rng, (rows, cols), dtype)
+    w, b = rng.standard_normal(cols).astype(np.float32), rng.standard_normal(cols).astype(np.float32)
+    xt = ev.tensor(x)
+    y, mean, rstd = ops.layer_norm(xt, ev.tensor(w), ev.tensor(b), eps=1e-5)
+    X, DY = rounded(x, dtype), rounded(dy, dtype)
+    close(y.numpy(), ref.layernorm(X, w.astype(np.float64), b.astype(np.float64), 1e-5), cols, dtype, "layernorm")
+    dx, dw, db = ops.layer_norm_backward(xt, ev.tensor(w), ev.tensor(dy), mean, rstd)
+    wdx, wdw, wdb = ref.layernorm_bwd(X, w.astype(np.float64), DY, 1e-5)
+    mu = X.mean(-1, keepdims=True)
+    r = 1 / np.sqrt(((X - mu) ** 2).mean(-1, keepdims=True) + 1e-5)
+    g = np.abs(w * DY)
+    mag = r * (g + g.mean(-1, keepdims=True) + np.abs((X - mu) * r) * (g * np.abs(X - mu) * r).mean(-1, keepdims=True))
+    close(dx.numpy(), wdx, cols, dtype, "layernorm dx", mag=mag)
+    close(dw.numpy(), wdw, cols + rows, dtype, "layernorm dw")
+    close(db.numpy(), wdb, rows, dtype, "layernorm db")
+
+
+def test_cross_entropy_reference_vector(device):
+    loss, count = ops.cross_entropy(ev.tensor(np.array([[1, 2, 3], [.5, -1, 2]], np.float32)),
+                                    ev.tensor(np.array([2, 0], np.uint32)))
+    assert abs(float(loss.numpy()[0]) - 1.0744586305507688) <= 1e-6
+    assert float(count.numpy()[0]) == 2.0
+
+
+@pytest.mark.parametrize("dtype", F)
+@given(rows=small, vocab=st.integers(1, 130), seed=seeds, g=st.floats(0.1, 4))
+def test_cross_entropy(device, dtype, rows, vocab, seed, g):
+    rng = np.random.default_rng(seed)
+    x = data(rng, (rows, vocab), dtype, 3)
+    t = rng.integers(0, vocab + 3, rows).astype(np.uint32)  # some targets >= vocab: ignored
+    xt, tt = ev.tensor(x), ev.tensor(t)
+    loss, count = ops.cross_entropy(xt, tt)
+    X = rounded(x, dtype)
+    close(loss.numpy()[0], ref.xent(X, t), vocab + rows, dtype, "xent")
+    dx = ops.cross_entropy_backward(xt, tt, count, ev.tensor(np.array([g], np.float32)))
+    close(dx.numpy(), ref.xent_bwd(X, t, np.float32(g)), vocab, dtype, "xent bwd")
+
+
+@pytest.mark.parametrize("dtype", F)
+@given(T=small, V=st.integers(1, 50), D=st.integers(1, 40), transpose=st.booleans(),
+       offset=st.integers(0, 3), seed=seeds)
+def test_embedding(device, dtype, T, V, D, transpose, offset, seed):
+    rng = np.random.default_rng(seed)
+    ids = rng.integers(0, V + 2, T + offset).astype(np.uint32)  # ids >= V are ignored
+    table = data(rng, (D, V) if transpose else (V, D), dtype)
+    tab = rounded(table, dtype)
+    rows = tab.T if transpose else tab
+    want = np.array([rows[i] if i < V else np.zeros(D) for i in ids[offset:]])
+    y = ops.embedding(ev.tensor(ids), ev.tensor(table), transpose=transpose, index_offset=offset)
+    assert np.array_equal(y.numpy().astype(np.float64), want)
+    dy = data(rng, (T, D), dtype)
+    dt = ops.embedding_backward(ev.tensor(ids), ev.tensor(dy), V, transpose=transpose, index_offset=offset)
+    wd = np.zeros((V, D))
+    for t, i in enumerate(ids[offset:]):
+        if i < V:
+            wd[i] += rounded(dy, dtype)[t]
+    close(dt.numpy(), wd.T if transpose else wd, T, "f32", "embedding bwd")
+
+
+def test_embedding_reference_vector(device):
+    table = np.arange(12, dtype=np.float32).reshape(3, 4)
+    ids = ev.tensor(np.array([2, 1, 2, 0, 2, 7], np.uint32))
+    dt = ops.embedding_backward(ids, ev.tensor(np.ones((6, 4), np.float32)), 3).numpy()
+    assert np.array_equal(dt[:, 0], [1, 1, 3])  # row 2 sums three rows, id 7 >= V ignored
+    assert np.array_equal(ops.embedding(ids, ev.tensor(table), index_offset=4).numpy(), [table[2], np.zeros(4)])
+
+
+@pytest.mark.parametrize("dtype", F)
+@given(S=small, H=st.integers(1, 4), half=st.integers(1, 16), start=st.integers(0, 100), seed=seeds)
+def test_rope(device, dtype, S, H, half, start, seed):
+    rng = np.random.default_rng(seed)
+    x = data(rng, (S, H, 2 * half), dtype)
+    y = ops.rope(ev.tensor(x), start_pos=start)
+    X = rounded(x, dtype)
+    # f32 angle (position * frequency) error grows with the position.
+    close(y.numpy(), ref.rope(X, start, 10000.0), 8 * (start + S), dtype, "rope")
+    dy = data(rng, (S, H, 2 * half), dtype)
+    close(ops.rope_backward(ev.tensor(dy), start_pos=start).numpy(), ref.rope(rounded(dy, dtype), start, 10000.0, -1.0),
+          8 * (start + S), dtype, "rope bwd")
+
+
+@pytest.mark.parametrize("dtype", F)
+@pytest.mark.parametrize("kind", ["silu", "gelu"])
+@given(rows=small, d=st.integers(1, 40), limit=st.sampled_from([0.0, 0.5, 2.0]), seed=seeds)
+def test_glu(device, dtype, kind, rows, d, limit, seed):
+    rng = np.random.default_rng(seed)
+    x = data(rng, (rows, 2 * d), dtype, 2)
+    dy = data(rng, (rows, d), dtype)
+    X, DY = rounded(x, dtype), rounded(dy, dtype)
+    xt = ev.tensor(x)
+    close(ops.glu(xt, kind, limit).numpy(), ref.glu(X, kind, limit), 16, dtype, f"glu {kind}")
+    got = ops.glu_backward(xt, ev.tensor(dy), kind, limit).numpy().astype(np.float64)
+    want = ref.glu_bwd(X, DY, kind, limit)
+    # Elements within rounding of the strict |a*up| > L boundary may fall either way; skip those.
+    a_up = np.abs(ref.act(X[:, :d], kind) * X[:, d:])
+    near = np.tile(np.abs(a_up - limit) <= 1e-4 * max(limit, 1), 2) if limit > 0 else np.zeros_like(got, bool)
+    close(np.where(near, 0, got), np.where(near, 0, want), 16, dtype, f"glu {kind} bwd")
+
+
+def test_glu_limit_is_strict(device):
+    # silu(g) * up == L exactly is kept; above L both gradients are exactly 0.
+    x = np.array([[0.0, 3.0, 7.0, 1.0]], np.float32)  # gates 0, 3; ups 7, 1
+    a = float(ref.act(np.float64(3.0), "silu")) * 1.0
+    dx = ops.glu_backward(ev.tensor(x), ev.tensor(np.ones((1, 2), np.float32)), "silu", limit=a * 0.5).numpy()
+    assert dx[0, 1] == 0 and dx[0, 3] == 0 and dx[0, 0] != 0 or dx[0, 2] == 0  # gate 0 => a=0 <= L: kept
+    dx_eq = ops.glu_backward(ev.tensor(np.array([[0.0, 2.0]], np.float32)), ev.tensor(np.ones((1, 1), np.float32)),
+                             "silu", limit=0.0).numpy()
+    assert dx_eq[0, 1] == 0.0  # silu(0) = 0 => dUp = 0 exactly, dGate = 0.5 * up
+    assert abs(dx_eq[0, 0] - 1.0) < 1e-6
+
+
+@pytest.mark.parametrize("dtype", F)
+@given(rows=small, cols=st.integers(1, 80), seed=seeds)
+def test_bias_slice_activations(device, dtype, rows, cols, seed):
+    rng = np.random.default_rng(seed)
+    x, dy = data(rng, (rows, cols), dtype), data(rng, (rows, cols), dtype)
+    b = rng.standard_normal(cols).astype(np.float32)
+    X, DY = rounded(x, dtype), rounded(dy, dtype)
+    xt = ev.tensor(x)
+    close(ops.bias_add(xt, ev.tensor(b)).numpy(), X + b, 2, dtype, "bias_add")
+    close(ops.bias_add_backward(ev.tensor(dy)).numpy(), DY.sum(0), rows, "f32", "bias_add bwd")
+    r = int(rng.integers(0, rows))
+    assert np.array_equal(ops.row_slice(xt, r).numpy(), x[r])
+    back = ops.row_slice_backward(ev.tensor(dy[r]), rows, r).numpy()
+    assert np.array_equal(back[r], dy[r]) and not np.delete(back, r, 0).any()
+    for kind in ("silu", "gelu"):
+        close(getattr(ops, kind)(xt).numpy(), ref.act(X, kind), 8, dtype, kind)
+        close(getattr(ops, kind + "_backward")(xt, ev.tensor(dy)).numpy(), DY * ref.act_d(X, kind), 8, dtype, kind + " bwd")
+
+
+@pytest.mark.parametrize("dtype", F)
+@given(n=st.integers(1, 20000), square=st.booleans(), seed=seeds)
+def test_reduce_sum(device, dtype, n, square, seed):
+    x = data(np.random.default_rng(seed), (n,), dtype)
+    X = rounded(x, dtype)
+    want = (X * X).sum() if square else X.sum()
+    got = float(ops.reduce_sum(ev.tensor(x), square=square).numpy()[0])
+    assert abs(got - want) <= 2 * (n + 8) * U32 * (np.abs(X) ** (2 if square else 1)).sum() + 1e-30
+
+
+GQA = st.sampled_from([(1, 1), (2, 1), (4, 2), (4, 4), (3, 1)])
+
+
+@pytest.mark.parametrize("dtype", F)
+@given(S=st.integers(1, 24), heads=GQA, D=st.integers(1, 16), causal=st.booleans(), recompute=st.booleans(), seed=seeds)
+def test_attention(device, dtype, S, heads, D, causal, recompute, seed):
+    H, KVH = heads
+    rng = np.random.default_rng(seed)
+    q, k, v = data(rng, (S, H, D), dtype), data(rng, (S, KVH, D), dtype), data(rng, (S, KVH, D), dtype)
+    do = data(rng, (S, H, D), dtype)
+    Q, K, Vv, DO = (rounded(a, dtype) for a in (q, k, v, do))
+    scale = 1 / np.sqrt(D)
+    qt, kt, vt = ev.tensor(q), ev.tensor(k), ev.tensor(v)
+    out, probs = ops.attention(qt, kt, vt, causal=causal, save_probs=not recompute)
+    # f16: the reference rounds scores and probabilities to f16 where the device stores them; a
+    # 1-ulp difference in those roundings is allowed for through the f16 term of the tolerance.
+    rnd = (lambda a: rounded(a, "f16")) if dtype == "f16" else ref.same
+    wout, _ = ref.attention(Q, K, Vv, causal, scale, rnd)
+    n = 4 * (S + D) if dtype == "f32" else 4 * (S + D) * 64
+    close(out.numpy(), wout, n, dtype, "attention out")
+    dq, dk, dv = ops.attention_backward(qt, kt, vt, ev.tensor(do), probs, causal=causal)
+    wdq, wdk, wdv = ref.attention_bwd(Q, K, Vv, DO, causal, scale, rnd)
+    n *= H // KVH
+    close(dq.numpy(), wdq, n, dtype, "dq")
+    close(dk.numpy(), wdk, n, dtype, "dk")
+    close(dv.numpy(), wdv, n, dtype, "dv")
+
+
+def test_attention_gqa_reference_vector(device):
+    # S=1, H=4, KVH=1, hd=1: q=[1,2,3,4], k=[2], v=[3], dO=1 => P=1, dQ=0, dK=0, dV=4.
+    q = ev.tensor(np.array([1, 2, 3, 4], np.float32).reshape(1, 4, 1))
+    k = ev.tensor(np.array([[[2]]], np.float32))
+    v = ev.tensor(np.array([[[3]]], np.float32))
+    out, p = ops.attention(q, k, v)
+    assert np.array_equal(p.numpy().ravel(), [1, 1, 1, 1]) and np.array_equal(out.numpy().ravel(), [3, 3, 3, 3])
+    dq, dk, dv = ops.attention_backward(q, k, v, ev.tensor(np.ones((1, 4, 1), np.float32)), p)
+    assert np.array_equal(dq.numpy().ravel(), [0, 0, 0, 0])
+    assert dk.numpy().ravel().tolist() == [0.0] and dv.numpy().ravel().tolist() == [4.0]
+
+
+def test_bad_geometry_errors(device):
+    q = ev.tensor(np.zeros((2, 3, 4), np.float32))
+    kv = ev.tensor(np.zeros((2, 2, 4), np.float32))
+    with pytest.raises(ev.ShapeError, match="GQA"):
+        ops.attention(q, kv, kv)
+    with pytest.raises(ev.ShapeError, match="even"):
+        ops.rope(ev.tensor(np.zeros((2, 1, 3), np.float32)))
+    with pytest.raises(ev.UnsupportedError, match="gated activation"):
+        ops.glu(ev.tensor(np.zeros((1, 4), np.float32)), "relu")
