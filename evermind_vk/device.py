@@ -11,6 +11,7 @@ Device choice: argument, else EVERMIND_VK_DEVICE (an index or a name substring),
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from dataclasses import dataclass, field
@@ -195,6 +196,26 @@ class Device:
         op = kp.OpAlgoDispatch(algo, push_words)
         if self.recording is not None:
             self.recording._append(op, algo)
+        else:
+            self._eager.eval(op)
+            self.submits += 1
+
+    @contextlib.contextmanager
+    def eager(self):
+        """Run dispatches now even inside a recording (one-time state initialisation, which must not
+        be replayed with the recorded step)."""
+        rec, self.recording = self.recording, None
+        try:
+            yield
+        finally:
+            self.recording = rec
+
+    def upload(self, tensor) -> None:
+        """Copy a host-visible tensor's staging memory to the device now or, inside a recording, at
+        each run of the recorded program (so a replay picks up host-written per-step scalars)."""
+        op = _kp().OpTensorSyncDevice([tensor.kp])
+        if self.recording is not None:
+            self.recording._append(op, tensor.kp)
         else:
             self._eager.eval(op)
             self.submits += 1

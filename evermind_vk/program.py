@@ -22,11 +22,12 @@ class Program:
         self._keep = []  # algorithms the sequence uses stay alive with it
         self._seq = None
 
-    def _append(self, op, algo) -> None:
+    def _append(self, op, keep) -> None:
+        """Add a kp operation; `keep` (its algorithm or tensor) lives as long as the program."""
         if self._seq is not None:
             raise EvermindError("this Program is already recorded")
         self._ops.append(op)
-        self._keep.append(algo)
+        self._keep.append(keep)
 
     def __len__(self) -> int:
         return len(self._ops)

@@ -83,10 +83,18 @@ class Tensor:
         arr = _as_array(data, self.dtype)
         if arr.shape != self.shape:
             raise ShapeError(f"copy_ of shape {arr.shape} into a tensor of shape {self.shape}")
-        kp = _kp()
-        self.kp.data()[:] = _to_words(arr, self.words)
-        self.device.run_ops([kp.OpTensorSyncDevice([self.kp])])
+        self.write_staging(arr)
+        self.device.upload(self)
         return self
+
+    def write_staging(self, data) -> None:
+        """Write host data into the staging memory only (no transfer); `device.upload` moves it."""
+        if not self.host_visible:
+            raise EvermindError("write_staging needs a host-visible tensor")
+        arr = _as_array(data, self.dtype)
+        if arr.size != self.numel:
+            raise ShapeError(f"{arr.size} elements for a tensor of {self.numel}")
+        self.kp.data()[:] = _to_words(arr, self.words)
 
 
 def _as_array(data, dtype: str | None) -> np.ndarray:

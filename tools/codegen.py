@@ -103,6 +103,8 @@ VARIANTS = [
       for dt in F),
     *(simple("reduce", "reduce", dt, 256) for dt in F),
     simple("reduce", "reduce_final", "f32", 256),
+    simple("optim", "adamw", "f32", 256),
+    simple("optim", "clip_scale", "f32", 256),
 ]
 
 GLSL_TYPES = {"f32": "float", "f16": "float16_t", "u32": "uint", "i32": "int"}

@@ -1,0 +1,222 @@
+"""Optimizer side of training on the device: AdamW with a per-element trust region, gradient-norm
+clipping, learning-rate schedules.
+
+AdamW semantics (per element, PyTorch's AdamW plus the seeds' trust region):
+    m = b1 m + (1 - b1) g ;  v = b2 v + (1 - b2) g^2
+    step = lr (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps), clamped to +-max_delta if max_delta > 0
+    p = p (1 - lr wd) - step
+Weight decay stays outside the clamp (as in the seed), so |p' - p (1 - lr wd)| <= max_delta.
+A non-finite gradient element leaves that element's parameter and moments untouched and is counted
+(the seed stored the moments first, so one NaN poisoned them forever).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import kernels
+from .errors import ShapeError, UnsupportedError
+from .ops.nn import CHUNK, final_sum, partial_sums
+from .tensor import Tensor, empty, tensor, zeros
+from .ops.elementwise import fill_words
+
+
+def _dispatch(op: str, tensors: list, push: dict, n: int) -> None:
+    v = kernels.usable(op, "f32", tensors[0].device)[0]
+    kernels.dispatch(v, tensors, push, kernels.grid(-(-max(1, n) // v.spec["WG"])))
+
+
+class AdamW:
+    """AdamW over named f32 parameters; moments keyed by parameter name, created lazily (zeros) the
+    first time a name is stepped, and kept when the trainable subset changes."""
+
+    def __init__(self, params: dict, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8,
+                 weight_decay: float = 1e-2, max_delta: float = 0.0):
+        if not lr >= 0 or not eps >= 0 or not weight_decay >= 0:
+            raise ValueError(f"AdamW: lr, eps, weight_decay must be >= 0 (got {lr}, {eps}, {weight_decay})")
+        if not all(0.0 <= b < 1.0 for b in betas):
+            raise ValueError(f"AdamW: betas must be in [0, 1), got {betas}")
+        self.params = dict(params)
+        for name, p in self.params.items():
+            if p.dtype != "f32":
+                raise UnsupportedError(f"AdamW keeps f32 master weights; parameter {name!r} is {p.dtype}")
+        self.lr, self.betas, self.eps = float(lr), tuple(float(b) for b in betas), float(eps)
+        self.weight_decay, self.max_delta = float(weight_decay), float(max_delta)
+        self.step_count = 0
+        self.state: dict[str, tuple[Tensor, Tensor]] = {}
+        dev = next(iter(self.params.values())).device if self.params else None
+        self._device = dev
+        self._hyper = tensor(np.zeros(8, np.float32), device=dev) if dev else None
+        self._nonfinite = zeros((1,), "u32", dev, host_visible=True) if dev else None
+
+    # -- per-step scalars ---------------------------------------------------------------------
+    def hyper(self, t: int) -> np.ndarray:
+        b1, b2 = self.betas
+        return np.array([self.lr, b1, b2, self.eps, self.weight_decay, 1 - b1 ** t, 1 - b2 ** t,
+                         self.max_delta], dtype=np.float32)
+
+    def begin_step(self) -> None:
+        """Advance the step count and write this step's scalars into the hyper buffer's host memory.
+        For a recorded step: call this, then replay the program (which uploads them)."""
+        self.step_count += 1
+        self._hyper.write_staging(self.hyper(self.step_count))
+
+    def record_updates(self, grads: dict) -> None:
+        """Dispatch (or record) the uploads of the scalars and one update per named gradient."""
+        dev = self._device
+        dev.upload(self._hyper)
+        fill_words(self._nonfinite, 0)
+        for name, g in grads.items():
+            p = self.params.get(name)
+            if p is None:
+                raise KeyError(f"AdamW: gradient for unknown parameter {name!r}")
+            if g.shape != p.shape or g.dtype != "f32":
+                raise ShapeError(f"AdamW: gradient {name!r} is {g.shape}/{g.dtype}, parameter is {p.shape}/f32")
+            if name not in self.state:  # lazily, zeroed now: not part of a recorded step
+                with dev.eager():
+                    self.state[name] = (zeros(p.shape, "f32", dev), zeros(p.shape, "f32", dev))
+            m, v = self.state[name]
+            _dispatch("adamw", [p, g, m, v, self._hyper, self._nonfinite], {"n": p.numel}, p.numel)
+
+    def step(self, grads: dict) -> None:
+        """One AdamW step for the parameters named in grads (eagerly, or recorded inside record())."""
+        self.begin_step()
+        self.record_updates(grads)
+
+    @property
+    def nonfinite(self) -> int:
+        """Non-finite gradient elements skipped in the last step (reads the device counter)."""
+        return int(self._nonfinite.numpy()[0])
+
+    # -- persistence --------------------------------------------------------------------------
+    def state_dict(self) -> dict:
+        return {
+            "step": self.step_count,
+            "hyper": {"lr": self.lr, "betas": list(self.betas), "eps": self.eps,
+                      "weight_decay": self.weight_decay, "max_delta": self.max_delta},
+            "state": {n: {"exp_avg": m.numpy(), "exp_avg_sq": v.numpy()} for n, (m, v) in self.state.items()},
+        }
+
+    def load_state_dict(self, sd: dict) -> None:
+        h = sd["hyper"]
+        self.lr, self.betas, self.eps = float(h["lr"]), tuple(h["betas"]), float(h["eps"])
+        self.weight_decay, self.max_delta = float(h["weight_decay"]), float(h["max_delta"])
+        self.step_count = int(sd["step"])
+        state = {}
+        for name, s in sd["state"].items():
+            p = self.params.get(name)
+            m, v = np.asarray(s["exp_avg"]), np.asarray(s["exp_avg_sq"])
+            if p is not None and (m.shape != p.shape or v.shape != p.shape):
+                raise ShapeError(f"AdamW state for {name!r} has shape {m.shape}, parameter {p.shape}")
+            state[name] = (tensor(m.astype(np.float32), device=self._device),
+                           tensor(v.astype(np.float32), device=self._device))
+        self.state = state
+
+
+# -- gradient clipping ------------------------------------------------------------------------------
+class ClipMetrics:
+    """clip_grad_norm's result. norm_before / norm_after / clipped are read from the device on first
+    access (or at once with track=True); total_params is known on the host."""
+
+    def __init__(self, state: Tensor, max_norm: float, total_params: int, track: bool):
+        self._state, self.max_norm, self.total_params = state, max_norm, total_params
+        self._vals = None
+        if track:
+            self._read()
+
+    def _read(self):
+        if self._vals is None:
+            s = self._state.numpy().astype(np.float64)
+            self._vals = (math.sqrt(s[0]) if s[0] >= 0 else float("nan"), math.sqrt(s[1]) if s[1] >= 0 else float("nan"))
+        return self._vals
+
+    @property
+    def norm_before(self) -> float:
+        return self._read()[0]
+
+    @property
+    def norm_after(self) -> float:
+        return self._read()[1]
+
+    @property
+    def finite(self) -> bool:
+        return math.isfinite(self.norm_before)
+
+    @property
+    def clipped(self) -> bool:
+        n = self.norm_before
+        return self.max_norm > 0 and math.isfinite(n) and self.max_norm / (n + 1e-6) < 1.0
+
+    def as_dict(self) -> dict:
+        return {"norm_before": self.norm_before, "norm_after": self.norm_after, "clipped": self.clipped,
+                "finite": self.finite, "total_params": self.total_params}
+
+
+def _sum_squares(grads: list, state: Tensor, index: int) -> None:
+    dev = state.device
+    n_part = sum(max(1, -(-g.numel // CHUNK)) for g in grads)
+    part = empty((n_part,), "f32", dev)
+    off = 0
+    for g in grads:
+        off += partial_sums(g, part, off, square=True)
+    final_sum(part, off, state, index=index)
+
+
+def clip_grad_norm(grads, max_norm: float, track: bool = False) -> ClipMetrics:
+    """Scale all gradients (one vector) by min(max_norm / (norm + 1e-6), 1) on the device.
+
+    norm_before is the L2 norm before clipping; norm_after is measured after. max_norm <= 0 disables
+    clipping (the norm is still computed). A non-finite norm leaves every gradient untouched and is
+    reported (finite = False). Reading the metrics is a host sync; with track=False it happens only
+    when an attribute is read."""
+    gl = list(grads.values()) if isinstance(grads, dict) else list(grads)
+    if not gl:
+        raise ValueError("clip_grad_norm: no gradients")
+    for g in gl:
+        if g.dtype != "f32":
+            raise UnsupportedError(f"clip_grad_norm takes f32 gradients, got {g.dtype}")
+    dev = gl[0].device
+    state = empty((2,), "f32", dev)
+    _sum_squares(gl, state, 0)
+    if max_norm > 0:
+        for g in gl:
+            _dispatch("clip_scale", [g, state], {"n": g.numel, "max_norm": float(max_norm)}, g.numel)
+    _sum_squares(gl, state, 1)
+    return ClipMetrics(state, float(max_norm), sum(g.numel for g in gl), track)
+
+
+# -- learning-rate schedules (pure functions, doppler semantics; steps count from 1) -----------------
+@dataclass(frozen=True)
+class LRSchedule:
+    """type: 'constant' | 'step_decay' | 'cosine'; warmup_steps > 0 adds a linear warm-up to any type.
+    min_lr clamps the warm-up from below (it is not the end point of the decay)."""
+    type: str = "constant"
+    warmup_steps: int = 0
+    step_size: int = 1000
+    gamma: float = 0.95
+    total_steps: int = 10000
+    min_lr: float = 0.0
+    enabled: bool = True
+
+    def __post_init__(self):
+        if self.type not in ("constant", "step_decay", "cosine"):
+            raise ValueError(f"unknown LR schedule type {self.type!r}")
+        if self.warmup_steps < 0 or self.step_size < 1 or self.total_steps < 1:
+            raise ValueError("warmup_steps >= 0, step_size >= 1 and total_steps >= 1 are required")
+
+
+def lr_at(step: int, lr: float, schedule: LRSchedule | None = None) -> float:
+    """The effective learning rate at 1-based `step`."""
+    s = schedule or LRSchedule()
+    if not s.enabled:
+        return lr
+    W = s.warmup_steps
+    if W > 0 and step <= W:
+        return max(lr * step / W, s.min_lr)
+    if s.type == "step_decay":
+        return lr * s.gamma ** (max(0, step - W - 1) // s.step_size)
+    if s.type == "cosine":
+        return lr * 0.5 * (1 + math.cos(math.pi * min(1.0, max(0, step - W - 1) / s.total_steps)))
+    return lr

@@ -1,0 +1,35 @@
+#version 450
+#extension GL_EXT_control_flow_attributes : enable
+
+layout(constant_id = 0) const uint WG = 256;
+layout(std430, binding = 0) buffer Buf_param { float param[]; };
+layout(std430, binding = 1) readonly buffer Buf_grad { float grad[]; };
+layout(std430, binding = 2) buffer Buf_m { float m[]; };
+layout(std430, binding = 3) buffer Buf_v { float v[]; };
+layout(std430, binding = 4) readonly buffer Buf_hyper { float hyper[]; };
+layout(std430, binding = 5) buffer Buf_nonfinite { uint nonfinite[]; };
+layout(push_constant) uniform Push {
+    uint n;
+} p;
+layout(local_size_x_id = 0) in;
+
+void main() {
+    const uint i = (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * WG + gl_LocalInvocationID.x;
+    if (i >= p.n) return;
+    // AdamW (decoupled decay, bias-corrected moments) with a per-element trust region.
+    // hyper = [lr, beta1, beta2, eps, weight_decay, 1 - beta1^t, 1 - beta2^t, max_delta]: written by the
+    // host each step into a device buffer, so a recorded step replays unchanged.
+    // A non-finite gradient leaves this element's parameter and moments untouched and is counted.
+    const float g = grad[i];
+    if (isnan(g) || isinf(g)) { atomicAdd(nonfinite[0], 1u); return; }
+    const float lr = hyper[0], b1 = hyper[1], b2 = hyper[2], eps = hyper[3], wd = hyper[4];
+    const float mi = b1 * m[i] + (1.0 - b1) * g;
+    const float vi = b2 * v[i] + (1.0 - b2) * g * g;
+    m[i] = mi;
+    v[i] = vi;
+    float step = lr * (mi / hyper[5]) / (sqrt(vi / hyper[6]) + eps);
+    if (isnan(step) || isinf(step)) step = 0.0;
+    const float md = hyper[7];
+    if (md > 0.0) step = clamp(step, -md, md);  // the trust region bounds the Adam step, not the decay
+    param[i] = param[i] * (1.0 - lr * wd) - step;
+}
