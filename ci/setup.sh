@@ -91,4 +91,10 @@ fi
 # 4. this package ----------------------------------------------------------------------------------
 say "installing evermind-vk (editable, with test extras)"
 "$PY" -m pip install -q --disable-pip-version-check -e "$ROOT[test]"
+# Optional: PyTorch for the parity tests and benchmark baselines (EVERMIND_TORCH=1; CI sets it, since
+# its image carries the CPU build of torch 2.13.0 locally; elsewhere PyPI serves a large CUDA build).
+if [ "${EVERMIND_TORCH:-0}" = 1 ] && ! "$PY" -c 'import torch' 2>/dev/null; then
+    say "installing torch 2.13.0 (EVERMIND_TORCH=1)"
+    "$PY" -m pip install -q --disable-pip-version-check "torch==2.13.0"
+fi
 "$PY" -c 'import kp, numpy; print("[setup] kp", kp.__version__, "numpy", numpy.__version__)'

@@ -26,6 +26,8 @@ KILL_SWITCHES = {
 }
 FEATURES = ("shader_int16", "shader_int64", "storage_buffer_16bit_access", "shader_float16",
             "vulkan_memory_model", "vulkan_memory_model_device_scope", "cooperative_matrix")
+# VK_KHR_cooperative_matrix shape (M, N, K, A, B, C, Result, scope): FLOAT16 = 0, FLOAT32 = 1, SUBGROUP = 3.
+COOPMAT_F16_F32 = (16, 16, 16, 0, 0, 1, 1, 3)
 DEVICE_TYPES = {0: "other", 1: "integrated_gpu", 2: "discrete_gpu", 3: "virtual_gpu", 4: "cpu"}
 
 
@@ -75,6 +77,10 @@ class DeviceInfo:
         off = _switched_off()
         feats = {f: bool(caps.get(f)) and f not in off for f in FEATURES}
         shapes = tuple(tuple(s) for s in caps.get("cooperative_matrix_shapes", ())) if feats["cooperative_matrix"] else ()
+        # Derived: the coopmat shape our kernels use (16x16x16, f16 A/B, f32 C/result, subgroup scope),
+        # and the subgroup size they assume.
+        feats["coopmat_f16_16x16x16_f32"] = COOPMAT_F16_F32 in shapes
+        feats["subgroup_size_32"] = int(caps["subgroup_size"]) == 32
         return DeviceInfo(
             index=index, name=caps["device_name"], type=DEVICE_TYPES.get(caps["device_type"], "other"),
             subgroup_size=int(caps["subgroup_size"]), shared_memory=int(caps["max_compute_shared_memory_size"]),

@@ -26,6 +26,7 @@ class Variant:
     bindings: tuple  # ((name, type, access), ...) in binding order
     push_constants: tuple  # ((name, type), ...)
     features: tuple
+    flags: tuple = ()
 
     @property
     def spec(self) -> dict:
@@ -52,7 +53,7 @@ def manifest() -> dict[str, Variant]:
             spec_constants=tuple((n, int(x)) for n, x in v["spec_constants"]),
             bindings=tuple((b["name"], b["type"], b["access"]) for b in v["bindings"]),
             push_constants=tuple((p["name"], p["type"]) for p in v["push_constants"]),
-            features=tuple(v["features"]))
+            features=tuple(v["features"]), flags=tuple(v.get("flags", ())))
     return out
 
 

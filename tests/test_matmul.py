@@ -1,4 +1,6 @@
 """matmul (both transpose_b settings, f32 and f16, every tile) and its backward vs float64 oracles."""
+import importlib
+
 import numpy as np
 import pytest
 from hypothesis import given, strategies as st
@@ -84,3 +86,34 @@ def test_matmul_shape_errors(device):
         ev.matmul(a, ev.tensor(np.zeros(4, np.float32)))
     with pytest.raises(ev.UnsupportedError, match="dtypes"):
         ev.matmul(a, ev.tensor(np.zeros((4, 2), np.float16)))
+
+
+CM = [v for v in kernels.variants("matmul", "f16") if "cm" in v.flags]
+
+
+@pytest.mark.parametrize("variant", CM, ids=lambda v: v.name)
+@pytest.mark.parametrize("transpose_b", [False, True])
+def test_coopmat_variants(device, variant, transpose_b):
+    """Tensor-core variants on aligned shapes (skipped where the device lacks cooperative matrices)."""
+    missing = [f for f in variant.features if not device.has(f)]
+    if missing:
+        pytest.skip(f"{device.info.name} lacks {', '.join(missing)}")
+    bm, bn, bk = variant.spec["BM"], variant.spec["BN"], variant.spec["BK"]
+    rng = np.random.default_rng(bm)
+    M, N, K = 2 * bm, 3 * bn, 4 * bk
+    a = rng.standard_normal((M, K)).astype(np.float16)
+    b = rng.standard_normal((N, K) if transpose_b else (K, N)).astype(np.float16)
+    mm = importlib.import_module("evermind_vk.ops.matmul")
+    picked = mm._pick("f16", M, N, K, device, 1, True)
+    assert "cm" in picked.flags
+    got = ev.matmul(ev.tensor(a), ev.tensor(b), transpose_b=transpose_b).numpy()
+    A, B = rounded(a, "f16"), rounded(b, "f16")
+    B = B.T if transpose_b else B
+    assert_within(got, A @ B, dot_bound(np.abs(A), np.abs(B), K, "f16"), variant.name)
+
+
+def test_coopmat_never_selected_without_feature(device):
+    mm = importlib.import_module("evermind_vk.ops.matmul")
+    if device.info.coopmat:
+        pytest.skip("device has cooperative matrices")
+    assert "cm" not in mm._pick("f16", 1024, 1024, 1024, device, 1, True).flags

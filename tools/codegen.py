@@ -36,7 +36,8 @@ GENERATED = ROOT / "generated"
 
 # Device features a dtype or feature flag needs (names as in Device.caps).
 DTYPE_FEATURES = {"f16": ["storage_buffer_16bit_access"]}
-FLAG_FEATURES: dict[str, list[str]] = {}
+FLAG_FEATURES = {"cm": ["cooperative_matrix", "coopmat_f16_16x16x16_f32", "shader_float16", "subgroup_size_32",
+                        "vulkan_memory_model"]}
 
 
 @dataclass(frozen=True)
@@ -69,10 +70,10 @@ def elementwise(template, op, dtype, wg=256, vec=1):
     return Variant(template, op, dtype, (("WG", wg), ("VEC", vec)), tile=f"t{wg}x{vec}")
 
 
-def matmul(dtype, bm, bn, bk, wg_x, wg_y):
+def matmul(dtype, bm, bn, bk, wg_x, wg_y, flags=()):
     return Variant("matmul", "matmul", dtype,
                    (("WG_X", wg_x), ("WG_Y", wg_y), ("BM", bm), ("BN", bn), ("BK", bk)),
-                   tile=f"t{bm}x{bn}")
+                   flags=tuple(flags), tile=f"t{bm}x{bn}")
 
 
 def simple(template, op, dtype, wg):
@@ -94,6 +95,8 @@ VARIANTS = [
     *(matmul(dt, bm, bn, bk, wx, wy)
       for dt in F
       for (bm, bn, bk, wx, wy) in ((32, 32, 16, 16, 16), (64, 64, 16, 16, 16), (128, 128, 8, 16, 16))),
+    # tensor cores through KHR cooperative matrices, aligned shapes only
+    *(matmul("f16", bm, bn, bk, 128, 1, ["cm"]) for (bm, bn, bk) in ((128, 128, 32), (64, 64, 32))),
     *(simple("rows", op, dt, 128)
       for op in ("softmax", "softmax_bwd", "rmsnorm", "rmsnorm_bwd", "layernorm", "layernorm_bwd", "xent", "xent_bwd")
       for dt in F),

@@ -7,8 +7,17 @@ from ..errors import ShapeError, UnsupportedError
 from ..tensor import Tensor, empty
 
 
-def _pick(dtype: str, M: int, N: int, K: int, device, batch: int = 1):
+def _pick(dtype: str, M: int, N: int, K: int, device, batch: int = 1, cm_layout_ok: bool = False):
+    """Cooperative-matrix variants where the device has them and the problem is aligned to their tile
+    (their kernels have no bounds checks); otherwise the scalar tile from select.matmul_tile."""
     cands = kernels.usable("matmul", dtype, device)
+    if cm_layout_ok:
+        cm = [v for v in cands if "cm" in v.flags and M % v.spec["BM"] == 0 and N % v.spec["BN"] == 0
+              and K % v.spec["BK"] == 0]
+        if cm:
+            big = [v for v in cm if -(-M // v.spec["BM"]) * -(-N // v.spec["BN"]) * batch >= 128]
+            return max(big or cm, key=lambda v: v.spec["BM"] * v.spec["BN"]) if big else min(cm, key=lambda v: v.spec["BM"])
+    cands = [v for v in cands if "cm" not in v.flags]
     tiles = sorted({(v.spec["BM"], v.spec["BN"], v.spec["BK"]) for v in cands})
     bm, bn, bk = select.matmul_tile(M, N, K, tiles, device.info.shared_memory, device.info.type, batch)
     return next(v for v in cands if (v.spec["BM"], v.spec["BN"], v.spec["BK"]) == (bm, bn, bk))
@@ -28,7 +37,9 @@ def gemm_strided(a: Tensor, b: Tensor, c: Tensor, M: int, N: int, K: int, *,
         raise UnsupportedError(f"matmul: dtypes {a.dtype}, {b.dtype}, {c.dtype} differ")
     if batch > kernels.MAX_GROUPS:
         raise UnsupportedError(f"matmul: batch {batch} exceeds {kernels.MAX_GROUPS}")
-    v = _pick(a.dtype, M, N, K, a.device, batch)
+    cm_ok = (c_strides[1] == 1 and c_strides[0] % 8 == 0 and c_batch[0] % 8 == 0 and c_batch[1] % 8 == 0
+             and beta == 0.0)
+    v = _pick(a.dtype, M, N, K, a.device, batch, cm_ok)
     push = dict(M=M, N=N, K=K, sam=a_strides[0], sak=a_strides[1], sbk=b_strides[0], sbn=b_strides[1],
                 scm=c_strides[0], scn=c_strides[1], aoff=a_batch[0], sab=a_batch[1],
                 boff=b_batch[0], sbb=b_batch[1], bdiv=b_batch[2], coff=c_batch[0], scb=c_batch[1],

@@ -1,0 +1,211 @@
+#!/usr/bin/env python3
+"""evermind-vk benchmarks. Every number is printed beside a baseline measured in the same run:
+numpy (CPU) always, PyTorch when importable (CUDA if a GPU is visible to it, else CPU).
+
+    python bench/bench.py                       # lavapipe-sized defaults
+    python bench/bench.py --matmul 4096 8192 --attn 2048 --adam 100000000 --json out.json
+
+Device timings replay a recorded sequence of --reps dispatches with one submit (after a warm-up
+run), so they measure the kernels, not the per-submit cost.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+
+import numpy as np
+
+import evermind_vk as ev
+from evermind_vk import ops
+from evermind_vk.optim import AdamW
+
+try:
+    import torch
+except ImportError:  # pragma: no cover
+    torch = None
+
+
+def timed(fn, reps: int, min_time: float = 0.2) -> float:
+    fn()
+    n, t0 = 0, time.perf_counter()
+    while True:
+        fn()
+        n += 1
+        dt = time.perf_counter() - t0
+        if n >= reps and dt >= min_time or dt > 20:
+            return dt / n
+
+
+def device_time(build, reps: int) -> float:
+    """Seconds per repetition of the dispatches `build()` records."""
+    with ev.record(run=False) as prog:
+        for _ in range(reps):
+            build()
+    prog.run()  # warm-up (pipelines, caches)
+    t0 = time.perf_counter()
+    prog.run()
+    return (time.perf_counter() - t0) / reps
+
+
+def torch_dev():
+    if torch is None:
+        return None
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def torch_time(fn, reps):
+    if torch_dev() == "cuda":
+        torch.cuda.synchronize()
+        fn()
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(reps):
+            fn()
+        torch.cuda.synchronize()
+        return (time.perf_counter() - t0) / reps
+    return timed(fn, reps)
+
+
+def bench_matmul(n: int, reps: int) -> list[dict]:
+    rows = []
+    rng = np.random.default_rng(0)
+    a32 = rng.standard_normal((n, n)).astype(np.float32)
+    b32 = rng.standard_normal((n, n)).astype(np.float32)
+    flops = 2.0 * n ** 3
+    t_np = timed(lambda: a32 @ b32, 1 if n >= 2048 else 3) if n <= 4096 else float("nan")
+    for dtype in ("f32", "f16"):
+        dev = ev.get_device()
+        if dtype == "f16" and not dev.info.f16:
+            continue
+        a = ev.tensor(a32.astype(np.float16) if dtype == "f16" else a32)
+        b = ev.tensor(b32.astype(np.float16) if dtype == "f16" else b32)
+        c = ev.empty((n, n), dtype)
+        t_ev = device_time(lambda: ev.matmul(a, b, out=c), reps)
+        row = {"bench": "matmul", "dtype": dtype, "n": n, "evermind_gflops": flops / t_ev / 1e9,
+               "numpy_f32_gflops": flops / t_np / 1e9 if t_np == t_np else None}
+        if torch is not None:
+            td = torch_dev()
+            tdt = torch.float16 if (dtype == "f16" and td == "cuda") else torch.float32
+            if td == "cuda":
+                torch.backends.cuda.matmul.allow_tf32 = False
+            ta = torch.tensor(a32, device=td, dtype=tdt)
+            tb = torch.tensor(b32, device=td, dtype=tdt)
+            t_t = torch_time(lambda: ta @ tb, max(3, reps))
+            row[f"torch_{td}_{str(tdt).split('.')[-1]}_gflops"] = flops / t_t / 1e9
+            row["ratio_vs_torch"] = row["evermind_gflops"] / row[f"torch_{td}_{str(tdt).split('.')[-1]}_gflops"]
+        if row["numpy_f32_gflops"]:
+            row["ratio_vs_numpy"] = row["evermind_gflops"] / row["numpy_f32_gflops"]
+        rows.append(row)
+    return rows
+
+
+def attn_flops(S, H, D, causal):
+    f = 4.0 * S * S * H * D  # QK^T and PV
+    return 3.5 * f * (0.5 if causal else 1.0)  # forward + backward (dV, dP, dQ, dK: 2x forward), causal counts half
+
+
+def bench_attention(S: int, H: int, KVH: int, D: int, reps: int) -> dict:
+    rng = np.random.default_rng(1)
+    q = rng.standard_normal((S, H, D)).astype(np.float32)
+    k = rng.standard_normal((S, KVH, D)).astype(np.float32)
+    v = rng.standard_normal((S, KVH, D)).astype(np.float32)
+    do = rng.standard_normal((S, H, D)).astype(np.float32)
+    tq, tk, tv, tdo = (ev.tensor(x) for x in (q, k, v, do))
+
+    def step():
+        o, p = ops.attention(tq, tk, tv, causal=True)
+        ops.attention_backward(tq, tk, tv, tdo, p, causal=True)
+    t_ev = device_time(step, reps)
+    flops = attn_flops(S, H, D, True)
+    row = {"bench": "attention_fwd_bwd", "S": S, "H": H, "KVH": KVH, "D": D, "causal": True,
+           "evermind_gflops": flops / t_ev / 1e9, "evermind_ms": t_ev * 1e3}
+
+    G = H // KVH
+
+    def np_step():
+        for h in range(H):
+            s = q[:, h] @ k[:, h // G].T / math.sqrt(D)
+            s = s + np.triu(np.full((S, S), -np.inf, np.float32), 1)
+            p = np.exp(s - s.max(1, keepdims=True))
+            p /= p.sum(1, keepdims=True)
+            p @ v[:, h // G]
+            dp = do[:, h] @ v[:, h // G].T
+            ds = p * (dp - (p * dp).sum(1, keepdims=True))
+            p.T @ do[:, h], ds @ k[:, h // G], ds.T @ q[:, h]
+    t_np = timed(np_step, 1)
+    row["numpy_ms"] = t_np * 1e3
+    row["ratio_vs_numpy"] = t_np / t_ev
+    if torch is not None:
+        td = torch_dev()
+        Q = torch.tensor(q, device=td).permute(1, 0, 2).contiguous().requires_grad_()
+        K = torch.tensor(k, device=td).permute(1, 0, 2).repeat_interleave(G, 0).contiguous().requires_grad_()
+        V = torch.tensor(v, device=td).permute(1, 0, 2).repeat_interleave(G, 0).contiguous().requires_grad_()
+        DO = torch.tensor(do, device=td).permute(1, 0, 2).contiguous()
+
+        def t_step():
+            o = torch.nn.functional.scaled_dot_product_attention(Q[None], K[None], V[None], is_causal=True)
+            torch.autograd.grad(o, (Q, K, V), DO[None])
+        t_t = torch_time(t_step, max(3, reps))
+        row[f"torch_{td}_ms"] = t_t * 1e3
+        row["ratio_vs_torch"] = t_t / t_ev
+    return row
+
+
+def bench_adam(n_params: int, reps: int) -> dict:
+    dev = ev.get_device()
+    cap = min(dev.info.max_storage_buffer_range // 4, 1 << 25)
+    sizes = [min(cap, n_params - i) for i in range(0, n_params, cap)]
+    rng = np.random.default_rng(2)
+    params = {f"p{i}": ev.tensor(rng.standard_normal(s).astype(np.float32)) for i, s in enumerate(sizes)}
+    grads = {k: ev.tensor(rng.standard_normal(p.numel).astype(np.float32) * 1e-3) for k, p in params.items()}
+    opt = AdamW(params, lr=1e-3, max_delta=0.05)
+    opt.step(grads)  # creates the moments
+    opt.begin_step()
+    t_step = device_time(lambda: opt.record_updates(grads), reps)
+    bytes_step = 4.0 * n_params * 7  # read p, g, m, v; write p, m, v
+    outs = {k: ev.empty((p.numel,), "f32") for k, p in params.items()}
+    from evermind_vk.ops.elementwise import copy_words
+    t_copy = device_time(lambda: [copy_words(p, outs[k]) for k, p in params.items()], reps)
+    copy_gbs = 8.0 * n_params / t_copy / 1e9
+    row = {"bench": "adamw_step", "params": n_params, "evermind_gbs": bytes_step / t_step / 1e9,
+           "device_copy_gbs": copy_gbs, "ms_per_step": t_step * 1e3}
+    row["ratio_vs_copy"] = row["evermind_gbs"] / copy_gbs
+    return row
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--matmul", type=int, nargs="*", default=[256])
+    ap.add_argument("--attn", type=int, nargs="*", default=[128], help="sequence lengths (H=4, KVH=2, D=64)")
+    ap.add_argument("--adam", type=int, default=1_000_000, help="parameters in the AdamW step")
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--json", default="bench.json")
+    args = ap.parse_args(argv)
+    dev = ev.get_device()
+    info = {"device": dev.info.name, "device_type": dev.info.type, "torch": getattr(torch, "__version__", None),
+            "torch_device": torch_dev(), "numpy": np.__version__, "results": []}
+    print(f"# evermind-vk bench on {dev.info.name} ({dev.info.type}); torch: {info['torch']} ({info['torch_device']})")
+    for n in args.matmul:
+        for row in bench_matmul(n, args.reps):
+            info["results"].append(row)
+            print(json.dumps(row))
+    for S in args.attn:
+        row = bench_attention(S, 4, 2, 64, args.reps)
+        info["results"].append(row)
+        print(json.dumps(row))
+    if args.adam:
+        row = bench_adam(args.adam, args.reps)
+        info["results"].append(row)
+        print(json.dumps(row))
+    with open(args.json, "w") as f:
+        json.dump(info, f, indent=1)
+    print(f"# wrote {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
