@@ -80,3 +80,16 @@ def test_devices_report_capabilities():
     assert d0.name and d0.type in ("cpu", "discrete_gpu", "integrated_gpu", "virtual_gpu", "other")
     assert d0.subgroup_size >= 1 and d0.shared_memory >= 16384
     assert isinstance(d0.f16, bool) and isinstance(d0.coopmat, bool)
+
+
+def test_no_driver_is_a_device_error():
+    # With no Vulkan driver at all, stock kp crashed the process; we raise DeviceError.
+    import os
+    import subprocess
+    import sys
+    code = ("import evermind_vk as ev\n"
+            "try:\n    ev.devices()\nexcept ev.DeviceError as e:\n    print('DeviceError:', e)\n")
+    env = dict(os.environ, VK_DRIVER_FILES="/nonexistent/icd.json", VK_ICD_FILENAMES="/nonexistent/icd.json")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, (out.returncode, out.stderr[-2000:])
+    assert "DeviceError: no usable Vulkan device" in out.stdout
