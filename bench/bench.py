@@ -174,6 +174,12 @@ def bench_adam(n_params: int, reps: int) -> dict:
     row = {"bench": "adamw_step", "params": n_params, "evermind_gbs": bytes_step / t_step / 1e9,
            "device_copy_gbs": copy_gbs, "ms_per_step": t_step * 1e3}
     row["ratio_vs_copy"] = row["evermind_gbs"] / copy_gbs
+    if torch is not None and torch_dev() == "cuda":  # the device's copy bandwidth as CUDA sees it
+        src = torch.empty(n_params, device="cuda")
+        dst = torch.empty_like(src)
+        t = torch_time(lambda: dst.copy_(src), max(5, reps))
+        row["torch_cuda_copy_gbs"] = 8.0 * n_params / t / 1e9
+        row["ratio_vs_torch_copy"] = row["evermind_gbs"] / row["torch_cuda_copy_gbs"]
     return row
 
 

@@ -94,7 +94,13 @@ def run_validated(control: bool) -> str:
 def test_workload_is_valid_under_validation():
     out = run_validated(control=False)
     assert "RESULT 8.0 792.0" in out, out  # 8 after reset + one replay; 24 * 33
-    assert "SYNC-HAZARD" not in out and "Validation Error" not in out, out[:4000]
+    # Known false report: Debian 12's layer (header 239) predates VK_KHR_cooperative_matrix and calls
+    # its feature struct in vkCreateDevice's pNext chain unknown. Only that message is set aside, and
+    # only on devices that report the extension.
+    msgs = [m for m in out.split("\n") if "Validation Error" in m or "SYNC-HAZARD" in m]
+    if ev.get_device().manager.get_device_capabilities()["cooperative_matrix"]:
+        msgs = [m for m in msgs if "VUID-VkDeviceCreateInfo-pNext-pNext" not in m]
+    assert not msgs, out[:4000]
 
 
 @pytest.mark.skipif(not LAYER_JSON.exists(), reason="Khronos validation layer not installed (ci/setup.sh installs it)")
