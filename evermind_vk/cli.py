@@ -45,6 +45,58 @@ def cmd_check(args) -> int:
     return 0 if ok else 1
 
 
+def cmd_train(args) -> int:
+    """Train a TransformerLM (default: the embedded corpus), save it, plot the loss, print a sample."""
+    import os
+    from .data import default_corpus
+    from .models import LMConfig, TransformerLM, save_model
+    from .plot import loss_curve_png
+    from .trainer import Trainer, generate
+    from .tokenizer import ByteTokenizer
+    import evermind_vk as ev
+    dev = ev.get_device(args.device)
+    text = open(args.text, encoding="utf-8").read() if args.text else default_corpus()
+    cfg = LMConfig(d_model=args.d_model, n_layers=args.layers, n_heads=args.heads, n_kv_heads=args.kv_heads,
+                   d_ff=args.d_ff, max_seq_len=max(args.seq_len, 64), seed=args.seed)
+    model = TransformerLM(cfg, device=dev)
+    tok = ByteTokenizer()
+    ids = tok.encode(text)
+    print(f"device: {dev.info.name} | corpus: {len(ids):,} bytes ({'--text ' + args.text if args.text else 'embedded default: Python stdlib docstrings'}) "
+          f"| model: {model.num_parameters():,} parameters")
+    trainer = Trainer(model, tok, seed=args.seed)
+    t0 = time.perf_counter()
+    losses = trainer.train(ids, epochs=args.epochs, seq_len=args.seq_len, batch_size=args.batch_size, lr=args.lr,
+                           max_grad_norm=args.max_grad_norm, progress=True, time_limit=args.time_limit,
+                           on_epoch_end=lambda e, l, g: print(f"epoch {e}: mean loss {l:.4f}", file=sys.stderr))
+    dt = time.perf_counter() - t0
+    steps = [h["loss"] for h in trainer.history]
+    k = max(1, len(steps) // 10)
+    print(f"trained {len(steps)} steps in {dt:.1f}s: loss {np.mean(steps[:k]):.3f} (first {k} steps) -> "
+          f"{np.mean(steps[-k:]):.3f} (last {k}); epoch means {', '.join(f'{l:.3f}' for l in losses)}")
+    os.makedirs(args.out, exist_ok=True)
+    save_model(model, os.path.join(args.out, "model.npz"))
+    loss_curve_png(steps, os.path.join(args.out, "loss.png"))
+    print(f"wrote {os.path.join(args.out, 'model.npz')} and {os.path.join(args.out, 'loss.png')}")
+    prompt = args.prompt
+    out = generate(model, tok.encode(prompt), max_new_tokens=args.sample_tokens, temperature=0.8, top_k=20,
+                   seed=args.seed)
+    print("sample: " + repr(prompt + tok.decode(out)))
+    return 0
+
+
+def cmd_generate(args) -> int:
+    from .models import load_model
+    from .tokenizer import ByteTokenizer
+    from .trainer import generate
+    import evermind_vk as ev
+    model = load_model(args.model, device=ev.get_device(args.device))
+    tok = ByteTokenizer()
+    out = generate(model, tok.encode(args.prompt), max_new_tokens=args.tokens, temperature=args.temperature,
+                   top_k=args.top_k, seed=args.seed)
+    print(args.prompt + tok.decode(out))
+    return 0
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="evermind-vk", description="Train and run small models on Vulkan.")
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -53,7 +105,38 @@ def main(argv=None) -> int:
     p.add_argument("--size", type=int, default=256)
     p.add_argument("--device", default=None, help="index or name substring (default: EVERMIND_VK_DEVICE or 0)")
     p.set_defaults(fn=cmd_check)
+    p = sub.add_parser("train", help="train a small LM (default: on the embedded corpus) and sample from it")
+    p.add_argument("--text", help="a UTF-8 text file to train on instead of the embedded corpus")
+    p.add_argument("--epochs", type=int, default=1)
+    p.add_argument("--seq-len", type=int, default=64)
+    p.add_argument("--batch-size", type=int, default=8)
+    p.add_argument("--lr", type=float, default=3e-3)
+    p.add_argument("--max-grad-norm", type=float, default=1.0)
+    p.add_argument("--d-model", type=int, default=64)
+    p.add_argument("--layers", type=int, default=2)
+    p.add_argument("--heads", type=int, default=4)
+    p.add_argument("--kv-heads", type=int, default=2)
+    p.add_argument("--d-ff", type=int, default=128)
+    p.add_argument("--time-limit", type=float, default=70.0,
+                   help="stop training after this many seconds (0: none; the default keeps a lavapipe run under 2 minutes)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", default="runs/default")
+    p.add_argument("--prompt", default="The ")
+    p.add_argument("--sample-tokens", type=int, default=80)
+    p.add_argument("--device", default=None)
+    p.set_defaults(fn=cmd_train)
+    p = sub.add_parser("generate", help="sample from a model saved by `train`")
+    p.add_argument("--model", default="runs/default/model.npz")
+    p.add_argument("--prompt", default="The ")
+    p.add_argument("--tokens", type=int, default=200)
+    p.add_argument("--temperature", type=float, default=0.8)
+    p.add_argument("--top-k", type=int, default=20)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--device", default=None)
+    p.set_defaults(fn=cmd_generate)
     args = ap.parse_args(argv)
+    if getattr(args, "time_limit", None) == 0:
+        args.time_limit = None
     from .errors import EvermindError
     try:
         return args.fn(args)

@@ -226,6 +226,16 @@ class Device:
             self._eager.eval(op)
             self.submits += 1
 
+    def sync_local(self, tensor) -> None:
+        """Copy a host-visible tensor's device buffer to its staging memory now or, inside a recording,
+        at the end of each run (then read it with Tensor.read_staging(), no further submit)."""
+        op = _kp().OpTensorSyncLocal([tensor.kp])
+        if self.recording is not None:
+            self.recording._append(op, tensor.kp)
+        else:
+            self._eager.eval(op)
+            self.submits += 1
+
     def run_ops(self, ops) -> None:
         """Record kp operations (uploads, downloads) into one sequence and submit it now."""
         if self.recording is not None:

@@ -63,6 +63,13 @@ class Tensor:
         kind = "host-visible" if self.host_visible else "device-only"
         return f"Tensor(shape={self.shape}, dtype={self.dtype}, {kind}, device={self.device.index})"
 
+    def reshape(self, *shape) -> "Tensor":
+        """The same buffer under another shape (no copy)."""
+        shape = _shape(shape[0] if len(shape) == 1 and not isinstance(shape[0], int) else shape)
+        if math.prod(shape) != self.numel:
+            raise ShapeError(f"cannot reshape {self.shape} ({self.numel} elements) to {shape}")
+        return Tensor(self.device, shape, self.dtype, self.kp, self.host_visible)
+
     # -- host transfer --------------------------------------------------------------------------
     def numpy(self) -> np.ndarray:
         """A host copy of the elements, shaped, in the tensor's numpy dtype."""
@@ -74,6 +81,13 @@ class Tensor:
             copy_words(self, src)
         self.device.run_ops([kp.OpTensorSyncLocal([src.kp])])
         raw = np.array(src.kp.data(), dtype=np.uint32, copy=True).tobytes()
+        return np.frombuffer(raw[: self.nbytes], dtype=dtypes.DTYPES[self.dtype]).reshape(self.shape).copy()
+
+    def read_staging(self) -> np.ndarray:
+        """The host-visible tensor's staging memory as it is now (no transfer; see Device.sync_local)."""
+        if not self.host_visible:
+            raise EvermindError("read_staging needs a host-visible tensor")
+        raw = np.array(self.kp.data(), dtype=np.uint32, copy=True).tobytes()
         return np.frombuffer(raw[: self.nbytes], dtype=dtypes.DTYPES[self.dtype]).reshape(self.shape).copy()
 
     def copy_(self, data) -> "Tensor":

@@ -256,3 +256,23 @@ def test_bad_geometry_errors(device):
         ops.rope(ev.tensor(np.zeros((2, 1, 3), np.float32)))
     with pytest.raises(ev.UnsupportedError, match="gated activation"):
         ops.glu(ev.tensor(np.zeros((1, 4), np.float32)), "relu")
+
+
+@given(B=st.integers(1, 3), S=st.integers(1, 10), heads=GQA, D=st.sampled_from([2, 4, 8]), seed=seeds)
+def test_attention_and_rope_batched(device, B, S, heads, D, seed):
+    """B packed sequences give what B separate calls give."""
+    H, KVH = heads
+    rng = np.random.default_rng(seed)
+    q, k, v = data(rng, (B * S, H, D), "f32"), data(rng, (B * S, KVH, D), "f32"), data(rng, (B * S, KVH, D), "f32")
+    do = data(rng, (B * S, H, D), "f32")
+    out, p = ops.attention(ev.tensor(q), ev.tensor(k), ev.tensor(v), batch=B)
+    grads = ops.attention_backward(ev.tensor(q), ev.tensor(k), ev.tensor(v), ev.tensor(do), p, batch=B)
+    rq = ops.rope(ev.tensor(q), start_pos=2, seq_len=S).numpy()
+    for b in range(B):
+        sl = slice(b * S, (b + 1) * S)
+        o1, p1 = ops.attention(ev.tensor(q[sl]), ev.tensor(k[sl]), ev.tensor(v[sl]))
+        g1 = ops.attention_backward(ev.tensor(q[sl]), ev.tensor(k[sl]), ev.tensor(v[sl]), ev.tensor(do[sl]), p1)
+        assert np.array_equal(out.numpy()[sl], o1.numpy())
+        for g, g1_ in zip(grads, g1):
+            assert np.array_equal(g.numpy()[sl], g1_.numpy())
+        assert np.array_equal(rq[sl], ops.rope(ev.tensor(q[sl]), start_pos=2).numpy())

@@ -17,7 +17,7 @@ from .matmul import gemm_strided
 from .nn import softmax, softmax_backward
 
 
-def _geometry(q: Tensor, k: Tensor, v: Tensor):
+def _geometry(q: Tensor, k: Tensor, v: Tensor, batch: int = 1):
     for name, t in (("q", q), ("k", k), ("v", v)):
         if t.ndim != 3:
             raise ShapeError(f"attention: {name} must be [S, heads, head_dim], got {t.shape}")
@@ -29,77 +29,84 @@ def _geometry(q: Tensor, k: Tensor, v: Tensor):
         raise ShapeError(f"attention: q {q.shape} and k {k.shape} disagree on sequence or head_dim")
     if KVH < 1 or H % KVH:
         raise ShapeError(f"attention requires valid GQA geometry: {KVH} kv heads must divide {H} heads")
+    if batch < 1 or S % batch:
+        raise ShapeError(f"attention: {S} tokens are not {batch} sequences of equal length")
     if not (q.dtype == k.dtype == v.dtype):
         raise UnsupportedError(f"attention: dtypes {q.dtype}, {k.dtype}, {v.dtype} differ")
     return S, H, KVH, D
 
 
-def _scores(q, k, S, H, KVH, D, scale):
-    """scores [H, S, S] = scale * Q_h K_h^T for every head."""
+def _scores(q, k, B, S, H, KVH, D, scale):
+    """scores [B*H, S, S] = scale * Q_bh K_bh^T for every sequence b and head h."""
     G = H // KVH
-    s = empty((H, S, S), q.dtype, q.device)
-    gemm_strided(q, k, s, S, S, D, batch=H,
-                 a_strides=(H * D, 1), a_batch=(0, D),
-                 b_strides=(1, KVH * D), b_batch=(0, D, G),
-                 c_strides=(S, 1), c_batch=(0, S * S), alpha=scale)
+    s = empty((B * H, S, S), q.dtype, q.device)
+    for b in range(B):
+        gemm_strided(q, k, s, S, S, D, batch=H,
+                     a_strides=(H * D, 1), a_batch=(b * S * H * D, D),
+                     b_strides=(1, KVH * D), b_batch=(b * S * KVH * D, D, G),
+                     c_strides=(S, 1), c_batch=(b * H * S * S, S * S), alpha=scale)
     return s
 
 
 def attention(q: Tensor, k: Tensor, v: Tensor, causal: bool = True, scale: float | None = None,
-              save_probs: bool = True):
-    """Returns (out [S, H, D], probs [H, S, S] or None). Pass probs to attention_backward, or None to
-    recompute them there (less memory)."""
-    S, H, KVH, D = _geometry(q, k, v)
+              save_probs: bool = True, batch: int = 1):
+    """Returns (out [B*S, H, D], probs [B*H, S, S] or None). q, k, v hold `batch` sequences of S tokens
+    one after another. Pass probs to attention_backward, or None to recompute them there (less memory)."""
+    Sall, H, KVH, D = _geometry(q, k, v, batch)
+    B, S = batch, Sall // batch
     scale = 1.0 / math.sqrt(D) if scale is None else float(scale)
-    p = softmax(_scores(q, k, S, H, KVH, D, scale), causal=causal, seq=S)
-    out = empty((S, H, D), q.dtype, q.device)
-    gemm_strided(p, v, out, S, D, S, batch=H,
-                 a_strides=(S, 1), a_batch=(0, S * S),
-                 b_strides=(KVH * D, 1), b_batch=(0, D, H // KVH),
-                 c_strides=(H * D, 1), c_batch=(0, D))
+    p = softmax(_scores(q, k, B, S, H, KVH, D, scale), causal=causal, seq=S)
+    out = empty((Sall, H, D), q.dtype, q.device)
+    for b in range(B):
+        gemm_strided(p, v, out, S, D, S, batch=H,
+                     a_strides=(S, 1), a_batch=(b * H * S * S, S * S),
+                     b_strides=(KVH * D, 1), b_batch=(b * S * KVH * D, D, H // KVH),
+                     c_strides=(H * D, 1), c_batch=(b * S * H * D, D))
     return out, (p if save_probs else None)
 
 
 def attention_backward(q: Tensor, k: Tensor, v: Tensor, dout: Tensor, probs: Tensor | None = None,
-                       causal: bool = True, scale: float | None = None):
+                       causal: bool = True, scale: float | None = None, batch: int = 1):
     """(dq, dk, dv) of attention."""
-    S, H, KVH, D = _geometry(q, k, v)
+    Sall, H, KVH, D = _geometry(q, k, v, batch)
+    B, S = batch, Sall // batch
     if dout.shape != q.shape or dout.dtype != q.dtype:
         raise ShapeError(f"attention_backward: dout {dout.shape}/{dout.dtype}, want {q.shape}/{q.dtype}")
     scale = 1.0 / math.sqrt(D) if scale is None else float(scale)
     G = H // KVH
     if probs is None:
-        probs = softmax(_scores(q, k, S, H, KVH, D, scale), causal=causal, seq=S)
-    elif probs.shape != (H, S, S):
-        raise ShapeError(f"attention_backward: probs {probs.shape}, want {(H, S, S)}")
+        probs = softmax(_scores(q, k, B, S, H, KVH, D, scale), causal=causal, seq=S)
+    elif probs.shape != (B * H, S, S):
+        raise ShapeError(f"attention_backward: probs {probs.shape}, want {(B * H, S, S)}")
 
-    # dP_h = dO_h V_h^T  [H, S, S]
-    dp = empty((H, S, S), q.dtype, q.device)
-    gemm_strided(dout, v, dp, S, S, D, batch=H,
-                 a_strides=(H * D, 1), a_batch=(0, D),
-                 b_strides=(1, KVH * D), b_batch=(0, D, G),
-                 c_strides=(S, 1), c_batch=(0, S * S))
+    dp = empty((B * H, S, S), q.dtype, q.device)
+    for b in range(B):  # dP_h = dO_h V_h^T
+        gemm_strided(dout, v, dp, S, S, D, batch=H,
+                     a_strides=(H * D, 1), a_batch=(b * S * H * D, D),
+                     b_strides=(1, KVH * D), b_batch=(b * S * KVH * D, D, G),
+                     c_strides=(S, 1), c_batch=(b * H * S * S, S * S))
     ds = softmax_backward(probs, dp)  # masked entries: probs = 0 there, so ds = 0
 
-    # dQ_h = scale dS_h K_h  (token-major out)
     dq = empty(q.shape, q.dtype, q.device)
-    gemm_strided(ds, k, dq, S, D, S, batch=H,
-                 a_strides=(S, 1), a_batch=(0, S * S),
-                 b_strides=(KVH * D, 1), b_batch=(0, D, G),
-                 c_strides=(H * D, 1), c_batch=(0, D), alpha=scale)
-
-    # dK_g = scale sum_{h in g} dS_h^T Q_h ; dV_g = sum_{h in g} P_h^T dO_h. Batch z = kv head; the G
-    # heads of a group are separate dispatches accumulating (beta = 1) so no two threads write one element.
     dk = empty(k.shape, k.dtype, k.device)
     dv = empty(v.shape, v.dtype, v.device)
-    for j in range(G):
-        beta = 0.0 if j == 0 else 1.0
-        gemm_strided(ds, q, dk, S, D, S, batch=KVH,
-                     a_strides=(1, S), a_batch=(j * S * S, G * S * S),
-                     b_strides=(H * D, 1), b_batch=(j * D, G * D, 1),
-                     c_strides=(KVH * D, 1), c_batch=(0, D), alpha=scale, beta=beta)
-        gemm_strided(probs, dout, dv, S, D, S, batch=KVH,
-                     a_strides=(1, S), a_batch=(j * S * S, G * S * S),
-                     b_strides=(H * D, 1), b_batch=(j * D, G * D, 1),
-                     c_strides=(KVH * D, 1), c_batch=(0, D), beta=beta)
+    for b in range(B):
+        qo, ko, po = b * S * H * D, b * S * KVH * D, b * H * S * S
+        # dQ_h = scale dS_h K_h  (token-major out)
+        gemm_strided(ds, k, dq, S, D, S, batch=H,
+                     a_strides=(S, 1), a_batch=(po, S * S),
+                     b_strides=(KVH * D, 1), b_batch=(ko, D, G),
+                     c_strides=(H * D, 1), c_batch=(qo, D), alpha=scale)
+        # dK_g = scale sum_{h in g} dS_h^T Q_h ; dV_g = sum_{h in g} P_h^T dO_h. Batch z = kv head; the
+        # G heads of a group are separate dispatches accumulating (beta = 1): no two threads write one element.
+        for j in range(G):
+            beta = 0.0 if j == 0 else 1.0
+            gemm_strided(ds, q, dk, S, D, S, batch=KVH,
+                         a_strides=(1, S), a_batch=(po + j * S * S, G * S * S),
+                         b_strides=(H * D, 1), b_batch=(qo + j * D, G * D, 1),
+                         c_strides=(KVH * D, 1), c_batch=(ko, D), alpha=scale, beta=beta)
+            gemm_strided(probs, dout, dv, S, D, S, batch=KVH,
+                         a_strides=(1, S), a_batch=(po + j * S * S, G * S * S),
+                         b_strides=(H * D, 1), b_batch=(qo + j * D, G * D, 1),
+                         c_strides=(KVH * D, 1), c_batch=(ko, D), beta=beta)
     return dq, dk, dv

@@ -173,25 +173,29 @@ def embedding_backward(ids: Tensor, dy: Tensor, vocab: int, transpose: bool = Fa
 
 
 # -- rope -----------------------------------------------------------------------------------------
-def _rope(x: Tensor, start_pos: int, theta: float, sign: float) -> Tensor:
+def _rope(x: Tensor, start_pos: int, theta: float, sign: float, seq_len: int | None) -> Tensor:
     want(x, "x", ndim=3, dtype=FLOATS)
     S, H, D = x.shape
     if D % 2:
         raise ShapeError(f"rope needs an even head dimension, got {D}")
+    period = S if seq_len is None else int(seq_len)
+    if period < 1 or S % period:
+        raise ShapeError(f"rope: {S} tokens are not whole sequences of {period}")
     y = like(x)
-    per_thread("rope", x.dtype, [x, y], dict(S=S, H=H, D=D, start=start_pos, log2_theta=math.log2(theta), sign=sign),
-               S * H * (D // 2))
+    per_thread("rope", x.dtype, [x, y], dict(S=S, H=H, D=D, start=start_pos, period=period,
+                                             log2_theta=math.log2(theta), sign=sign), S * H * (D // 2))
     return y
 
 
-def rope(x: Tensor, start_pos: int = 0, theta: float = 10000.0) -> Tensor:
-    """Rotary position embedding, half-split (NeoX), on token-major [S, H, D]; position = start_pos + s."""
-    return _rope(x, start_pos, theta, 1.0)
+def rope(x: Tensor, start_pos: int = 0, theta: float = 10000.0, seq_len: int | None = None) -> Tensor:
+    """Rotary position embedding, half-split (NeoX), on token-major [S, H, D]; position = start_pos +
+    (s % seq_len) (seq_len defaults to S: one sequence; smaller packs S / seq_len sequences)."""
+    return _rope(x, start_pos, theta, 1.0, seq_len)
 
 
-def rope_backward(dy: Tensor, start_pos: int = 0, theta: float = 10000.0) -> Tensor:
+def rope_backward(dy: Tensor, start_pos: int = 0, theta: float = 10000.0, seq_len: int | None = None) -> Tensor:
     """The inverse rotation of dy (rope is orthogonal)."""
-    return _rope(dy, start_pos, theta, -1.0)
+    return _rope(dy, start_pos, theta, -1.0, seq_len)
 
 
 # -- bias, slices, activations --------------------------------------------------------------------
