@@ -9,20 +9,21 @@ import evermind_vk as ev
 from evermind_vk import kernels, select
 from oracle import assert_within, dot_bound, rounded
 
-TILES = sorted({(v.spec["BM"], v.spec["BN"], v.spec["BK"]) for v in kernels.variants("matmul", "f32")})
+SCALAR = [v.name for dt in ("f32", "f16") for v in kernels.variants("matmul", dt) if "cm" not in v.flags]
 dims = st.integers(1, 80)
 
 
-def force_tile(monkeypatch, tile):
-    monkeypatch.setattr(select, "matmul_tile", lambda *a, **k: tile)
-
-
-@pytest.mark.parametrize("tile", TILES, ids=lambda t: f"t{t[0]}x{t[1]}")
-@pytest.mark.parametrize("dtype", ["f32", "f16"])
+@pytest.mark.parametrize("name", SCALAR)
 @pytest.mark.parametrize("transpose_b", [False, True])
 @given(M=dims, N=dims, K=dims, seed=st.integers(0, 2**31))
-def test_matmul_vs_oracle(device, monkeypatch, tile, dtype, transpose_b, M, N, K, seed):
-    force_tile(monkeypatch, tile)
+def test_matmul_vs_oracle(device, monkeypatch, name, transpose_b, M, N, K, seed):
+    """Every scalar variant, forced by name, on shapes that are not tile multiples."""
+    monkeypatch.setenv("EVERMIND_VK_MATMUL_VARIANT", name)
+    used = []
+    real = kernels.dispatch
+    monkeypatch.setattr(kernels, "dispatch", lambda v, *a, **k: (used.append(v.name), real(v, *a, **k)))
+    tile = name.rsplit("_", 1)[1]
+    dtype = name.split("_")[1]
     rng = np.random.default_rng(seed)
     np_dt = np.float16 if dtype == "f16" else np.float32
     a = rng.standard_normal((M, K)).astype(np_dt)
@@ -31,7 +32,8 @@ def test_matmul_vs_oracle(device, monkeypatch, tile, dtype, transpose_b, M, N, K
     A, B = rounded(a, dtype), rounded(b, dtype)
     B = B.T if transpose_b else B
     assert got.shape == (M, N) and got.dtype == np_dt
-    assert_within(got, A @ B, dot_bound(np.abs(A), np.abs(B), K, dtype), f"matmul {dtype} {tile}")
+    assert name in used
+    assert_within(got, A @ B, dot_bound(np.abs(A), np.abs(B), K, dtype), f"matmul {name} {tile}")
 
 
 @pytest.mark.parametrize("transpose_b", [False, True])

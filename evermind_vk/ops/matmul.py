@@ -2,6 +2,8 @@
 products (dX, dW) are the same kernel with other strides."""
 from __future__ import annotations
 
+import os
+
 from .. import kernels, select
 from ..errors import ShapeError, UnsupportedError
 from ..tensor import Tensor, empty
@@ -11,6 +13,11 @@ def _pick(dtype: str, M: int, N: int, K: int, device, batch: int = 1, cm_layout_
     """Cooperative-matrix variants where the device has them and the problem is aligned to their tile
     (their kernels have no bounds checks); otherwise the scalar tile from select.matmul_tile."""
     cands = kernels.usable("matmul", dtype, device)
+    forced = os.environ.get("EVERMIND_VK_MATMUL_VARIANT", "").strip()
+    if forced:  # benchmarking / bisecting: one named variant, where it applies
+        hit = [v for v in cands if v.name == forced]
+        if hit and ("cm" not in hit[0].flags or cm_layout_ok):
+            return hit[0]
     if cm_layout_ok:
         cm = [v for v in cands if "cm" in v.flags and M % v.spec["BM"] == 0 and N % v.spec["BN"] == 0
               and K % v.spec["BK"] == 0]
@@ -20,7 +27,10 @@ def _pick(dtype: str, M: int, N: int, K: int, device, batch: int = 1, cm_layout_
     cands = [v for v in cands if "cm" not in v.flags]
     tiles = sorted({(v.spec["BM"], v.spec["BN"], v.spec["BK"]) for v in cands})
     bm, bn, bk = select.matmul_tile(M, N, K, tiles, device.info.shared_memory, device.info.type, batch)
-    return next(v for v in cands if (v.spec["BM"], v.spec["BN"], v.spec["BK"]) == (bm, bn, bk))
+    same = [v for v in cands if (v.spec["BM"], v.spec["BN"], v.spec["BK"]) == (bm, bn, bk)]
+    # Prefer the compile-time tile ("ct") where one exists: measured faster where drivers keep
+    # specialization-constant-sized register arrays in memory.
+    return max(same, key=lambda v: "ct" in v.flags)
 
 
 def gemm_strided(a: Tensor, b: Tensor, c: Tensor, M: int, N: int, K: int, *,
@@ -37,8 +47,10 @@ def gemm_strided(a: Tensor, b: Tensor, c: Tensor, M: int, N: int, K: int, *,
         raise UnsupportedError(f"matmul: dtypes {a.dtype}, {b.dtype}, {c.dtype} differ")
     if batch > kernels.MAX_GROUPS:
         raise UnsupportedError(f"matmul: batch {batch} exceeds {kernels.MAX_GROUPS}")
-    cm_ok = (c_strides[1] == 1 and c_strides[0] % 8 == 0 and c_batch[0] % 8 == 0 and c_batch[1] % 8 == 0
-             and beta == 0.0)
+    b_far = b_strides[0] if b_strides[1] == 1 else b_strides[1]
+    cm_ok = (beta == 0.0 and c_strides[1] == 1 and a_strides[1] == 1 and 1 in b_strides
+             and all(x % 8 == 0 for x in (c_strides[0], c_batch[0], c_batch[1], a_strides[0], a_batch[0],
+                                          a_batch[1], b_batch[0], b_batch[1], b_far)))
     v = _pick(a.dtype, M, N, K, a.device, batch, cm_ok)
     push = dict(M=M, N=N, K=K, sam=a_strides[0], sak=a_strides[1], sbk=b_strides[0], sbn=b_strides[1],
                 scm=c_strides[0], scn=c_strides[1], aoff=a_batch[0], sab=a_batch[1],

@@ -44,7 +44,8 @@ layout(push_constant) uniform Push {
 layout(local_size_x_id = 0, local_size_y_id = 1) in;
 
 // cm: cooperative matrices (tensor cores) for the aligned case only: M % BM == N % BN == K % BK == 0,
-// scn == 1, beta == 0 (the runtime's selector guarantees it). A workgroup of 4 subgroups of 32
+// scn == 1, beta == 0, sak == 1, sbn == 1 or sbk == 1, offsets and row strides multiples of 8 halves
+// (the runtime's selector guarantees it). A workgroup of 4 subgroups of 32
 // computes a BM x BN tile, each subgroup a (BM/2) x (BN/2) quadrant of 16x16x16 f16 products with
 // f32 accumulators; operands are staged through shared memory (rows padded against bank conflicts).
 const uint NT = WG_X * WG_Y;
@@ -52,6 +53,17 @@ const uint WM = BM / 2, WN = BN / 2, FM = WM / 16, FN = WN / 16;
 const uint PA = BK + 8, PB = BN + 8;
 shared float16_t As[BM * PA];
 shared float16_t Bs[BK * PB];
+// The same a and b buffers seen as 16-byte words (descriptor aliasing) for vector loads.
+layout(std430, binding = 0) readonly buffer Buf_a4 { uvec4 a4[]; };
+layout(std430, binding = 1) readonly buffer Buf_b4 { uvec4 b4[]; };
+
+void store8(uint o, uint step, uvec4 w, bool to_a) {
+    f16vec2 h[4] = f16vec2[4](unpackFloat2x16(w.x), unpackFloat2x16(w.y), unpackFloat2x16(w.z), unpackFloat2x16(w.w));
+    [[unroll]] for (uint e = 0; e < 4; ++e) {
+        if (to_a) { As[o + (2 * e) * step] = h[e].x; As[o + (2 * e + 1) * step] = h[e].y; }
+        else { Bs[o + (2 * e) * step] = h[e].x; Bs[o + (2 * e + 1) * step] = h[e].y; }
+    }
+}
 
 void main() {
     const uint tid = gl_LocalInvocationID.y * WG_X + gl_LocalInvocationID.x;
@@ -70,15 +82,22 @@ void main() {
             acc[i][j] = coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(0.0);
 
     for (uint k0 = 0; k0 < p.K; k0 += BK) {
-        for (uint idx = tid; idx < BM * BK; idx += NT) {
-            uint mm, kk;
-            if (p.sak == 1) { mm = idx / BK; kk = idx % BK; } else { kk = idx / BM; mm = idx % BM; }
-            As[mm * PA + kk] = a[aoff + (m0 + mm) * p.sam + (k0 + kk) * p.sak];
+        // 16-byte loads (8 halves): A is k-contiguous (sak == 1); B is n- or k-contiguous.
+        for (uint idx = tid; idx < BM * BK / 8; idx += NT) {
+            uint mm = idx / (BK / 8), kk = (idx % (BK / 8)) * 8;
+            uvec4 w = a4[(aoff + (m0 + mm) * p.sam + k0 + kk) / 8];
+            store8(mm * PA + kk, 1, w, true);
         }
-        for (uint idx = tid; idx < BK * BN; idx += NT) {
-            uint kk, nn;
-            if (p.sbn == 1) { kk = idx / BN; nn = idx % BN; } else { nn = idx / BK; kk = idx % BK; }
-            Bs[kk * PB + nn] = b[boff + (k0 + kk) * p.sbk + (n0 + nn) * p.sbn];
+        if (p.sbn == 1) {
+            for (uint idx = tid; idx < BK * BN / 8; idx += NT) {
+                uint kk = idx / (BN / 8), nn = (idx % (BN / 8)) * 8;
+                store8(kk * PB + nn, 1, b4[(boff + (k0 + kk) * p.sbk + n0 + nn) / 8], false);
+            }
+        } else {
+            for (uint idx = tid; idx < BN * BK / 8; idx += NT) {
+                uint nn = idx / (BK / 8), kk = (idx % (BK / 8)) * 8;
+                store8(kk * PB + nn, PB, b4[(boff + (n0 + nn) * p.sbn + k0 + kk) / 8], false);
+            }
         }
         barrier();
         [[unroll]] for (uint kk = 0; kk < BK; kk += 16) {
