@@ -27,10 +27,7 @@ def _pick(dtype: str, M: int, N: int, K: int, device, batch: int = 1, cm_layout_
     cands = [v for v in cands if "cm" not in v.flags]
     tiles = sorted({(v.spec["BM"], v.spec["BN"], v.spec["BK"]) for v in cands})
     bm, bn, bk = select.matmul_tile(M, N, K, tiles, device.info.shared_memory, device.info.type, batch)
-    same = [v for v in cands if (v.spec["BM"], v.spec["BN"], v.spec["BK"]) == (bm, bn, bk)]
-    # Prefer the compile-time tile ("ct") where one exists: measured faster where drivers keep
-    # specialization-constant-sized register arrays in memory.
-    return max(same, key=lambda v: "ct" in v.flags)
+    return next(v for v in cands if (v.spec["BM"], v.spec["BN"], v.spec["BK"]) == (bm, bn, bk))
 
 
 def gemm_strided(a: Tensor, b: Tensor, c: Tensor, M: int, N: int, K: int, *,
