@@ -97,6 +97,82 @@ def cmd_generate(args) -> int:
     return 0
 
 
+def cmd_pack(args) -> int:
+    from .models import load_model
+    from .package import EvermindPackage
+    model = load_model(args.model, device=args.device)
+    pkg = EvermindPackage.from_model(model, args.name, version=args.version, fp16=args.fp16,
+                                     card={"description": args.description or f"{args.name}: an evermind-vk TransformerLM"})
+    pkg.to_file(args.out)
+    print(f"wrote {args.out}: {pkg.manifest['paramCount']:,} parameters, checkpoint {len(pkg.checkpoint):,} bytes "
+          f"({'f16' if args.fp16 else 'f32'}), checksum {pkg.manifest['checksum']:#010x}")
+    return 0
+
+
+def _open_any(path):
+    """('package', EvermindPackage) or ('checkpoint', stored record) for a file; BlobError if neither."""
+    from . import framing
+    from .checkpoint import decode
+    from .errors import FormatError
+    from .package import EvermindPackage
+    with open(path, "rb") as f:
+        raw = f.read()
+    inner = framing.unframe(raw) if framing.is_framed(raw) else raw
+    if inner[:4] == b"1MVE":
+        return "package", EvermindPackage.from_blob(inner)
+    if inner[:4] == b"EVCK" or inner[:1] == b"{":
+        return "checkpoint", decode(raw)[1]
+    raise FormatError(f"{path}: neither an .evermind package nor a checkpoint")
+
+
+def cmd_inspect(args) -> int:
+    from .checkpoint import checkpoint_hash
+    from .package import fnv1a32
+    kind, obj = _open_any(args.file)
+    rows = []
+    if kind == "package":
+        m = obj.manifest
+        for k, v in m.items():
+            if k not in ("config", "card"):
+                rows.append((k, v))
+        for k, v in (m.get("config") or {}).items():
+            rows.append((f"config.{k}", v))
+        rows += [("checkpoint bytes", len(obj.checkpoint)), ("checkpoint fnv1a (actual)", fnv1a32(obj.checkpoint)),
+                 ("codec bytes", len(obj.codec) if obj.codec else 0)]
+        v = obj.validate()
+        rows.append(("valid", "yes" if v["ok"] else "NO: " + "; ".join(v["errors"])))
+    else:
+        meta = obj.get("metadata") or {}
+        for k, v in meta.items():
+            rows.append((k, v))
+        rows.append(("checkpointHash (actual)", checkpoint_hash(obj)))
+    w = max(len(str(k)) for k, _ in rows)
+    print(f"{args.file}: {kind}")
+    for k, v in rows:
+        print(f"  {str(k):<{w}}  {v}")
+    return 0
+
+
+def cmd_verify(args) -> int:
+    from .checkpoint import verify
+    from .errors import BlobError
+    try:
+        kind, obj = _open_any(args.file)
+        if kind == "package":
+            v = obj.validate()
+            if not v["ok"]:
+                for e in v["errors"]:
+                    print(f"{args.file}: {e}", file=sys.stderr)
+                return 1
+        else:
+            verify(obj)
+    except (BlobError, OSError) as e:
+        print(f"{args.file}: {type(e).__name__}: {e}", file=sys.stderr)
+        return 1
+    print(f"{args.file}: ok ({kind})")
+    return 0
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="evermind-vk", description="Train and run small models on Vulkan.")
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -134,6 +210,21 @@ def main(argv=None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", default=None)
     p.set_defaults(fn=cmd_generate)
+    p = sub.add_parser("pack", help="package a saved model as .evermind (EVM1, zstd-framed)")
+    p.add_argument("--model", default="runs/default/model.npz")
+    p.add_argument("--name", default="evermind-lm")
+    p.add_argument("--version", default="1.0.0")
+    p.add_argument("--description", default=None)
+    p.add_argument("--fp16", action="store_true", help="store weights as f16 (round-to-nearest-even)")
+    p.add_argument("--out", default="model.evermind")
+    p.add_argument("--device", default=None)
+    p.set_defaults(fn=cmd_pack)
+    p = sub.add_parser("inspect", help="show an .evermind package's manifest, sizes, checksums (or a checkpoint's metadata)")
+    p.add_argument("file")
+    p.set_defaults(fn=cmd_inspect)
+    p = sub.add_parser("verify", help="exit non-zero on any problem in an .evermind package or checkpoint")
+    p.add_argument("file")
+    p.set_defaults(fn=cmd_verify)
     args = ap.parse_args(argv)
     if getattr(args, "time_limit", None) == 0:
         args.time_limit = None

@@ -19,3 +19,27 @@ class ShapeError(EvermindError, ValueError):
 
 class KernelError(EvermindError):
     """The generated kernel set is missing, stale, or disagrees with the runtime."""
+
+
+class BlobError(EvermindError, ValueError):
+    """A blob (checkpoint, package, frame) read from disk or a stranger is malformed. Subclasses say how."""
+
+
+class TruncatedError(BlobError):
+    """The blob ends before what its header claims."""
+
+
+class FormatError(BlobError):
+    """Bad magic, version, layout, JSON or field values."""
+
+
+class IntegrityError(BlobError):
+    """A checksum or hash does not match the content."""
+
+
+class LimitError(BlobError):
+    """The blob claims more than the reader allows (size, window, count)."""
+
+
+class CheckpointMismatchError(EvermindError):
+    """A checkpoint's metadata differs from what the caller expected (and no forced resume)."""
