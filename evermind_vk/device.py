@@ -197,14 +197,16 @@ class Device:
             self._algorithms.pop(key, None)
 
     # -- submission --------------------------------------------------------------------------
-    def submit(self, algo, push_words: np.ndarray) -> None:
-        kp = _kp()
-        op = kp.OpAlgoDispatch(algo, push_words)
+    def _record_or_run(self, op, keep) -> None:
+        """Append a kp operation to the recording (keeping `keep` alive with it), or submit it now."""
         if self.recording is not None:
-            self.recording._append(op, algo)
+            self.recording._append(op, keep)
         else:
             self._eager.eval(op)
             self.submits += 1
+
+    def submit(self, algo, push_words: np.ndarray) -> None:
+        self._record_or_run(_kp().OpAlgoDispatch(algo, push_words), algo)
 
     @contextlib.contextmanager
     def eager(self):
@@ -219,22 +221,12 @@ class Device:
     def upload(self, tensor) -> None:
         """Copy a host-visible tensor's staging memory to the device now or, inside a recording, at
         each run of the recorded program (so a replay picks up host-written per-step scalars)."""
-        op = _kp().OpTensorSyncDevice([tensor.kp])
-        if self.recording is not None:
-            self.recording._append(op, tensor.kp)
-        else:
-            self._eager.eval(op)
-            self.submits += 1
+        self._record_or_run(_kp().OpTensorSyncDevice([tensor.kp]), tensor.kp)
 
     def sync_local(self, tensor) -> None:
         """Copy a host-visible tensor's device buffer to its staging memory now or, inside a recording,
         at the end of each run (then read it with Tensor.read_staging(), no further submit)."""
-        op = _kp().OpTensorSyncLocal([tensor.kp])
-        if self.recording is not None:
-            self.recording._append(op, tensor.kp)
-        else:
-            self._eager.eval(op)
-            self.submits += 1
+        self._record_or_run(_kp().OpTensorSyncLocal([tensor.kp]), tensor.kp)
 
     def run_ops(self, ops) -> None:
         """Record kp operations (uploads, downloads) into one sequence and submit it now."""
