@@ -193,12 +193,12 @@ def main(argv=None) -> int:
     p.add_argument("--heads", type=int, default=4)
     p.add_argument("--kv-heads", type=int, default=2)
     p.add_argument("--d-ff", type=int, default=128)
-    p.add_argument("--time-limit", type=float, default=70.0,
+    p.add_argument("--time-limit", type=float, default=60.0,
                    help="stop training after this many seconds (0: none; the default keeps a lavapipe run under 2 minutes)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default="runs/default")
     p.add_argument("--prompt", default="The ")
-    p.add_argument("--sample-tokens", type=int, default=80)
+    p.add_argument("--sample-tokens", type=int, default=60)
     p.add_argument("--device", default=None)
     p.set_defaults(fn=cmd_train)
     p = sub.add_parser("generate", help="sample from a model saved by `train`")
