@@ -3,13 +3,14 @@ import importlib
 
 import numpy as np
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given, settings, strategies as st
 
 import evermind_vk as ev
 from evermind_vk import kernels, select
 from oracle import assert_within, dot_bound, rounded
 
-SCALAR = [v.name for dt in ("f32", "f16") for v in kernels.variants("matmul", dt) if "cm" not in v.flags]
+SCALAR = [v.name for dt in ("f32", "f16") for v in kernels.variants("matmul", dt) if not {"cm", "v4"} & set(v.flags)]
+V4 = [v.name for dt in ("f32", "f16") for v in kernels.variants("matmul", dt) if "v4" in v.flags]
 dims = st.integers(1, 80)
 
 
@@ -34,6 +35,15 @@ def test_matmul_vs_oracle(device, monkeypatch, name, transpose_b, M, N, K, seed)
     assert got.shape == (M, N) and got.dtype == np_dt
     assert name in used
     assert_within(got, A @ B, dot_bound(np.abs(A), np.abs(B), K, dtype), f"matmul {name} {tile}")
+
+
+@pytest.mark.parametrize("name", V4)
+@pytest.mark.parametrize("transpose_b", [False, True])
+@settings(max_examples=4)  # each example builds a pipeline: ~0.2-0.7 s on lavapipe
+@given(M=dims, N4=st.integers(1, 40), K4=st.integers(1, 40), seed=st.integers(0, 2**31))
+def test_v4_variants_on_aligned_shapes(device, monkeypatch, name, transpose_b, M, N4, K4, seed):
+    """The 16-byte-load variants (K and N multiples of 4, any M), forced by name."""
+    test_matmul_vs_oracle.hypothesis.inner_test(device, monkeypatch, name, transpose_b, M, 4 * N4, 4 * K4, seed)
 
 
 @pytest.mark.parametrize("transpose_b", [False, True])

@@ -35,3 +35,13 @@ def test_shared_memory_limit_is_respected():
 def test_elementwise_vec():
     assert select.elementwise_vec(10, (1, 4)) == 1
     assert select.elementwise_vec(64 * 256 * 4, (1, 4)) == 4
+
+
+def test_v4_only_for_big_aligned_products_on_cpu(device):
+    import importlib
+    mm = importlib.import_module("evermind_vk.ops.matmul")
+    if device.info.type != "cpu":
+        return
+    assert "v4" in mm._pick("f32", 256, 256, 256, device, 1, False, True).flags
+    assert "v4" not in mm._pick("f32", 64, 64, 64, device, 1, False, True).flags  # compile cost dominates
+    assert "v4" not in mm._pick("f32", 256, 256, 256, device, 1, False, False).flags  # not aligned

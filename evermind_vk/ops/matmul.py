@@ -9,14 +9,20 @@ from ..errors import ShapeError, UnsupportedError
 from ..tensor import Tensor, empty
 
 
-def _pick(dtype: str, M: int, N: int, K: int, device, batch: int = 1, cm_layout_ok: bool = False):
+V4_MIN_WORK = 1 << 24  # 256^3
+
+
+def _pick(dtype: str, M: int, N: int, K: int, device, batch: int = 1, cm_layout_ok: bool = False,
+          v4_layout_ok: bool = False):
     """Cooperative-matrix variants where the device has them and the problem is aligned to their tile
-    (their kernels have no bounds checks); otherwise the scalar tile from select.matmul_tile."""
+    (their kernels have no bounds checks); the 16-byte-load variant on CPU devices when aligned;
+    otherwise the scalar tile from select.matmul_tile."""
     cands = kernels.usable("matmul", dtype, device)
+    v4_ok = v4_layout_ok and K % 4 == 0 and N % 4 == 0
     forced = os.environ.get("EVERMIND_VK_MATMUL_VARIANT", "").strip()
     if forced:  # benchmarking / bisecting: one named variant, where it applies
         hit = [v for v in cands if v.name == forced]
-        if hit and ("cm" not in hit[0].flags or cm_layout_ok):
+        if hit and ("cm" not in hit[0].flags or cm_layout_ok) and ("v4" not in hit[0].flags or v4_ok):
             return hit[0]
     if cm_layout_ok:
         cm = [v for v in cands if "cm" in v.flags and M % v.spec["BM"] == 0 and N % v.spec["BN"] == 0
@@ -24,7 +30,13 @@ def _pick(dtype: str, M: int, N: int, K: int, device, batch: int = 1, cm_layout_
         if cm:
             big = [v for v in cm if -(-M // v.spec["BM"]) * -(-N // v.spec["BN"]) * batch >= 128]
             return max(big or cm, key=lambda v: v.spec["BM"] * v.spec["BN"]) if big else min(cm, key=lambda v: v.spec["BM"])
-    cands = [v for v in cands if "cm" not in v.flags]
+    # v4 pipelines take 0.15-0.7 s to build on lavapipe (one per tensor set): worth it only for big products.
+    if v4_ok and device.info.type == "cpu" and M * N * K * batch >= V4_MIN_WORK:
+        v4 = sorted((v for v in cands if "v4" in v.flags), key=lambda v: v.spec["BM"] * v.spec["BN"])
+        if v4:  # the largest block that still gives both cores work
+            big = [v for v in v4 if -(-M // v.spec["BM"]) * -(-N // v.spec["BN"]) * batch >= 2]
+            return (big or v4)[-1] if big else v4[0]
+    cands = [v for v in cands if "cm" not in v.flags and "v4" not in v.flags]
     tiles = sorted({(v.spec["BM"], v.spec["BN"], v.spec["BK"]) for v in cands})
     bm, bn, bk = select.matmul_tile(M, N, K, tiles, device.info.shared_memory, device.info.type, batch)
     return next(v for v in cands if (v.spec["BM"], v.spec["BN"], v.spec["BK"]) == (bm, bn, bk))
@@ -48,12 +60,14 @@ def gemm_strided(a: Tensor, b: Tensor, c: Tensor, M: int, N: int, K: int, *,
     cm_ok = (beta == 0.0 and c_strides[1] == 1 and a_strides[1] == 1 and 1 in b_strides
              and all(x % 8 == 0 for x in (c_strides[0], c_batch[0], c_batch[1], a_strides[0], a_batch[0],
                                           a_batch[1], b_batch[0], b_batch[1], b_far)))
-    v = _pick(a.dtype, M, N, K, a.device, batch, cm_ok)
+    v4_ok = (a_strides[1] == 1 and 1 in b_strides
+             and all(x % 4 == 0 for x in (a_strides[0], a_batch[0], a_batch[1], b_batch[0], b_batch[1], b_far)))
+    v = _pick(a.dtype, M, N, K, a.device, batch, cm_ok, v4_ok)
     push = dict(M=M, N=N, K=K, sam=a_strides[0], sak=a_strides[1], sbk=b_strides[0], sbn=b_strides[1],
                 scm=c_strides[0], scn=c_strides[1], aoff=a_batch[0], sab=a_batch[1],
                 boff=b_batch[0], sbb=b_batch[1], bdiv=b_batch[2], coff=c_batch[0], scb=c_batch[1],
                 alpha=alpha, beta=beta)
-    groups = (-(-N // v.spec["BN"]), -(-M // v.spec["BM"]), batch)
+    groups = (-(-N // v.spec["BN"]), -(-M // v.spec["BM"]), batch)  # v4: BM = 4 WG_Y, BN = 4 WG_X
     kernels.dispatch(v, [a, b, c], push, groups)
     return c
 

@@ -1,0 +1,97 @@
+#version 450
+#extension GL_EXT_control_flow_attributes : enable
+
+// Batched strided matmul: C[z] = alpha * A[z] . B[z / bdiv] + beta * C[z], f32 accumulation.
+// A[m,k] = a[aoff + z*sab + m*sam + k*sak], B[k,n] = b[boff + (z/bdiv)*sbb + k*sbk + n*sbn],
+// C[m,n] = c[coff + z*scb + m*scm + n*scn].
+// Strides express transpose_a / transpose_b, so one kernel serves the forward and both backward products.
+// A WG_X x WG_Y workgroup computes a BM x BN tile; each thread holds (BM/WG_Y) x (BN/WG_X) outputs,
+// strided by the workgroup size so shared-memory reads are conflict-free and stores coalesce.
+layout(constant_id = 0) const uint WG_X = 16;
+layout(constant_id = 1) const uint WG_Y = 16;
+layout(constant_id = 2) const uint BM = 64;
+layout(constant_id = 3) const uint BN = 64;
+layout(constant_id = 4) const uint BK = 16;
+layout(std430, binding = 0) readonly buffer Buf_a { float a[]; };
+layout(std430, binding = 1) readonly buffer Buf_b { float b[]; };
+layout(std430, binding = 2) buffer Buf_c { float c[]; };
+layout(push_constant) uniform Push {
+    uint M;
+    uint N;
+    uint K;
+    uint sam;
+    uint sak;
+    uint sbk;
+    uint sbn;
+    uint scm;
+    uint scn;
+    uint sab;
+    uint sbb;
+    uint scb;
+    uint bdiv;
+    uint aoff;
+    uint boff;
+    uint coff;
+    float alpha;
+    float beta;
+} p;
+layout(local_size_x_id = 0, local_size_y_id = 1) in;
+
+// v4: for CPU devices (lavapipe). No shared memory or barriers; each thread computes a 4x4 block
+// (rows m0..m0+3, columns n0..n0+3) from 16-byte loads: A k-contiguous (sak == 1), B n-contiguous
+// (sbn == 1) or k-contiguous (sbk == 1); K % 4 == N % 4 == 0 and 4-aligned offsets and strides (the
+// selector guarantees it). Fewer, wider memory operations suit SIMD-across-invocations CPU drivers.
+layout(std430, binding = 0) readonly buffer Buf_a4 { vec4 a4[]; };
+layout(std430, binding = 1) readonly buffer Buf_b4 { vec4 b4[]; };
+vec4 lda(uint i) { return a4[i]; }
+vec4 ldb(uint i) { return b4[i]; }
+
+// Each thread: R rows x (4 CV) columns, R = BM / WG_Y, CV = BN / (4 WG_X).
+const uint R = BM / WG_Y, CV = BN / (4 * WG_X);
+
+void main() {
+    const uint m0 = (gl_WorkGroupID.y * WG_Y + gl_LocalInvocationID.y) * R;
+    const uint n0 = (gl_WorkGroupID.x * WG_X + gl_LocalInvocationID.x) * 4 * CV;
+    if (m0 >= p.M || n0 >= p.N) return;
+    const uint z = gl_WorkGroupID.z;
+    const uint aoff = p.aoff + z * p.sab;
+    const uint boff = p.boff + (z / p.bdiv) * p.sbb;
+    const uint coff = p.coff + z * p.scb;
+    uint arow[R];
+    [[unroll]] for (uint i = 0; i < R; ++i) arow[i] = aoff + min(m0 + i, p.M - 1) * p.sam;
+    uint ncol = min(n0, p.N - 4 * CV);  // columns past N are computed on clamped data, not stored
+    vec4 acc[R][CV];
+    [[unroll]] for (uint i = 0; i < R; ++i) [[unroll]] for (uint v = 0; v < CV; ++v) acc[i][v] = vec4(0.0);
+    if (p.sbn == 1) {
+        for (uint k = 0; k < p.K; k += 4) {
+            vec4 a[R], bk[4][CV];
+            [[unroll]] for (uint i = 0; i < R; ++i) a[i] = lda((arow[i] + k) / 4);
+            [[unroll]] for (uint kk = 0; kk < 4; ++kk)
+                [[unroll]] for (uint v = 0; v < CV; ++v) bk[kk][v] = ldb((boff + (k + kk) * p.sbk + ncol + 4 * v) / 4);
+            [[unroll]] for (uint i = 0; i < R; ++i)
+                [[unroll]] for (uint v = 0; v < CV; ++v)
+                    acc[i][v] += a[i].x * bk[0][v] + a[i].y * bk[1][v] + a[i].z * bk[2][v] + a[i].w * bk[3][v];
+        }
+    } else {
+        for (uint k = 0; k < p.K; k += 4) {
+            vec4 a[R], bt[4 * CV];
+            [[unroll]] for (uint i = 0; i < R; ++i) a[i] = lda((arow[i] + k) / 4);
+            [[unroll]] for (uint j = 0; j < 4 * CV; ++j) bt[j] = ldb((boff + min(ncol + j, p.N - 1) * p.sbn + k) / 4);
+            [[unroll]] for (uint i = 0; i < R; ++i)
+                [[unroll]] for (uint v = 0; v < CV; ++v)
+                    acc[i][v] += vec4(dot(a[i], bt[4 * v]), dot(a[i], bt[4 * v + 1]), dot(a[i], bt[4 * v + 2]),
+                                      dot(a[i], bt[4 * v + 3]));
+        }
+    }
+    [[unroll]] for (uint i = 0; i < R; ++i) {
+        if (m0 + i >= p.M) break;
+        [[unroll]] for (uint j = 0; j < 4 * CV; ++j) {
+            uint n = ncol + j;
+            if (n < n0 || n >= p.N) continue;
+            uint ci = coff + (m0 + i) * p.scm + n * p.scn;
+            float r = p.alpha * acc[i][j / 4][j % 4];
+            if (p.beta != 0.0) r += p.beta * float(c[ci]);
+            c[ci] = float(r);
+        }
+    }
+}
