@@ -8,7 +8,6 @@ PyTorch eager (CUDA if visible, else CPU), same shapes, same run.
 """
 import argparse
 import json
-import math
 import time
 
 import numpy as np

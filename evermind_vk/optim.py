@@ -16,16 +16,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import kernels
 from .errors import ShapeError, UnsupportedError
+from .ops._util import per_thread
 from .ops.nn import CHUNK, final_sum, partial_sums
 from .tensor import Tensor, empty, tensor, zeros
 from .ops.elementwise import fill_words
-
-
-def _dispatch(op: str, tensors: list, push: dict, n: int) -> None:
-    v = kernels.usable(op, "f32", tensors[0].device)[0]
-    kernels.dispatch(v, tensors, push, kernels.grid(-(-max(1, n) // v.spec["WG"])))
 
 
 class AdamW:
@@ -78,7 +73,7 @@ class AdamW:
                 with dev.eager():
                     self.state[name] = (zeros(p.shape, "f32", dev), zeros(p.shape, "f32", dev))
             m, v = self.state[name]
-            _dispatch("adamw", [p, g, m, v, self._hyper, self._nonfinite], {"n": p.numel}, p.numel)
+            per_thread("adamw", "f32", [p, g, m, v, self._hyper, self._nonfinite], {"n": p.numel}, p.numel)
 
     def step(self, grads: dict) -> None:
         """One AdamW step for the parameters named in grads (eagerly, or recorded inside record())."""
@@ -118,17 +113,18 @@ class AdamW:
 # -- gradient clipping ------------------------------------------------------------------------------
 class ClipMetrics:
     """clip_grad_norm's result. norm_before / norm_after / clipped are read from the device on first
-    access (or at once with track=True); total_params is known on the host."""
+    access (or at once with track=True); total_params is known on the host. `state` is the device
+    tensor [norm_before^2, norm_after^2] (copy it inside a recording to read it without a sync)."""
 
     def __init__(self, state: Tensor, max_norm: float, total_params: int, track: bool):
-        self._state, self.max_norm, self.total_params = state, max_norm, total_params
+        self.state, self.max_norm, self.total_params = state, max_norm, total_params
         self._vals = None
         if track:
             self._read()
 
     def _read(self):
         if self._vals is None:
-            s = self._state.numpy().astype(np.float64)
+            s = self.state.numpy().astype(np.float64)
             self._vals = (math.sqrt(s[0]) if s[0] >= 0 else float("nan"), math.sqrt(s[1]) if s[1] >= 0 else float("nan"))
         return self._vals
 
@@ -182,7 +178,7 @@ def clip_grad_norm(grads, max_norm: float, track: bool = False) -> ClipMetrics:
     _sum_squares(gl, state, 0)
     if max_norm > 0:
         for g in gl:
-            _dispatch("clip_scale", [g, state], {"n": g.numel, "max_norm": float(max_norm)}, g.numel)
+            per_thread("clip_scale", "f32", [g, state], {"n": g.numel, "max_norm": float(max_norm)}, g.numel)
     _sum_squares(gl, state, 1)
     return ClipMetrics(state, float(max_norm), sum(g.numel for g in gl), track)
 

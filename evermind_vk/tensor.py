@@ -119,7 +119,7 @@ def _as_array(data, dtype: str | None) -> np.ndarray:
                 arr = arr.astype(np.float32)
             elif arr.dtype.kind in "iub" and arr.dtype != np.uint32:
                 arr = arr.astype(np.int32)
-        dtype = dtypes.canonical(arr.dtype)
+        dtypes.canonical(arr.dtype)  # raises UnsupportedError for float64, int64, ...
         return np.ascontiguousarray(arr)
     target = dtypes.DTYPES[dtypes.canonical(dtype)]
     arr = np.asarray(data)

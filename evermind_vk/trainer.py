@@ -12,7 +12,7 @@ import time
 import numpy as np
 
 from .autograd import Tape
-from .data import IGNORE, batches, build_chunks
+from .data import batches, build_chunks
 from .errors import EvermindError
 from .ops.elementwise import copy_words
 from .optim import AdamW, clip_grad_norm
@@ -48,7 +48,7 @@ class _Step:
                 grads = tape.backward(loss).by_name({n: params[n] for n in self.names})
                 if self.max_norm > 0 or self.track:
                     metrics = clip_grad_norm(grads, self.max_norm)
-                    copy_words(metrics._state, self.norm_host)
+                    copy_words(metrics.state, self.norm_host)
                     dev.sync_local(self.norm_host)
                 t.optimizer.record_updates(grads)
             else:

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import evermind_vk as ev
-from evermind_vk import kernels, select
+from evermind_vk import kernels
 from oracle import assert_within, dot_bound, rounded
 
 SCALAR = [v.name for dt in ("f32", "f16") for v in kernels.variants("matmul", dt) if not {"cm", "v4"} & set(v.flags)]

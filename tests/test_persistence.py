@@ -1,6 +1,5 @@
 """Framing, checkpoint store, .evermind packages, safetensors: round trips, every error path, hostile
 inputs (hypothesis mutations), a JavaScript cross-check of the hash, and crash safety under SIGKILL."""
-import json
 import os
 import shutil
 import signal
@@ -14,7 +13,6 @@ import pytest
 import zstandard
 from hypothesis import given, settings, strategies as st
 
-import evermind_vk as ev
 from evermind_vk import framing
 from evermind_vk.checkpoint import checkpoint_hash, decode, load_checkpoint, save_checkpoint, verify
 from evermind_vk.errors import (BlobError, CheckpointMismatchError, FormatError, IntegrityError, LimitError,

@@ -5,7 +5,6 @@ import subprocess
 import sys
 
 import kp
-import numpy as np
 import pytest
 
 import evermind_vk as ev

@@ -6,7 +6,6 @@ JSON, inserted bytes, random splices), at the frame and inside it, and feeds eac
 Every input must load or raise a BlobError; anything else, or a peak of more than 64 MiB, is a failure.
 Prints counts per outcome."""
 import collections
-import os
 import random
 import struct
 import sys

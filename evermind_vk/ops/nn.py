@@ -7,9 +7,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
-from .. import kernels
 from ..errors import ShapeError, UnsupportedError
 from ..tensor import Tensor, empty, zeros
 from ._util import like, per_thread, rows_cols, run, want
@@ -242,16 +239,14 @@ def row_slice_backward(dy: Tensor, rows: int, row: int) -> Tensor:
 def _act(op: str, x: Tensor) -> Tensor:
     want(x, "x", dtype=FLOATS)
     y = like(x)
-    v = kernels.usable(op, x.dtype, x.device)[0]
-    kernels.dispatch(v, [x, y], dict(n=x.numel, alpha=0.0), kernels.grid(-(-max(1, x.numel) // v.spec["WG"])))
+    per_thread(op, x.dtype, [x, y], dict(n=x.numel, alpha=0.0), x.numel)  # these variants have VEC = 1
     return y
 
 
 def _act_bwd(op: str, x: Tensor, dy: Tensor) -> Tensor:
     want(dy, "dy", shape=x.shape, dtype=x.dtype)
     dx = like(x)
-    v = kernels.usable(op, x.dtype, x.device)[0]
-    kernels.dispatch(v, [x, dy, dx], dict(n=x.numel), kernels.grid(-(-max(1, x.numel) // v.spec["WG"])))
+    per_thread(op, x.dtype, [x, dy, dx], dict(n=x.numel), x.numel)
     return dx
 
 
