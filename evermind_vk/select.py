@@ -13,15 +13,16 @@ def elementwise_vec(n: int, vecs=(1, 4), wg: int = 256) -> int:
     return best
 
 
-def matmul_tile(M: int, N: int, K: int, tiles, shared_memory: int, device_type: str, batch: int = 1):
+def matmul_tile(M: int, N: int, K: int, tiles, shared_memory: int, device_type: str, batch: int = 1,
+                buffers: int = 1):
     """Pick a (BM, BN, BK) tile from `tiles` for an MxK . KxN product.
 
-    Tiles whose shared memory (4 bytes x BK x (BM + BN)) exceeds the device limit are never chosen.
+    Tiles whose shared memory (buffers x 4 bytes x BK x (BM + BN + 8)) exceeds the device limit are never chosen.
     Among the rest, prefer the largest tile that (a) wastes at most 25% of its area on padding and
     (b) still yields enough workgroups to fill the device (64 on a GPU, 4 on a CPU device such as
     lavapipe); otherwise the tile with the least padded work, smallest first.
     """
-    fits = [t for t in tiles if 4 * t[2] * (t[0] + t[1]) <= shared_memory]
+    fits = [t for t in tiles if buffers * 4 * t[2] * (t[0] + t[1] + 8) <= shared_memory]
     if not fits:
         raise ValueError(f"no matmul tile fits {shared_memory} bytes of shared memory")
     want_groups = 4 if device_type == "cpu" else 64

@@ -7,10 +7,12 @@ from hypothesis import given, settings, strategies as st
 
 import evermind_vk as ev
 from evermind_vk import kernels
-from oracle import assert_within, dot_bound, rounded
+from oracle import U16, U32, assert_within, dot_bound, rounded
 
-SCALAR = [v.name for dt in ("f32", "f16") for v in kernels.variants("matmul", dt) if not {"cm", "v4"} & set(v.flags)]
+is_rb = importlib.import_module("evermind_vk.ops.matmul")._rb
+SCALAR = [v.name for dt in ("f32", "f16") for v in kernels.variants("matmul", dt) if not {"cm", "v4"} & set(v.flags) and not is_rb(v)]
 V4 = [v.name for dt in ("f32", "f16") for v in kernels.variants("matmul", dt) if "v4" in v.flags]
+RB = [v.name for dt in ("f32", "f16") for v in kernels.variants("matmul", dt) if is_rb(v)]
 dims = st.integers(1, 80)
 
 
@@ -44,6 +46,59 @@ def test_matmul_vs_oracle(device, monkeypatch, name, transpose_b, M, N, K, seed)
 def test_v4_variants_on_aligned_shapes(device, monkeypatch, name, transpose_b, M, N4, K4, seed):
     """The 16-byte-load variants (K and N multiples of 4, any M), forced by name."""
     test_matmul_vs_oracle.hypothesis.inner_test(device, monkeypatch, name, transpose_b, M, 4 * N4, 4 * K4, seed)
+
+
+@pytest.mark.parametrize("name", RB)
+@settings(max_examples=6)  # each example builds a pipeline
+@given(M=st.integers(1, 70), N=st.integers(1, 70), K=st.integers(1, 40), a_kmajor=st.booleans(),
+       b_nmajor=st.booleans(), batch=st.integers(1, 3), bdiv=st.sampled_from([1, 3]), pad=st.integers(0, 5),
+       c_unit=st.booleans(), beta=st.sampled_from([0.0, 0.5]), seed=st.integers(0, 2**31))
+def test_rb_variants_strided(device, monkeypatch, name, M, N, K, a_kmajor, b_nmajor, batch, bdiv, pad,
+                             c_unit, beta, seed):
+    """The GPU register-block variants through gemm_strided: A k- or m-contiguous, B n- or k-contiguous,
+    row strides padded to multiples of 4 (so a 16-byte load can straddle the end of a row), batched with
+    a shared B, alpha/beta, and C written with 16-byte or elementwise stores."""
+    monkeypatch.setenv("EVERMIND_VK_MATMUL_VARIANT", name)
+    used = []
+    real = kernels.dispatch
+    monkeypatch.setattr(kernels, "dispatch", lambda v, *a, **k: (used.append(v.name), real(v, *a, **k)))
+    dtype = name.split("_")[1]
+    np_dt = np.float16 if dtype == "f16" else np.float32
+    rng = np.random.default_rng(seed)
+    up4 = lambda x: -(-x // 4) * 4
+    bbatch = -(-batch // bdiv)
+    # A_z[m,k]: a_kmajor -> a[aoff + z*sab + m*lda + k], else a[aoff + z*sab + k*lda + m]
+    lda = up4((K if a_kmajor else M) + pad)
+    a_rows = M if a_kmajor else K
+    sab, aoff = up4(a_rows * lda + pad), 4 * (pad % 3)
+    ldb = up4((N if b_nmajor else K) + pad)
+    b_rows = K if b_nmajor else N
+    sbb, boff = up4(b_rows * ldb + pad), 4 * (pad % 2)
+    scm, scn = (N + pad, 1) if c_unit else (1, M + pad)
+    scb = (M * scm if c_unit else N * scn) + pad
+    coff = pad
+    a = rng.standard_normal(aoff + batch * sab).astype(np_dt)
+    b = rng.standard_normal(boff + bbatch * sbb).astype(np_dt)
+    c = rng.standard_normal(coff + batch * scb).astype(np_dt)
+    A, B, C = rounded(a, dtype), rounded(b, dtype), rounded(c, dtype)
+    want = C.copy()
+    bound = np.zeros_like(want)
+    for z in range(batch):
+        ia = aoff + z * sab + (np.arange(M)[:, None] * lda + np.arange(K)[None, :] if a_kmajor
+                               else np.arange(K)[None, :] * lda + np.arange(M)[:, None])
+        ib = boff + (z // bdiv) * sbb + (np.arange(K)[:, None] * ldb + np.arange(N)[None, :] if b_nmajor
+                                         else np.arange(N)[None, :] * ldb + np.arange(K)[:, None])
+        ic = coff + z * scb + np.arange(M)[:, None] * scm + np.arange(N)[None, :] * scn
+        want[ic] = 0.75 * A[ia] @ B[ib] + beta * C[ic]
+        bound[ic] = 0.75 * dot_bound(np.abs(A[ia]), np.abs(B[ib]), K, dtype) + 2 * U32 * beta * np.abs(C[ic])
+    ct = ev.tensor(c)
+    ev.ops.gemm_strided(ev.tensor(a), ev.tensor(b), ct, M, N, K,
+                    a_strides=(lda, 1) if a_kmajor else (1, lda), b_strides=(ldb, 1) if b_nmajor else (1, ldb),
+                    c_strides=(scm, scn), batch=batch, a_batch=(aoff, sab), b_batch=(boff, sbb, bdiv),
+                    c_batch=(coff, scb), alpha=0.75, beta=beta)
+    assert used == [name]
+    # elements of c outside every C_z are untouched (bound 0 there, want == C)
+    assert_within(ct.numpy(), want, bound + (U16 * np.abs(want) if dtype == "f16" else 0), f"gemm_strided {name}")
 
 
 @pytest.mark.parametrize("transpose_b", [False, True])

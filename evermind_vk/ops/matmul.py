@@ -12,17 +12,24 @@ from ..tensor import Tensor, empty
 V4_MIN_WORK = 1 << 24  # 256^3
 
 
+def _rb(v) -> bool:
+    """A register-block variant (flag rbRMxRN)."""
+    return any(f.startswith("rb") for f in v.flags)
+
+
 def _pick(dtype: str, M: int, N: int, K: int, device, batch: int = 1, cm_layout_ok: bool = False,
-          v4_layout_ok: bool = False):
+          v4_layout_ok: bool = False, rb_layout_ok: bool = False):
     """Cooperative-matrix variants where the device has them and the problem is aligned to their tile
-    (their kernels have no bounds checks); the 16-byte-load variant on CPU devices when aligned;
-    otherwise the scalar tile from select.matmul_tile."""
+    (their kernels have no bounds checks); the 16-byte-load variant on CPU devices when aligned; on
+    other devices the register-block variants when the layout allows 16-byte loads; otherwise the
+    scalar tile. Tiles come from select.matmul_tile."""
     cands = kernels.usable("matmul", dtype, device)
     v4_ok = v4_layout_ok and K % 4 == 0 and N % 4 == 0
     forced = os.environ.get("EVERMIND_VK_MATMUL_VARIANT", "").strip()
     if forced:  # benchmarking / bisecting: one named variant, where it applies
         hit = [v for v in cands if v.name == forced]
-        if hit and ("cm" not in hit[0].flags or cm_layout_ok) and ("v4" not in hit[0].flags or v4_ok):
+        if hit and ("cm" not in hit[0].flags or cm_layout_ok) and ("v4" not in hit[0].flags or v4_ok) \
+                and (not _rb(hit[0]) or rb_layout_ok):
             return hit[0]
     if cm_layout_ok:
         cm = [v for v in cands if "cm" in v.flags and M % v.spec["BM"] == 0 and N % v.spec["BN"] == 0
@@ -36,9 +43,12 @@ def _pick(dtype: str, M: int, N: int, K: int, device, batch: int = 1, cm_layout_
         if v4:  # the largest block that still gives both cores work
             big = [v for v in v4 if -(-M // v.spec["BM"]) * -(-N // v.spec["BN"]) * batch >= 2]
             return (big or v4)[-1] if big else v4[0]
-    cands = [v for v in cands if "cm" not in v.flags and "v4" not in v.flags]
+    # GPUs: register blocks (two shared buffers) where the layout allows 16-byte loads.
+    rb = [v for v in cands if _rb(v)] if rb_layout_ok and device.info.type != "cpu" else []
+    cands = rb or [v for v in cands if not ({"cm", "v4"} & set(v.flags) or _rb(v))]
     tiles = sorted({(v.spec["BM"], v.spec["BN"], v.spec["BK"]) for v in cands})
-    bm, bn, bk = select.matmul_tile(M, N, K, tiles, device.info.shared_memory, device.info.type, batch)
+    bm, bn, bk = select.matmul_tile(M, N, K, tiles, device.info.shared_memory, device.info.type, batch,
+                                    buffers=2 if rb else 1)
     return next(v for v in cands if (v.spec["BM"], v.spec["BN"], v.spec["BK"]) == (bm, bn, bk))
 
 
@@ -62,7 +72,10 @@ def gemm_strided(a: Tensor, b: Tensor, c: Tensor, M: int, N: int, K: int, *,
                                           a_batch[1], b_batch[0], b_batch[1], b_far)))
     v4_ok = (a_strides[1] == 1 and 1 in b_strides
              and all(x % 4 == 0 for x in (a_strides[0], a_batch[0], a_batch[1], b_batch[0], b_batch[1], b_far)))
-    v = _pick(a.dtype, M, N, K, a.device, batch, cm_ok, v4_ok)
+    rb_ok = (((a_strides[1] == 1 and a_strides[0] % 4 == 0) or (a_strides[0] == 1 and a_strides[1] % 4 == 0))
+             and ((b_strides[1] == 1 and b_strides[0] % 4 == 0) or (b_strides[0] == 1 and b_strides[1] % 4 == 0))
+             and all(x % 4 == 0 for x in (a_batch[0], a_batch[1], b_batch[0], b_batch[1])))
+    v = _pick(a.dtype, M, N, K, a.device, batch, cm_ok, v4_ok, rb_ok)
     push = dict(M=M, N=N, K=K, sam=a_strides[0], sak=a_strides[1], sbk=b_strides[0], sbn=b_strides[1],
                 scm=c_strides[0], scn=c_strides[1], aoff=a_batch[0], sab=a_batch[1],
                 boff=b_batch[0], sbb=b_batch[1], bdiv=b_batch[2], coff=c_batch[0], scb=c_batch[1],
