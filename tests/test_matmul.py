@@ -160,8 +160,9 @@ CM = [v for v in kernels.variants("matmul", "f16") if "cm" in v.flags]
 
 @pytest.mark.parametrize("variant", CM, ids=lambda v: v.name)
 @pytest.mark.parametrize("transpose_b", [False, True])
-def test_coopmat_variants(device, variant, transpose_b):
-    """Tensor-core variants on aligned shapes (skipped where the device lacks cooperative matrices)."""
+def test_coopmat_variants(device, monkeypatch, variant, transpose_b):
+    """Tensor-core variants, each forced by name, on aligned shapes (skipped where the device lacks
+    cooperative matrices); the selector picks some cm variant for such shapes by itself too."""
     missing = [f for f in variant.features if not device.has(f)]
     if missing:
         pytest.skip(f"{device.info.name} lacks {', '.join(missing)}")
@@ -171,9 +172,13 @@ def test_coopmat_variants(device, variant, transpose_b):
     a = rng.standard_normal((M, K)).astype(np.float16)
     b = rng.standard_normal((N, K) if transpose_b else (K, N)).astype(np.float16)
     mm = importlib.import_module("evermind_vk.ops.matmul")
-    picked = mm._pick("f16", M, N, K, device, 1, True)
-    assert "cm" in picked.flags
+    assert "cm" in mm._pick("f16", M, N, K, device, 1, True).flags
+    monkeypatch.setenv("EVERMIND_VK_MATMUL_VARIANT", variant.name)
+    used = []
+    real = kernels.dispatch
+    monkeypatch.setattr(kernels, "dispatch", lambda v, *x, **k: (used.append(v.name), real(v, *x, **k)))
     got = ev.matmul(ev.tensor(a), ev.tensor(b), transpose_b=transpose_b).numpy()
+    assert used[0] == variant.name  # then the read-back copy
     A, B = rounded(a, "f16"), rounded(b, "f16")
     B = B.T if transpose_b else B
     assert_within(got, A @ B, dot_bound(np.abs(A), np.abs(B), K, "f16"), variant.name)

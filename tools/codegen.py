@@ -78,7 +78,14 @@ def register_block(flags) -> tuple | None:
 
 def matmul(dtype, bm, bn, bk, wg_x, wg_y, flags=(), tile=None):
     rb = register_block(flags)
-    if rb:  # the block is the tile per thread; whole 16-byte loads, at most 4 per thread and operand
+    if "cm" in flags and not rb:
+        raise SystemExit("codegen: a cm matmul needs its fragment block as an rbFMxFN flag")
+    if rb and "cm" in flags:  # the block is 16x16 fragments per subgroup (2x2 subgroups); 16-byte loads
+        la, lb = bm * bk / (8 * wg_x * wg_y), bn * bk / (8 * wg_x * wg_y)
+        if (bm, bn) != (32 * rb[0], 32 * rb[1]) or wg_x * wg_y != 128 or bk % 16 \
+                or la not in range(1, 9) or lb not in range(1, 9):
+            raise SystemExit(f"codegen: cm tile {bm}x{bn}x{bk}, block {rb} on {wg_x}x{wg_y} threads does not divide")
+    elif rb:  # the block is the tile per thread; whole 16-byte loads, at most 4 per thread and operand
         nt, la, lb = wg_x * wg_y, bm * bk / (4 * wg_x * wg_y), bn * bk / (4 * wg_x * wg_y)
         if (bm, bn) != (rb[0] * wg_y, rb[1] * wg_x) or rb[0] % 4 or rb[1] % 4 or bk % 4 \
                 or la not in (1, 2, 3, 4) or lb not in (1, 2, 3, 4):
@@ -118,8 +125,11 @@ VARIANTS = [
     # (17.4-22.6). Scalar accumulator arrays instead of named registers: ~2.2 for every 8x8 block.
     *(matmul(dt, rm * wy, rn * wx, bk, wx, wy, [f"rb{rm}x{rn}"]) for dt in F
       for (rm, rn, bk, wx, wy) in ((8, 8, 8, 16, 16), (8, 4, 16, 16, 16), (4, 4, 16, 16, 16))),
-    # tensor cores through KHR cooperative matrices, aligned shapes only
-    *(matmul("f16", bm, bn, bk, 128, 1, ["cm"]) for (bm, bn, bk) in ((128, 128, 32), (64, 64, 32))),
+    # tensor cores through KHR cooperative matrices, aligned shapes only; the block is 16x16 fragments
+    # per subgroup. H200, f16 in / f32 accumulation, 4096^3 / 8192^3, TFLOP/s (cuBLAS f16 649 / 754 in
+    # the same run): rb4x4 t128x128 k16 146 / 179; k32 129 / 157; rb2x2 t64x64 k32 73 / 77 (k64 63 / 60,
+    # 4x2 and 2x4 blocks 62-84); the earlier single-buffered kernel with array accumulators 116 / 134.
+    *(matmul("f16", 32 * fm, 32 * fn, bk, 128, 1, ["cm", f"rb{fm}x{fn}"]) for (fm, fn, bk) in ((4, 4, 16), (2, 2, 32))),
     *(simple("rows", op, dt, 128)
       for op in ("softmax", "softmax_bwd", "rmsnorm", "rmsnorm_bwd", "layernorm", "layernorm_bwd", "xent", "xent_bwd")
       for dt in F),

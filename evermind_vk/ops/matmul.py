@@ -14,7 +14,7 @@ V4_MIN_WORK = 1 << 24  # 256^3
 
 def _rb(v) -> bool:
     """A register-block variant (flag rbRMxRN)."""
-    return any(f.startswith("rb") for f in v.flags)
+    return "cm" not in v.flags and any(f.startswith("rb") for f in v.flags)
 
 
 def _pick(dtype: str, M: int, N: int, K: int, device, batch: int = 1, cm_layout_ok: bool = False,
