@@ -16,15 +16,21 @@ RB = [v.name for dt in ("f32", "f16") for v in kernels.variants("matmul", dt) if
 dims = st.integers(1, 80)
 
 
+def force(monkeypatch, name: str) -> list:
+    """Force matmul variant `name`; returns the names of the variants dispatched from then on."""
+    monkeypatch.setenv("EVERMIND_VK_MATMUL_VARIANT", name)
+    used = []
+    real = kernels.dispatch
+    monkeypatch.setattr(kernels, "dispatch", lambda v, *a, **k: (used.append(v.name), real(v, *a, **k)))
+    return used
+
+
 @pytest.mark.parametrize("name", SCALAR)
 @pytest.mark.parametrize("transpose_b", [False, True])
 @given(M=dims, N=dims, K=dims, seed=st.integers(0, 2**31))
 def test_matmul_vs_oracle(device, monkeypatch, name, transpose_b, M, N, K, seed):
     """Every scalar variant, forced by name, on shapes that are not tile multiples."""
-    monkeypatch.setenv("EVERMIND_VK_MATMUL_VARIANT", name)
-    used = []
-    real = kernels.dispatch
-    monkeypatch.setattr(kernels, "dispatch", lambda v, *a, **k: (used.append(v.name), real(v, *a, **k)))
+    used = force(monkeypatch, name)
     tile = name.rsplit("_", 1)[1]
     dtype = name.split("_")[1]
     rng = np.random.default_rng(seed)
@@ -58,10 +64,7 @@ def test_rb_variants_strided(device, monkeypatch, name, M, N, K, a_kmajor, b_nma
     """The GPU register-block variants through gemm_strided: A k- or m-contiguous, B n- or k-contiguous,
     row strides padded to multiples of 4 (so a 16-byte load can straddle the end of a row), batched with
     a shared B, alpha/beta, and C written with 16-byte or elementwise stores."""
-    monkeypatch.setenv("EVERMIND_VK_MATMUL_VARIANT", name)
-    used = []
-    real = kernels.dispatch
-    monkeypatch.setattr(kernels, "dispatch", lambda v, *a, **k: (used.append(v.name), real(v, *a, **k)))
+    used = force(monkeypatch, name)
     dtype = name.split("_")[1]
     np_dt = np.float16 if dtype == "f16" else np.float32
     rng = np.random.default_rng(seed)
@@ -173,10 +176,7 @@ def test_coopmat_variants(device, monkeypatch, variant, transpose_b):
     b = rng.standard_normal((N, K) if transpose_b else (K, N)).astype(np.float16)
     mm = importlib.import_module("evermind_vk.ops.matmul")
     assert "cm" in mm._pick("f16", M, N, K, device, 1, True).flags
-    monkeypatch.setenv("EVERMIND_VK_MATMUL_VARIANT", variant.name)
-    used = []
-    real = kernels.dispatch
-    monkeypatch.setattr(kernels, "dispatch", lambda v, *x, **k: (used.append(v.name), real(v, *x, **k)))
+    used = force(monkeypatch, variant.name)
     got = ev.matmul(ev.tensor(a), ev.tensor(b), transpose_b=transpose_b).numpy()
     assert used[0] == variant.name  # then the read-back copy
     A, B = rounded(a, "f16"), rounded(b, "f16")

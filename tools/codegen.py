@@ -76,7 +76,7 @@ def register_block(flags) -> tuple | None:
     return tuple(int(x) for x in f[0][2:].split("x")) if f else None
 
 
-def matmul(dtype, bm, bn, bk, wg_x, wg_y, flags=(), tile=None):
+def matmul(dtype, bm, bn, bk, wg_x, wg_y, flags=()):
     rb = register_block(flags)
     if "cm" in flags and not rb:
         raise SystemExit("codegen: a cm matmul needs its fragment block as an rbFMxFN flag")
@@ -86,13 +86,13 @@ def matmul(dtype, bm, bn, bk, wg_x, wg_y, flags=(), tile=None):
                 or la not in range(1, 9) or lb not in range(1, 9):
             raise SystemExit(f"codegen: cm tile {bm}x{bn}x{bk}, block {rb} on {wg_x}x{wg_y} threads does not divide")
     elif rb:  # the block is the tile per thread; whole 16-byte loads, at most 4 per thread and operand
-        nt, la, lb = wg_x * wg_y, bm * bk / (4 * wg_x * wg_y), bn * bk / (4 * wg_x * wg_y)
+        la, lb = bm * bk / (4 * wg_x * wg_y), bn * bk / (4 * wg_x * wg_y)
         if (bm, bn) != (rb[0] * wg_y, rb[1] * wg_x) or rb[0] % 4 or rb[1] % 4 or bk % 4 \
                 or la not in (1, 2, 3, 4) or lb not in (1, 2, 3, 4):
             raise SystemExit(f"codegen: rb tile {bm}x{bn}x{bk}, block {rb} on {wg_x}x{wg_y} threads does not divide")
     return Variant("matmul", "matmul", dtype,
                    (("WG_X", wg_x), ("WG_Y", wg_y), ("BM", bm), ("BN", bn), ("BK", bk)),
-                   flags=tuple(flags), tile=tile or f"t{bm}x{bn}")
+                   flags=tuple(flags), tile=f"t{bm}x{bn}")
 
 
 def simple(template, op, dtype, wg):

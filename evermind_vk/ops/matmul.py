@@ -70,11 +70,12 @@ def gemm_strided(a: Tensor, b: Tensor, c: Tensor, M: int, N: int, K: int, *,
     cm_ok = (beta == 0.0 and c_strides[1] == 1 and a_strides[1] == 1 and 1 in b_strides
              and all(x % 8 == 0 for x in (c_strides[0], c_batch[0], c_batch[1], a_strides[0], a_batch[0],
                                           a_batch[1], b_batch[0], b_batch[1], b_far)))
-    v4_ok = (a_strides[1] == 1 and 1 in b_strides
-             and all(x % 4 == 0 for x in (a_strides[0], a_batch[0], a_batch[1], b_batch[0], b_batch[1], b_far)))
+    # 16-byte loads: each operand has a unit stride, its other stride and the offsets are multiples of 4;
+    # the CPU variant (v4) also needs A k-contiguous.
     rb_ok = (((a_strides[1] == 1 and a_strides[0] % 4 == 0) or (a_strides[0] == 1 and a_strides[1] % 4 == 0))
              and ((b_strides[1] == 1 and b_strides[0] % 4 == 0) or (b_strides[0] == 1 and b_strides[1] % 4 == 0))
              and all(x % 4 == 0 for x in (a_batch[0], a_batch[1], b_batch[0], b_batch[1])))
+    v4_ok = rb_ok and a_strides[1] == 1
     v = _pick(a.dtype, M, N, K, a.device, batch, cm_ok, v4_ok, rb_ok)
     push = dict(M=M, N=N, K=K, sam=a_strides[0], sak=a_strides[1], sbk=b_strides[0], sbn=b_strides[1],
                 scm=c_strides[0], scn=c_strides[1], aoff=a_batch[0], sab=a_batch[1],

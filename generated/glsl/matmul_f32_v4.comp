@@ -43,8 +43,8 @@ layout(local_size_x_id = 0, local_size_y_id = 1) in;
 // selector guarantees it). Fewer, wider memory operations suit SIMD-across-invocations CPU drivers.
 layout(std430, binding = 0) readonly buffer Buf_a4 { vec4 a4[]; };
 layout(std430, binding = 1) readonly buffer Buf_b4 { vec4 b4[]; };
-vec4 lda(uint i) { return a4[i]; }
-vec4 ldb(uint i) { return b4[i]; }
+vec4 ld4a(uint i) { return a4[i]; }
+vec4 ld4b(uint i) { return b4[i]; }
 
 // Each thread: R rows x (4 CV) columns, R = BM / WG_Y, CV = BN / (4 WG_X).
 const uint R = BM / WG_Y, CV = BN / (4 * WG_X);
@@ -65,9 +65,9 @@ void main() {
     if (p.sbn == 1) {
         for (uint k = 0; k < p.K; k += 4) {
             vec4 a[R], bk[4][CV];
-            [[unroll]] for (uint i = 0; i < R; ++i) a[i] = lda((arow[i] + k) / 4);
+            [[unroll]] for (uint i = 0; i < R; ++i) a[i] = ld4a((arow[i] + k) / 4);
             [[unroll]] for (uint kk = 0; kk < 4; ++kk)
-                [[unroll]] for (uint v = 0; v < CV; ++v) bk[kk][v] = ldb((boff + (k + kk) * p.sbk + ncol + 4 * v) / 4);
+                [[unroll]] for (uint v = 0; v < CV; ++v) bk[kk][v] = ld4b((boff + (k + kk) * p.sbk + ncol + 4 * v) / 4);
             [[unroll]] for (uint i = 0; i < R; ++i)
                 [[unroll]] for (uint v = 0; v < CV; ++v)
                     acc[i][v] += a[i].x * bk[0][v] + a[i].y * bk[1][v] + a[i].z * bk[2][v] + a[i].w * bk[3][v];
@@ -75,8 +75,8 @@ void main() {
     } else {
         for (uint k = 0; k < p.K; k += 4) {
             vec4 a[R], bt[4 * CV];
-            [[unroll]] for (uint i = 0; i < R; ++i) a[i] = lda((arow[i] + k) / 4);
-            [[unroll]] for (uint j = 0; j < 4 * CV; ++j) bt[j] = ldb((boff + min(ncol + j, p.N - 1) * p.sbn + k) / 4);
+            [[unroll]] for (uint i = 0; i < R; ++i) a[i] = ld4a((arow[i] + k) / 4);
+            [[unroll]] for (uint j = 0; j < 4 * CV; ++j) bt[j] = ld4b((boff + min(ncol + j, p.N - 1) * p.sbn + k) / 4);
             [[unroll]] for (uint i = 0; i < R; ++i)
                 [[unroll]] for (uint v = 0; v < CV; ++v)
                     acc[i][v] += vec4(dot(a[i], bt[4 * v]), dot(a[i], bt[4 * v + 1]), dot(a[i], bt[4 * v + 2]),
