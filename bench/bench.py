@@ -20,7 +20,7 @@ import numpy as np
 
 import evermind_vk as ev
 from evermind_vk import ops
-from evermind_vk.optim import AdamW
+from evermind_vk.train import AdamW
 
 try:
     import torch
@@ -167,7 +167,7 @@ def bench_adam(n_params: int, reps: int) -> dict:
     t_step = device_time(lambda: opt.record_updates(grads), reps)
     bytes_step = 4.0 * n_params * 7  # read p, g, m, v; write p, m, v
     outs = {k: ev.empty((p.numel,), "f32") for k, p in params.items()}
-    from evermind_vk.ops.elementwise import copy_words
+    from evermind_vk.runtime.kernels import copy_words
     t_copy = device_time(lambda: [copy_words(p, outs[k]) for k, p in params.items()], reps)
     copy_gbs = 8.0 * n_params / t_copy / 1e9
     row = {"bench": "adamw_step", "params": n_params, "evermind_gbs": bytes_step / t_step / 1e9,

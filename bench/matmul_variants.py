@@ -12,7 +12,7 @@ import time
 import numpy as np
 
 import evermind_vk as ev
-from evermind_vk import kernels
+from evermind_vk.runtime import kernels
 
 try:
     import torch

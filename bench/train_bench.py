@@ -13,7 +13,7 @@ import time
 import numpy as np
 
 from evermind_vk.models import LMConfig, TransformerLM
-from evermind_vk.trainer import Trainer
+from evermind_vk.train import Trainer
 
 try:
     import torch

@@ -5,6 +5,6 @@ set -uo pipefail
 OUT=${1:?output directory}; shift
 mkdir -p "$OUT"
 source ci/gpu-env.sh || exit 1
-python3 -m evermind_vk.cli devices | tee "$OUT/devices.txt"
+python3 -m evermind_vk devices | tee "$OUT/devices.txt"
 python3 -m pytest -q -p no:cacheprovider -o addopts="" -ra 2>&1 | tee "$OUT/pytest.txt"
 python3 bench/bench.py --json "$OUT/bench.json" "$@" 2>&1 | tee "$OUT/bench.txt"

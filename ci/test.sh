@@ -14,6 +14,6 @@ if [ "${EVERMIND_NUMPY1:-0}" = 1 ]; then
     NP1="$ROOT/.cache/numpy1"
     [ -d "$NP1/numpy" ] || "$PY" -m pip install -q --disable-pip-version-check --target "$NP1" "numpy==1.26.4"
     PYTHONPATH="$NP1" "$PY" -c 'import numpy; assert numpy.__version__ == "1.26.4", numpy.__version__'
-    PYTHONPATH="$NP1" "$PY" -m pytest -q -p no:cacheprovider tests/test_tensor.py tests/test_matmul.py \
-        tests/test_optim.py tests/test_persistence.py
+    PYTHONPATH="$NP1" "$PY" -m pytest -q -p no:cacheprovider tests/runtime/test_tensor.py tests/ops/test_matmul.py \
+        tests/train/test_optim.py tests/io/test_persistence.py
 fi

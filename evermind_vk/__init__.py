@@ -1,14 +1,22 @@
-"""evermind-vk: train and run small neural models on any Vulkan device, with no CUDA."""
-from .device import Device, DeviceInfo, devices, get_device
+"""evermind-vk: train and run small neural models on any Vulkan device, with no CUDA.
+
+Layers (each imports only those below it; a test guards it):
+    runtime   devices, tensors, kernels and their dispatch, recording/replay, variant rules
+    ops       one module per op family, forward and backward kernels
+    autodiff  the gradient tape and differentiable ops
+    models    configurations and models
+    train     trainer, optimizer, schedules, data, tokenizer, generation, plots
+    io        file formats beside them (never models); `files` joins models and formats
+"""
 from .errors import DeviceError, EvermindError, KernelError, ShapeError, UnsupportedError
+from .files import load
 from .ops import add, matmul, matmul_backward, mul, scale
-from .program import Program, record
-from .tensor import Tensor, empty, tensor, zeros
+from .runtime import Device, DeviceInfo, Program, Tensor, devices, empty, get_device, record, tensor, zeros
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Device", "DeviceInfo", "devices", "get_device", "Tensor", "tensor", "empty", "zeros",
-    "add", "mul", "scale", "matmul", "matmul_backward", "record", "Program",
+    "add", "mul", "scale", "matmul", "matmul_backward", "record", "Program", "load",
     "EvermindError", "DeviceError", "UnsupportedError", "ShapeError", "KernelError",
 ]

@@ -2,15 +2,29 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
+from importlib.metadata import PackageNotFoundError, version
 
 import numpy as np
 
+from . import __version__
+from .errors import BlobError, EvermindError, FormatError
+from .files import load_model, save_model
+from .io import framing
+from .io.checkpoint import checkpoint_hash, decode
+from .io.checkpoint import verify as verify_checkpoint
+from .io.package import EvermindPackage, fnv1a32
+from .models import LMConfig, TransformerLM
+from .ops import matmul
+from .runtime import devices, get_device, tensor
+from .train import ByteTokenizer, Trainer, default_corpus, generate
+from .train.plot import loss_curve_png
+
 
 def cmd_devices(args) -> int:
-    import evermind_vk as ev
-    for d in ev.devices():
+    for d in devices():
         feats = ", ".join(k for k, v in d.features.items() if v) or "none"
         print(f"[{d.index}] {d.name} ({d.type}) subgroup={d.subgroup_size} shared={d.shared_memory} B "
               f"f16={'yes' if d.f16 else 'no'} coopmat={'yes' if d.coopmat else 'no'}\n    features: {feats}")
@@ -19,8 +33,7 @@ def cmd_devices(args) -> int:
 
 def cmd_check(args) -> int:
     """Run matmul on the device and compare with numpy (float64)."""
-    import evermind_vk as ev
-    dev = ev.get_device(args.device)
+    dev = get_device(args.device)
     rng = np.random.default_rng(0)
     n = args.size
     ok = True
@@ -31,10 +44,10 @@ def cmd_check(args) -> int:
         np_dt = np.float16 if dtype == "f16" else np.float32
         a = rng.standard_normal((n, n)).astype(np_dt)
         b = rng.standard_normal((n, n)).astype(np_dt)
-        ta, tb = ev.tensor(a, device=dev), ev.tensor(b, device=dev)
-        ev.matmul(ta, tb).numpy()  # warm-up: pipeline creation
+        ta, tb = tensor(a, device=dev), tensor(b, device=dev)
+        matmul(ta, tb).numpy()  # warm-up: pipeline creation
         t0 = time.perf_counter()
-        got = ev.matmul(ta, tb).numpy().astype(np.float64)
+        got = matmul(ta, tb).numpy().astype(np.float64)
         dt = time.perf_counter() - t0
         want = a.astype(np.float64) @ b.astype(np.float64)
         rel = np.abs(got - want).max() / np.abs(want).max()
@@ -47,14 +60,7 @@ def cmd_check(args) -> int:
 
 def cmd_train(args) -> int:
     """Train a TransformerLM (default: the embedded corpus), save it, plot the loss, print a sample."""
-    import os
-    from .data import default_corpus
-    from .models import LMConfig, TransformerLM, save_model
-    from .plot import loss_curve_png
-    from .trainer import Trainer, generate
-    from .tokenizer import ByteTokenizer
-    import evermind_vk as ev
-    dev = ev.get_device(args.device)
+    dev = get_device(args.device)
     text = open(args.text, encoding="utf-8").read() if args.text else default_corpus()
     cfg = LMConfig(d_model=args.d_model, n_layers=args.layers, n_heads=args.heads, n_kv_heads=args.kv_heads,
                    d_ff=args.d_ff, max_seq_len=max(args.seq_len, 64), seed=args.seed)
@@ -85,11 +91,7 @@ def cmd_train(args) -> int:
 
 
 def cmd_generate(args) -> int:
-    from .models import load_model
-    from .tokenizer import ByteTokenizer
-    from .trainer import generate
-    import evermind_vk as ev
-    model = load_model(args.model, device=ev.get_device(args.device))
+    model = load_model(args.model, device=get_device(args.device))
     tok = ByteTokenizer()
     out = generate(model, tok.encode(args.prompt), max_new_tokens=args.tokens, temperature=args.temperature,
                    top_k=args.top_k, seed=args.seed)
@@ -98,8 +100,6 @@ def cmd_generate(args) -> int:
 
 
 def cmd_pack(args) -> int:
-    from .models import load_model
-    from .package import EvermindPackage
     model = load_model(args.model, device=args.device)
     pkg = EvermindPackage.from_model(model, args.name, version=args.version, fp16=args.fp16,
                                      card={"description": args.description or f"{args.name}: an evermind-vk TransformerLM"})
@@ -111,10 +111,6 @@ def cmd_pack(args) -> int:
 
 def _open_any(path):
     """('package', EvermindPackage) or ('checkpoint', stored record) for a file; BlobError if neither."""
-    from . import framing
-    from .checkpoint import decode
-    from .errors import FormatError
-    from .package import EvermindPackage
     with open(path, "rb") as f:
         raw = f.read()
     inner = framing.unframe(raw) if framing.is_framed(raw) else raw
@@ -126,8 +122,6 @@ def _open_any(path):
 
 
 def cmd_inspect(args) -> int:
-    from .checkpoint import checkpoint_hash
-    from .package import fnv1a32
     kind, obj = _open_any(args.file)
     rows = []
     if kind == "package":
@@ -154,8 +148,6 @@ def cmd_inspect(args) -> int:
 
 
 def cmd_verify(args) -> int:
-    from .checkpoint import verify
-    from .errors import BlobError
     try:
         kind, obj = _open_any(args.file)
         if kind == "package":
@@ -165,7 +157,7 @@ def cmd_verify(args) -> int:
                     print(f"{args.file}: {e}", file=sys.stderr)
                 return 1
         else:
-            verify(obj)
+            verify_checkpoint(obj)
     except (BlobError, OSError) as e:
         print(f"{args.file}: {type(e).__name__}: {e}", file=sys.stderr)
         return 1
@@ -173,8 +165,18 @@ def cmd_verify(args) -> int:
     return 0
 
 
+def version_line() -> str:
+    """evermind-vk's version and the kp build it runs on (ours reports 0.9.0+evermind1)."""
+    try:
+        kp_version = version("kp")
+    except PackageNotFoundError:
+        kp_version = "not installed (run `bash ci/setup.sh`)"
+    return f"evermind-vk {__version__} (kp {kp_version})"
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="evermind-vk", description="Train and run small models on Vulkan.")
+    ap.add_argument("--version", action="version", version=version_line())
     sub = ap.add_subparsers(dest="cmd", required=True)
     sub.add_parser("devices", help="list Vulkan devices and their capabilities").set_defaults(fn=cmd_devices)
     p = sub.add_parser("check", help="run a matmul on the device and check it against numpy")
@@ -228,7 +230,6 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if getattr(args, "time_limit", None) == 0:
         args.time_limit = None
-    from .errors import EvermindError
     try:
         return args.fn(args)
     except EvermindError as e:

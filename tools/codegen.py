@@ -4,11 +4,16 @@
     python tools/codegen.py          # regenerate generated/
     python tools/codegen.py --check  # exit 1 if generated/ is stale (CI runs this)
 
-A variant is one row of VARIANTS: (template, op, dtype, specialization constants, features).
-What changes code (op, dtype, feature) is a template parameter and yields its own SPIR-V module;
-tile and workgroup sizes are specialization constants, so variants that differ only in tiles share
-one module. Names are derived mechanically from the row. Any compiler output besides the file
-name (a warning, say) fails generation.
+A variant is one row of VARIANTS: (template, op, dtype, specialization constants, flags).
+Kernel op names are the Python op names. What changes code (op, dtype, flag: an activation, a
+matmul algorithm's register block) is a template parameter and yields its own SPIR-V module; tile
+and workgroup sizes are specialization constants, so variants that differ only in tiles share one
+module. Names are derived mechanically from the row: op_dtype_flags[_tile]. Any compiler output
+besides the file name (a warning, say) fails generation.
+
+The rules a row must obey (the device features of a dtype or flag, which matmul template a row's
+flags pick, whether a matmul tile divides) live in evermind_vk/runtime/variants.py, which the
+runtime uses too; this file only applies them.
 """
 from __future__ import annotations
 
@@ -28,16 +33,14 @@ ROOT = Path(__file__).resolve().parent.parent
 TEMPLATES = ROOT / "templates"
 GENERATED = ROOT / "generated"
 
+sys.path.insert(0, str(ROOT))
+from evermind_vk.runtime.variants import features_for, matmul_kind, matmul_row_errors, register_block  # noqa: E402
+
 # Each template declares, at its top, `{% set INTERFACE = {op: {...}} %}`: per op its storage buffers
 # (name, element type, access r|w|rw), push constants (name, u32|f32; all words are 4 bytes) and
 # specialization constants (name, default) in constant_id order. Element type "T" is the variant's
 # dtype. The GLSL declarations are rendered from it, and the manifest repeats it for the runtime.
 # Spec defaults only make a module valid alone; the runtime always passes each variant's values.
-
-# Device features a dtype or feature flag needs (names as in Device.caps).
-DTYPE_FEATURES = {"f16": ["storage_buffer_16bit_access"]}
-FLAG_FEATURES = {"cm": ["cooperative_matrix", "coopmat_f16_16x16x16_f32", "shader_float16", "subgroup_size_32",
-                        "vulkan_memory_model"]}
 
 
 @dataclass(frozen=True)
@@ -60,44 +63,27 @@ class Variant:
 
     @property
     def features(self) -> list[str]:
-        out = list(DTYPE_FEATURES.get(self.dtype, []))
-        for f in self.flags:
-            out += FLAG_FEATURES.get(f, [])
-        return sorted(set(out))
+        return features_for(self.dtype, self.flags)
 
 
 def elementwise(template, op, dtype, wg=256, vec=1):
     return Variant(template, op, dtype, (("WG", wg), ("VEC", vec)), tile=f"t{wg}x{vec}")
 
 
-def register_block(flags) -> tuple | None:
-    """The per-thread register block of an `rbRMxRN` flag (a template parameter: it names registers)."""
-    f = [f for f in flags if f.startswith("rb")]
-    return tuple(int(x) for x in f[0][2:].split("x")) if f else None
-
-
 def matmul(dtype, bm, bn, bk, wg_x, wg_y, flags=()):
-    rb = register_block(flags)
-    if "cm" in flags and not rb:
-        raise SystemExit("codegen: a cm matmul needs its fragment block as an rbFMxFN flag")
-    if rb and "cm" in flags:  # the block is 16x16 fragments per subgroup (2x2 subgroups); 16-byte loads
-        la, lb = bm * bk / (8 * wg_x * wg_y), bn * bk / (8 * wg_x * wg_y)
-        if (bm, bn) != (32 * rb[0], 32 * rb[1]) or wg_x * wg_y != 128 or bk % 16 \
-                or la not in range(1, 9) or lb not in range(1, 9):
-            raise SystemExit(f"codegen: cm tile {bm}x{bn}x{bk}, block {rb} on {wg_x}x{wg_y} threads does not divide")
-    elif rb:  # the block is the tile per thread; whole 16-byte loads, at most 4 per thread and operand
-        la, lb = bm * bk / (4 * wg_x * wg_y), bn * bk / (4 * wg_x * wg_y)
-        if (bm, bn) != (rb[0] * wg_y, rb[1] * wg_x) or rb[0] % 4 or rb[1] % 4 or bk % 4 \
-                or la not in (1, 2, 3, 4) or lb not in (1, 2, 3, 4):
-            raise SystemExit(f"codegen: rb tile {bm}x{bn}x{bk}, block {rb} on {wg_x}x{wg_y} threads does not divide")
-    return Variant("matmul", "matmul", dtype,
+    """A matmul row; its flags pick the algorithm's template, matmul_<kind>."""
+    errors = matmul_row_errors(bm, bn, bk, wg_x, wg_y, flags)
+    if errors:
+        raise SystemExit(f"codegen: matmul {dtype} {bm}x{bn}x{bk} on {wg_x}x{wg_y} threads, flags {list(flags)}:\n  "
+                         + "\n  ".join(errors))
+    return Variant("matmul_" + matmul_kind(flags), "matmul", dtype,
                    (("WG_X", wg_x), ("WG_Y", wg_y), ("BM", bm), ("BN", bn), ("BK", bk)),
                    flags=tuple(flags), tile=f"t{bm}x{bn}")
 
 
-def simple(template, op, dtype, wg):
+def simple(template, op, dtype, wg, flags=()):
     """A kernel whose only specialization is its workgroup size (not part of the name)."""
-    return Variant(template, op, dtype, (("WG", wg),))
+    return Variant(template, op, dtype, (("WG", wg),), flags=tuple(flags))
 
 
 F = ("f32", "f16")
@@ -106,40 +92,37 @@ F = ("f32", "f16")
 # The variant table.
 # ---------------------------------------------------------------------------------------------
 VARIANTS = [
+    # Elementwise maps (VEC: elements per thread).
     *(elementwise("binary", op, dt, vec=vec) for op in ("add", "mul") for dt in F for vec in (1, 4)),
-    *(elementwise("binary", op, dt) for op in ("silu_bwd", "gelu_bwd") for dt in F),
+    *(elementwise("binary", op, dt) for op in ("silu_backward", "gelu_backward") for dt in F),
     *(elementwise("unary", "scale", dt, vec=vec) for dt in F for vec in (1, 4)),
     *(elementwise("unary", op, dt) for op in ("silu", "gelu") for dt in F),
-    *(elementwise("unary", op, "u32", vec=4) for op in ("copy", "fill")),
-    # Scalar tiles. Measured on an H200 (bench/matmul_variants.py, f32, 4096^3 / 8192^3, TFLOP/s):
-    # 64x64 (4x4 per thread) 17.8 / 18.9; 32x32 9.6 / 9.8; 128x64 17.2 / 21.7; 64x128 6.9 / 24.4;
-    # every 8x8-per-thread block (128x128, 128x64 on 8x16 threads, 64x64 on 8x8) ~2.3: none of those.
+    *(elementwise("unary", op, "u32", vec=4) for op in ("copy_words", "fill_words")),
+    # Matmul (measurements behind these choices: bench/results/README.md). Shared-memory tiles, any layout:
     *(matmul(dt, bm, bn, bk, wx, wy) for dt in F for (bm, bn, bk, wx, wy) in ((32, 32, 16, 16, 16), (64, 64, 16, 16, 16))),
-    # CPU devices: large register blocks (16x16 / 32x16 per thread) from 16-byte loads, aligned shapes
-    # only. lavapipe, f32 256^3: 2.6 / 3.4 GFLOP/s, against 0.5-1.2 for the shared-memory tiles.
+    # CPU devices (lavapipe): large register blocks from 16-byte loads, aligned shapes only.
     *(matmul(dt, bm, bn, 4, wx, wy, ["v4"]) for dt in F for (bm, bn, wx, wy) in ((64, 64, 4, 4), (128, 64, 4, 4))),
-    # GPUs, 16-byte-aligned layouts: an RMxRN register block per thread (flag rbRMxRN). H200, f32,
-    # 4096^3 / 8192^3, TFLOP/s (cuBLAS 50.8 / 51.1 in the same run): rb8x8 t128x128 k8 29.0 / 30.6;
-    # rb8x4 t128x64 k16 28.8 / 30.4; rb4x4 t64x64 k16 27.4 / 29.4. Also tried, slower: k16 for t128x128
-    # (27.3 / 28.4), 4x8 t64x128 (27.5 / 29.1), 4x4 with k32 (22.6 / 23.8), 8x8 blocks on 64 or 128 threads
-    # (17.4-22.6). Scalar accumulator arrays instead of named registers: ~2.2 for every 8x8 block.
+    # GPUs, 16-byte-aligned layouts: an RMxRN register block per thread.
     *(matmul(dt, rm * wy, rn * wx, bk, wx, wy, [f"rb{rm}x{rn}"]) for dt in F
       for (rm, rn, bk, wx, wy) in ((8, 8, 8, 16, 16), (8, 4, 16, 16, 16), (4, 4, 16, 16, 16))),
-    # tensor cores through KHR cooperative matrices, aligned shapes only; the block is 16x16 fragments
-    # per subgroup. H200, f16 in / f32 accumulation, 4096^3 / 8192^3, TFLOP/s (cuBLAS f16 649 / 754 in
-    # the same run): rb4x4 t128x128 k16 146 / 179; k32 129 / 157; rb2x2 t64x64 k32 73 / 77 (k64 63 / 60,
-    # 4x2 and 2x4 blocks 62-84); the earlier single-buffered kernel with array accumulators 116 / 134.
+    # Tensor cores (KHR cooperative matrices), f16, aligned shapes only; FMxFN 16x16 fragments per subgroup.
     *(matmul("f16", 32 * fm, 32 * fn, bk, 128, 1, ["cm", f"rb{fm}x{fn}"]) for (fm, fn, bk) in ((4, 4, 16), (2, 2, 32))),
-    *(simple("rows", op, dt, 128)
-      for op in ("softmax", "softmax_bwd", "rmsnorm", "rmsnorm_bwd", "layernorm", "layernorm_bwd", "xent", "xent_bwd")
-      for dt in F),
-    *(simple("gather", op, dt, 256)
-      for op in ("embedding", "embedding_bwd", "rope", "bias_add", "colsum", "copy2d",
-                 "glu_silu", "glu_gelu", "glu_silu_bwd", "glu_gelu_bwd")
-      for dt in F),
-    *(simple("reduce", "reduce", dt, 256) for dt in F),
-    simple("reduce", "reduce_final", "f32", 256),
-    simple("optim", "adamw", "f32", 256),
+    # One workgroup per row.
+    *(simple("softmax", op, dt, 128) for op in ("softmax", "softmax_backward") for dt in F),
+    *(simple("norms", op, dt, 128)
+      for op in ("rms_norm", "rms_norm_backward", "layer_norm", "layer_norm_backward") for dt in F),
+    *(simple("cross_entropy", op, dt, 128) for op in ("cross_entropy", "cross_entropy_backward") for dt in F),
+    # One thread per output element.
+    *(simple("embedding", op, dt, 256) for op in ("embedding", "embedding_backward") for dt in F),
+    *(simple("rope", "rope", dt, 256) for dt in F),
+    *(simple("bias_add", "bias_add", dt, 256) for dt in F),
+    *(simple("reduce", "colsum", dt, 256) for dt in F),
+    *(simple("copy2d", "copy2d", dt, 256) for dt in F),
+    *(simple("glu", op, dt, 256, [act]) for op in ("glu", "glu_backward") for act in ("silu", "gelu") for dt in F),
+    # Deterministic two-stage sums, and the optimizer.
+    *(simple("reduce", "partial_sums", dt, 256) for dt in F),
+    simple("reduce", "final_sum", "f32", 256),
+    simple("optim", "adamw_step", "f32", 256),
     simple("optim", "clip_scale", "f32", 256),
 ]
 
@@ -164,6 +147,27 @@ def find_glslang() -> str:
 def compiler_version(glslang: str) -> str:
     out = subprocess.run([glslang, "--version"], capture_output=True, text=True, check=True).stdout
     return " | ".join(line.strip() for line in out.splitlines()[:2])
+
+
+def template_sha256(name: str, env) -> str:
+    """sha256 over a template and, sorted by name, every template it imports or includes (recursively)."""
+    from jinja2 import meta
+
+    seen, todo = set(), [f"{name}.comp.j2"]
+    while todo:
+        t = todo.pop()
+        if t in seen:
+            continue
+        seen.add(t)
+        src = env.loader.get_source(env, t)[0]
+        refs = list(meta.find_referenced_templates(env.parse(src)))
+        if None in refs:
+            raise SystemExit(f"codegen: {t} includes a template by a computed name; cannot hash what it uses")
+        todo += refs
+    h = hashlib.sha256()
+    for t in [f"{name}.comp.j2"] + sorted(seen - {f"{name}.comp.j2"}):
+        h.update(t.encode() + b"\0" + (TEMPLATES / t).read_bytes() + b"\0")
+    return h.hexdigest()
 
 
 def render(v: Variant, env) -> tuple[str, dict]:
@@ -204,8 +208,10 @@ def generate(out: Path) -> None:
     (out / "spv").mkdir(parents=True, exist_ok=True)
     modules: dict[str, str] = {}
     entries = []
+    hashes: dict[str, str] = {}
     for v in VARIANTS:
-        tpl_path = TEMPLATES / f"{v.template}.comp.j2"
+        if v.template not in hashes:
+            hashes[v.template] = template_sha256(v.template, env)
         source, iface = render(v, env)
         if v.module in modules:
             if modules[v.module] != source:
@@ -222,7 +228,7 @@ def generate(out: Path) -> None:
             bindings=[dict(name=n, type=(v.dtype if t == "T" else t), access=a) for n, t, a in iface["bindings"]],
             push_constants=[dict(name=n, type=t) for n, t in iface["push"]],
             features=v.features,
-            template_sha256=hashlib.sha256(tpl_path.read_bytes()).hexdigest(),
+            template_sha256=hashes[v.template],
         ))
     manifest = dict(schema="evermind-vk.kernels/1", compiler=version, variants=entries)
     (out / "manifest.json").write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")

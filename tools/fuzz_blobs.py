@@ -15,10 +15,12 @@ import tracemalloc
 
 import numpy as np
 
-from evermind_vk import framing
-from evermind_vk.checkpoint import decode, save_checkpoint, verify
+from evermind_vk.io import framing
+from evermind_vk.io.checkpoint import decode, save_checkpoint, verify
 from evermind_vk.errors import BlobError
-from evermind_vk.package import EvermindPackage, build_evl0, parse_evl0, _evl_shapes
+from evermind_vk.io.jsjson import js_json
+from evermind_vk.io.layouts import build_evl0, evl_shapes, parse_evl0
+from evermind_vk.io.package import EvermindPackage, fnv1a32
 
 
 def seeds():
@@ -28,8 +30,7 @@ def seeds():
     ck = open(s["path"], "rb").read()
     cfg = {"vocabSize": 5, "dModel": 4, "numLayers": 1, "convKernel": 3, "hiddenDim": 6, "numExperts": 2, "topK": 1}
     rng = np.random.default_rng(0)
-    evl = build_evl0(cfg, {n: rng.standard_normal(sh).astype(np.float32) for n, sh in _evl_shapes(5, 4, 1, 3, 6, 2)})
-    from evermind_vk.package import fnv1a32, js_json
+    evl = build_evl0(cfg, {n: rng.standard_normal(sh).astype(np.float32) for n, sh in evl_shapes(5, 4, 1, 3, 6, 2)})
     man = EvermindPackage.make_manifest(schema="evermind.model/1", name="f", version="1", modelType="evermind-lm",
                                         config=cfg, paramCount=1, checkpointFormat="EVL0", checkpointFp16=False,
                                         checksum=fnv1a32(evl), card={"description": "fuzz"})

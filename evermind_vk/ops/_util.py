@@ -1,25 +1,32 @@
 """Small helpers shared by the ops: variant lookup, output allocation, checks."""
 from __future__ import annotations
 
-from .. import kernels
 from ..errors import ShapeError, UnsupportedError
-from ..tensor import Tensor, empty
+from ..runtime import kernels
+from ..runtime.tensor import Tensor, empty
+
+FLOATS = ("f32", "f16")
 
 
-def one_variant(op: str, dtype: str, device):
-    """The (single) usable variant of op for dtype on device."""
-    return kernels.usable(op, dtype, device)[0]
+def one_variant(op: str, dtype: str, device, flag: str | None = None):
+    """The (single) usable variant of op for dtype on device (with `flag` among its flags, if given)."""
+    cands = kernels.usable(op, dtype, device)
+    if flag is not None:
+        cands = [v for v in cands if flag in v.flags]
+        if not cands:
+            raise UnsupportedError(f"no {op} kernel with {flag} for dtype {dtype}")
+    return cands[0]
 
 
-def run(op: str, dtype: str, tensors: list, push: dict, n_groups: int) -> None:
+def run(op: str, dtype: str, tensors: list, push: dict, n_groups: int, flag: str | None = None) -> None:
     """Dispatch op's variant over a 1-D count of workgroups."""
-    v = one_variant(op, dtype, tensors[0].device)
+    v = one_variant(op, dtype, tensors[0].device, flag)
     kernels.dispatch(v, tensors, push, kernels.grid(n_groups))
 
 
-def per_thread(op: str, dtype: str, tensors: list, push: dict, n_threads: int) -> None:
+def per_thread(op: str, dtype: str, tensors: list, push: dict, n_threads: int, flag: str | None = None) -> None:
     """Dispatch op with one thread per element of n_threads (WG threads a workgroup)."""
-    v = one_variant(op, dtype, tensors[0].device)
+    v = one_variant(op, dtype, tensors[0].device, flag)
     kernels.dispatch(v, tensors, push, kernels.grid(-(-max(1, n_threads) // v.spec["WG"])))
 
 

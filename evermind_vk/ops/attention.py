@@ -12,9 +12,11 @@ from __future__ import annotations
 import math
 
 from ..errors import ShapeError, UnsupportedError
-from ..tensor import Tensor, empty
+from ..runtime.tensor import Tensor, empty
 from .matmul import gemm_strided
-from .nn import softmax, softmax_backward
+from .activations import softmax, softmax_backward
+
+__all__ = ["attention", "attention_backward"]
 
 
 def _geometry(q: Tensor, k: Tensor, v: Tensor, batch: int = 1):

@@ -1,22 +1,13 @@
-"""Elementwise ops: add, mul, scale (f32/f16), and word copy/fill used by the runtime."""
+"""Elementwise ops (add, mul, scale; f32/f16), the broadcast bias add, and strided row copies."""
 from __future__ import annotations
 
-import numpy as np
-
-from .. import kernels, select
 from ..errors import ShapeError, UnsupportedError
-from ..tensor import Tensor, empty
+from ..runtime import kernels
+from ..runtime.tensor import Tensor, empty, zeros
+from ._util import like, per_thread, rows_cols, want
+from .reduce import colsum
 
-
-def _variant(op: str, dtype: str, n: int, device):
-    cands = kernels.usable(op, dtype, device)
-    vec = select.elementwise_vec(n, sorted({v.spec["VEC"] for v in cands}))
-    return next(v for v in cands if v.spec["VEC"] == vec)
-
-
-def _groups(v, n: int):
-    per_group = v.spec["WG"] * v.spec["VEC"]
-    return kernels.grid(-(-n // per_group))
+__all__ = ["add", "mul", "scale", "bias_add", "bias_add_backward", "copy2d", "row_slice", "row_slice_backward"]
 
 
 def _binary(op: str, a: Tensor, b: Tensor, out: Tensor | None) -> Tensor:
@@ -27,8 +18,8 @@ def _binary(op: str, a: Tensor, b: Tensor, out: Tensor | None) -> Tensor:
     out = empty(a.shape, a.dtype, a.device) if out is None else out
     if out.shape != a.shape or out.dtype != a.dtype:
         raise ShapeError(f"{op}: out is {out.shape}/{out.dtype}, want {a.shape}/{a.dtype}")
-    v = _variant(op, a.dtype, a.numel, a.device)
-    kernels.dispatch(v, [a, b, out], {"n": a.numel}, _groups(v, a.numel))
+    v = kernels.elementwise_variant(op, a.dtype, a.numel, a.device)
+    kernels.dispatch(v, [a, b, out], {"n": a.numel}, kernels.elementwise_groups(v, a.numel))
     return out
 
 
@@ -47,20 +38,47 @@ def scale(x: Tensor, alpha: float, out: Tensor | None = None) -> Tensor:
     out = empty(x.shape, x.dtype, x.device) if out is None else out
     if out.shape != x.shape or out.dtype != x.dtype:
         raise ShapeError(f"scale: out is {out.shape}/{out.dtype}, want {x.shape}/{x.dtype}")
-    v = _variant("scale", x.dtype, x.numel, x.device)
-    kernels.dispatch(v, [x, out], {"n": x.numel, "alpha": alpha}, _groups(v, x.numel))
+    v = kernels.elementwise_variant("scale", x.dtype, x.numel, x.device)
+    kernels.dispatch(v, [x, out], {"n": x.numel, "alpha": alpha}, kernels.elementwise_groups(v, x.numel))
     return out
 
 
-def copy_words(src: Tensor, dst: Tensor) -> None:
-    """Copy src's raw words into dst (same byte size)."""
-    if src.words != dst.words:
-        raise ShapeError(f"copy of {src.words} words into {dst.words}")
-    v = _variant("copy", "u32", src.words, src.device)
-    kernels.dispatch(v, [src, dst], {"n": src.words, "alpha": 0.0}, _groups(v, src.words))
+def bias_add(x: Tensor, b: Tensor) -> Tensor:
+    """y = x + b broadcast over rows (b f32 [cols])."""
+    rows, cols = rows_cols(x)
+    want(b, "b", shape=(cols,), dtype="f32")
+    y = like(x)
+    per_thread("bias_add", x.dtype, [x, b, y], dict(rows=rows, cols=cols), rows * cols)
+    return y
 
 
-def fill_words(t: Tensor, word: int) -> None:
-    """Set every 32-bit word of t to `word` (0 zeroes any dtype)."""
-    v = _variant("fill", "u32", t.words, t.device)
-    kernels.dispatch(v, [t, t], {"n": t.words, "alpha": np.uint32(word & 0xFFFFFFFF)}, _groups(v, t.words))
+def bias_add_backward(dy: Tensor) -> Tensor:
+    """db = column sum of dy (f32)."""
+    return colsum(dy)
+
+
+def copy2d(x: Tensor, y: Tensor, rows: int, cols: int, xoff: int, xstride: int, yoff: int, ystride: int) -> None:
+    """y[yoff + r*ystride + c] = x[xoff + r*xstride + c] for r < rows, c < cols."""
+    per_thread("copy2d", x.dtype, [x, y], dict(rows=rows, cols=cols, xoff=xoff, xstride=xstride, yoff=yoff,
+                                               ystride=ystride), rows * cols)
+
+
+def row_slice(x: Tensor, row: int) -> Tensor:
+    """Row `row` of a 2-D tensor."""
+    want(x, "x", ndim=2)
+    R, C = x.shape
+    if not 0 <= row < R:
+        raise ShapeError(f"row {row} outside 0..{R - 1}")
+    y = empty((C,), x.dtype, x.device)
+    copy2d(x, y, 1, C, row * C, C, 0, C)
+    return y
+
+
+def row_slice_backward(dy: Tensor, rows: int, row: int) -> Tensor:
+    """Zeros [rows, C] with dy in row `row`."""
+    (C,) = dy.shape
+    if not 0 <= row < rows:
+        raise ShapeError(f"row {row} outside 0..{rows - 1}")
+    dx = zeros((rows, C), dy.dtype, dy.device)
+    copy2d(dy, dx, 1, C, 0, C, row * C, C)
+    return dx

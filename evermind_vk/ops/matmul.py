@@ -4,52 +4,11 @@ from __future__ import annotations
 
 import os
 
-from .. import kernels, select
 from ..errors import ShapeError, UnsupportedError
-from ..tensor import Tensor, empty
+from ..runtime import kernels, variants
+from ..runtime.tensor import Tensor, empty
 
-
-V4_MIN_WORK = 1 << 24  # 256^3
-
-
-def _rb(v) -> bool:
-    """A register-block variant (flag rbRMxRN)."""
-    return "cm" not in v.flags and any(f.startswith("rb") for f in v.flags)
-
-
-def _pick(dtype: str, M: int, N: int, K: int, device, batch: int = 1, cm_layout_ok: bool = False,
-          v4_layout_ok: bool = False, rb_layout_ok: bool = False):
-    """Cooperative-matrix variants where the device has them and the problem is aligned to their tile
-    (their kernels have no bounds checks); the 16-byte-load variant on CPU devices when aligned; on
-    other devices the register-block variants when the layout allows 16-byte loads; otherwise the
-    scalar tile. Tiles come from select.matmul_tile."""
-    cands = kernels.usable("matmul", dtype, device)
-    v4_ok = v4_layout_ok and K % 4 == 0 and N % 4 == 0
-    forced = os.environ.get("EVERMIND_VK_MATMUL_VARIANT", "").strip()
-    if forced:  # benchmarking / bisecting: one named variant, where it applies
-        hit = [v for v in cands if v.name == forced]
-        if hit and ("cm" not in hit[0].flags or cm_layout_ok) and ("v4" not in hit[0].flags or v4_ok) \
-                and (not _rb(hit[0]) or rb_layout_ok):
-            return hit[0]
-    if cm_layout_ok:
-        cm = [v for v in cands if "cm" in v.flags and M % v.spec["BM"] == 0 and N % v.spec["BN"] == 0
-              and K % v.spec["BK"] == 0]
-        if cm:
-            big = [v for v in cm if -(-M // v.spec["BM"]) * -(-N // v.spec["BN"]) * batch >= 128]
-            return max(big or cm, key=lambda v: v.spec["BM"] * v.spec["BN"]) if big else min(cm, key=lambda v: v.spec["BM"])
-    # v4 pipelines take 0.15-0.7 s to build on lavapipe (one per tensor set): worth it only for big products.
-    if v4_ok and device.info.type == "cpu" and M * N * K * batch >= V4_MIN_WORK:
-        v4 = sorted((v for v in cands if "v4" in v.flags), key=lambda v: v.spec["BM"] * v.spec["BN"])
-        if v4:  # the largest block that still gives both cores work
-            big = [v for v in v4 if -(-M // v.spec["BM"]) * -(-N // v.spec["BN"]) * batch >= 2]
-            return (big or v4)[-1] if big else v4[0]
-    # GPUs: register blocks (two shared buffers) where the layout allows 16-byte loads.
-    rb = [v for v in cands if _rb(v)] if rb_layout_ok and device.info.type != "cpu" else []
-    cands = rb or [v for v in cands if not ({"cm", "v4"} & set(v.flags) or _rb(v))]
-    tiles = sorted({(v.spec["BM"], v.spec["BN"], v.spec["BK"]) for v in cands})
-    bm, bn, bk = select.matmul_tile(M, N, K, tiles, device.info.shared_memory, device.info.type, batch,
-                                    buffers=2 if rb else 1)
-    return next(v for v in cands if (v.spec["BM"], v.spec["BN"], v.spec["BK"]) == (bm, bn, bk))
+__all__ = ["gemm_strided", "gemm", "matmul", "matmul_backward"]
 
 
 def gemm_strided(a: Tensor, b: Tensor, c: Tensor, M: int, N: int, K: int, *,
@@ -66,17 +25,14 @@ def gemm_strided(a: Tensor, b: Tensor, c: Tensor, M: int, N: int, K: int, *,
         raise UnsupportedError(f"matmul: dtypes {a.dtype}, {b.dtype}, {c.dtype} differ")
     if batch > kernels.MAX_GROUPS:
         raise UnsupportedError(f"matmul: batch {batch} exceeds {kernels.MAX_GROUPS}")
-    b_far = b_strides[0] if b_strides[1] == 1 else b_strides[1]
-    cm_ok = (beta == 0.0 and c_strides[1] == 1 and a_strides[1] == 1 and 1 in b_strides
-             and all(x % 8 == 0 for x in (c_strides[0], c_batch[0], c_batch[1], a_strides[0], a_batch[0],
-                                          a_batch[1], b_batch[0], b_batch[1], b_far)))
-    # 16-byte loads: each operand has a unit stride, its other stride and the offsets are multiples of 4;
-    # the CPU variant (v4) also needs A k-contiguous.
-    rb_ok = (((a_strides[1] == 1 and a_strides[0] % 4 == 0) or (a_strides[0] == 1 and a_strides[1] % 4 == 0))
-             and ((b_strides[1] == 1 and b_strides[0] % 4 == 0) or (b_strides[0] == 1 and b_strides[1] % 4 == 0))
-             and all(x % 4 == 0 for x in (a_batch[0], a_batch[1], b_batch[0], b_batch[1])))
-    v4_ok = rb_ok and a_strides[1] == 1
-    v = _pick(a.dtype, M, N, K, a.device, batch, cm_ok, v4_ok, rb_ok)
+    lay = variants.Layout(tuple(a_strides), tuple(b_strides), tuple(c_strides), tuple(a_batch), tuple(b_batch),
+                          tuple(c_batch), float(beta))
+    dev = a.device
+    v = variants.pick_matmul(kernels.usable("matmul", a.dtype, dev), M, N, K, lay, dev.info.type,
+                             dev.info.shared_memory, batch, os.environ.get("EVERMIND_VK_MATMUL_VARIANT", "").strip())
+    errs = variants.matmul_launch_errors(variants.matmul_kind(v.flags), v.spec, M, N, K, lay)
+    if errs:  # the selector never does this; a template must never run outside its assumptions
+        raise UnsupportedError(f"{v.name} cannot run {M}x{N}x{K}: " + "; ".join(errs))
     push = dict(M=M, N=N, K=K, sam=a_strides[0], sak=a_strides[1], sbk=b_strides[0], sbn=b_strides[1],
                 scm=c_strides[0], scn=c_strides[1], aoff=a_batch[0], sab=a_batch[1],
                 boff=b_batch[0], sbb=b_batch[1], bdiv=b_batch[2], coff=c_batch[0], scb=c_batch[1],

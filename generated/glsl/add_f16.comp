@@ -13,7 +13,8 @@ layout(push_constant) uniform Push {
     uint n;
 } p;
 layout(local_size_x_id = 0) in;
-// Activations (seed semantics): the sigmoid and tanh arguments are clamped to +-15.
+// Activations: the sigmoid and tanh arguments are clamped to +-15, as builderforce's kernels do
+// (the derivatives silu_d and gelu_d use the same clamped sigmoid and tanh).
 float sigmoid_c(float x) { return 1.0 / (1.0 + exp(-clamp(x, -15.0, 15.0))); }
 float silu_f(float x) { return x * sigmoid_c(x); }
 float silu_d(float x) { float s = sigmoid_c(x); return s * (1.0 + x * (1.0 - s)); }

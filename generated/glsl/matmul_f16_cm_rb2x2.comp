@@ -11,8 +11,6 @@
 // A[m,k] = a[aoff + z*sab + m*sam + k*sak], B[k,n] = b[boff + (z/bdiv)*sbb + k*sbk + n*sbn],
 // C[m,n] = c[coff + z*scb + m*scm + n*scn].
 // Strides express transpose_a / transpose_b, so one kernel serves the forward and both backward products.
-// A WG_X x WG_Y workgroup computes a BM x BN tile; each thread holds (BM/WG_Y) x (BN/WG_X) outputs,
-// strided by the workgroup size so shared-memory reads are conflict-free and stores coalesce.
 layout(constant_id = 0) const uint WG_X = 16;
 layout(constant_id = 1) const uint WG_Y = 16;
 layout(constant_id = 2) const uint BM = 64;

@@ -17,16 +17,6 @@ layout(push_constant) uniform Push {
     float sign;
 } p;
 layout(local_size_x_id = 0) in;
-// Activations (seed semantics): the sigmoid and tanh arguments are clamped to +-15.
-float sigmoid_c(float x) { return 1.0 / (1.0 + exp(-clamp(x, -15.0, 15.0))); }
-float silu_f(float x) { return x * sigmoid_c(x); }
-float silu_d(float x) { float s = sigmoid_c(x); return s * (1.0 + x * (1.0 - s)); }
-const float GELU_C = 0.7978845608;
-float gelu_f(float x) { return 0.5 * x * (1.0 + tanh(clamp(GELU_C * (x + 0.044715 * x * x * x), -15.0, 15.0))); }
-float gelu_d(float x) {
-    float t = tanh(clamp(GELU_C * (x + 0.044715 * x * x * x), -15.0, 15.0));
-    return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * GELU_C * (1.0 + 3.0 * 0.044715 * x * x);
-}
 
 void main() {
     const uint i = (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * WG + gl_LocalInvocationID.x;

@@ -1,0 +1,8 @@
+"""The io layer, beside the others: file formats, never models. zstd framing, the one atomic write,
+JavaScript-identical JSON, doppler's checkpoint store, builderforce's .evermind container and its
+checkpoint layouts, safetensors."""
+from .atomic import atomic_write
+from .checkpoint import load_checkpoint, save_checkpoint
+from .package import EvermindPackage, ModelType, register_model_type
+
+__all__ = ["atomic_write", "save_checkpoint", "load_checkpoint", "EvermindPackage", "ModelType", "register_model_type"]

@@ -1,0 +1,213 @@
+"""Checkpoint layouts inside .evermind packages, each parsed as hostile input (lengths checked before
+slicing, bodies of exactly the size their header implies, typed BlobErrors):
+
+  MoE0  builderforce's SharedExpertMoE weights (no checksum in the format)
+  EVL0  builderforce's EvermindLM weights, with its [0x52435645][crc32] trailer
+  VRQ0  builderforce's VideoRVQ codec (header and INTRA / INTER codebooks)
+  EVT0  our named-tensor layout (TransformerLM and any model with named f32 weights), CRC-32 trailer
+
+Layouts know tensor names, shapes and bytes; which model a layout belongs to is evermind_vk.files' business.
+"""
+from __future__ import annotations
+
+import math
+import struct
+import zlib
+
+import numpy as np
+
+from ..errors import FormatError, IntegrityError, LimitError, TruncatedError
+
+MOE0, EVL0, VRQ0, EVT0, CRC_MAGIC = 0x4D6F4530, 0x45564C30, 0x56525130, 0x45565430, 0x52435645
+
+
+# -- checksum and f16 -------------------------------------------------------------------------------
+def crc32(data: bytes) -> int:
+    """IEEE CRC-32 (poly 0xEDB88320, init and xorout ~0)."""
+    return zlib.crc32(bytes(data)) & 0xFFFFFFFF
+
+
+def to_f16(a: np.ndarray) -> np.ndarray:
+    """float32 -> float16 with round-to-nearest-even (builderforce truncates the mantissa)."""
+    return np.asarray(a, np.float32).astype(np.float16)
+
+
+# -- small readers ----------------------------------------------------------------------------------
+def _u32s(buf: bytes, off: int, n: int, what: str) -> tuple:
+    if off + 4 * n > len(buf):
+        raise TruncatedError(f"{what}: header needs {off + 4 * n} bytes, blob has {len(buf)}")
+    return struct.unpack_from(f"<{n}I", buf, off)
+
+
+def _floats(buf: bytes, off: int, count: int, fp16: bool, what: str) -> tuple[np.ndarray, int]:
+    size = count * (2 if fp16 else 4)
+    if off + size > len(buf):
+        raise TruncatedError(f"{what}: body needs {size} bytes at {off}, blob has {len(buf) - off}")
+    arr = np.frombuffer(buf, dtype="<f2" if fp16 else "<f4", count=count, offset=off).astype(np.float32)
+    return arr, off + size
+
+
+def _exact_end(buf: bytes, off: int, what: str) -> None:
+    if off != len(buf):
+        raise FormatError(f"{what}: {len(buf) - off} bytes after the parameters")
+
+
+def _flat(fp16: bool, arrays) -> bytes:
+    return b"".join((to_f16(a) if fp16 else np.asarray(a, np.float32)).astype("<f2" if fp16 else "<f4").tobytes()
+                    for a in arrays)
+
+
+# -- MoE0 / EVL0 layouts ----------------------------------------------------------------------------
+def _moe_shapes(prefix: str, d: int, h: int, E: int) -> list:
+    mlp = lambda p: [(p + "w1", (h, d)), (p + "b1", (h,)), (p + "w2", (d, h)), (p + "b2", (d,))]  # noqa: E731
+    out = [(prefix + "wr", (E, d))] + mlp(prefix + "shared.")
+    for e in range(E):
+        out += mlp(f"{prefix}expert{e}.")
+    return out
+
+
+def _positive(name: str, v) -> int:
+    if not isinstance(v, int) or v < 1 or v > 1 << 24:
+        raise FormatError(f"{name} = {v} is not a plausible positive dimension")
+    return v
+
+
+def parse_moe0(buf: bytes) -> dict:
+    """MoE0 checkpoint -> {"config": {...}, "params": {name: array}}; exact length, no CRC (format)."""
+    magic, ver, d, h, E, k = _u32s(buf, 0, 6, "MoE0")
+    if magic != MOE0:
+        raise FormatError("bad magic (not an MoE0 checkpoint)")
+    if ver not in (1, 2):
+        raise FormatError(f"MoE0 version {ver} unknown (1 = f32, 2 = fp16)")
+    d, h, E = _positive("modelDim", d), _positive("hiddenDim", h), _positive("numExperts", E)
+    if not 1 <= k <= E:
+        raise FormatError(f"topK {k} outside 1..{E}")
+    shapes = _moe_shapes("", d, h, E)
+    need = 24 + sum(math.prod(s) for _, s in shapes) * (2 if ver == 2 else 4)
+    if need != len(buf):
+        raise (TruncatedError if need > len(buf) else FormatError)(f"MoE0 body: {len(buf)} bytes, header implies {need}")
+    off, params = 24, {}
+    for name, shape in shapes:
+        a, off = _floats(buf, off, math.prod(shape), ver == 2, "MoE0")
+        params[name] = a.reshape(shape)
+    return {"config": {"modelDim": d, "hiddenDim": h, "numExperts": E, "topK": k}, "params": params}
+
+
+def evl_shapes(V, d, L, K, h, E) -> list:
+    shapes = [("emb", (V, d))]
+    for i in range(L):
+        p = f"layer{i}."
+        shapes += [(p + "conv", (d, K)), (p + "nConv", (d,)), (p + "nMoe", (d,))] + _moe_shapes(p + "moe.", d, h, E)
+    return shapes
+
+
+def parse_evl0(buf: bytes, require_crc: bool = True) -> dict:
+    """EVL0 checkpoint (with its [0x52435645][crc32] trailer) -> config + params; exact length."""
+    magic, ver, V, d, L, K, h, E, k = _u32s(buf, 0, 9, "EVL0")
+    if magic != EVL0:
+        raise FormatError("bad magic (not an EVL0 checkpoint)")
+    if ver not in (1, 2):
+        raise FormatError(f"EVL0 version {ver} unknown (1 = f32, 2 = fp16)")
+    V, d, L, K = (_positive(n, x) for n, x in (("vocabSize", V), ("dModel", d), ("numLayers", L), ("convKernel", K)))
+    h, E = _positive("hiddenDim", h), _positive("numExperts", E)
+    if not 1 <= k <= E:
+        raise FormatError(f"topK {k} outside 1..{E}")
+    shapes = evl_shapes(V, d, L, K, h, E)
+    body = 36 + sum(math.prod(s) for _, s in shapes) * (2 if ver == 2 else 4)
+    if len(buf) == body + 8 and struct.unpack_from("<I", buf, body)[0] == CRC_MAGIC:
+        if struct.unpack_from("<I", buf, body + 4)[0] != crc32(buf[:body]):
+            raise IntegrityError("checkpoint failed CRC integrity check (corrupt or truncated)")
+        crc = True
+    elif len(buf) == body and not require_crc:
+        crc = False
+    else:
+        raise (TruncatedError if len(buf) < body + 8 else FormatError)(
+            f"EVL0: {len(buf)} bytes, header implies {body} + 8-byte CRC trailer")
+    off, params = 36, {}
+    for name, shape in shapes:
+        a, off = _floats(buf, off, math.prod(shape), ver == 2, "EVL0")
+        params[name] = a.reshape(shape)
+    cfg = {"vocabSize": V, "dModel": d, "numLayers": L, "convKernel": K, "hiddenDim": h, "numExperts": E, "topK": k}
+    return {"config": cfg, "params": params, "crc": crc}
+
+
+def build_evl0(cfg: dict, params: dict, fp16: bool = False) -> bytes:
+    shapes = evl_shapes(cfg["vocabSize"], cfg["dModel"], cfg["numLayers"], cfg["convKernel"], cfg["hiddenDim"],
+                         cfg["numExperts"])
+    head = struct.pack("<9I", EVL0, 2 if fp16 else 1, *(cfg[n] for n in ("vocabSize", "dModel", "numLayers",
+                                                                         "convKernel", "hiddenDim", "numExperts", "topK")))
+    body = head + _flat(fp16, [np.asarray(params[n], np.float32).reshape(s) for n, s in shapes])
+    return body + struct.pack("<II", CRC_MAGIC, crc32(body))
+
+
+def parse_vrq0(buf: bytes) -> dict:
+    """VRQ0 codec: header fields and the INTRA / INTER codebooks [levels, K, patch^2 C]; exact length."""
+    magic, H, W, C, patch, levels, K, kfi, tv = _u32s(buf, 0, 9, "VRQ0")
+    if magic != VRQ0:
+        raise FormatError("bad magic (not a VRQ0 blob)")
+    for n, x in (("height", H), ("width", W), ("channels", C), ("patch", patch), ("levels", levels), ("K", K),
+                 ("keyframeInterval", kfi)):
+        _positive(n, x)
+    latent = patch * patch * C
+    count = levels * K * latent
+    need = 36 + 2 * count * 4
+    if need != len(buf):
+        raise (TruncatedError if need > len(buf) else FormatError)(f"VRQ0: {len(buf)} bytes, header implies {need}")
+    intra, off = _floats(buf, 36, count, False, "VRQ0")
+    inter, off = _floats(buf, off, count, False, "VRQ0")
+    return {"height": H, "width": W, "channels": C, "patch": patch, "levels": levels, "K": K,
+            "keyframeInterval": kfi, "textVocabSize": tv, "intra": intra.reshape(levels, K, latent),
+            "inter": inter.reshape(levels, K, latent)}
+
+
+# -- EVT0: our TransformerLM ------------------------------------------------------------------------
+def build_evt0(state: dict, fp16: bool = False) -> bytes:
+    """u32 magic, u32 version (1 f32 | 2 f16), u32 count; per tensor (sorted by name): u32 name length,
+    name (UTF-8), u32 ndim, u32 dims, data (little-endian); then the CRC-32 trailer."""
+    names = sorted(state)
+    parts = [struct.pack("<3I", EVT0, 2 if fp16 else 1, len(names))]
+    for n in names:
+        a = np.asarray(state[n], np.float32)
+        nb = n.encode("utf-8")
+        parts += [struct.pack("<I", len(nb)), nb, struct.pack(f"<I{a.ndim}I", a.ndim, *a.shape), _flat(fp16, [a])]
+    body = b"".join(parts)
+    return body + struct.pack("<II", CRC_MAGIC, crc32(body))
+
+
+def parse_evt0(buf: bytes) -> tuple[dict, bool]:
+    magic, ver, count = _u32s(buf, 0, 3, "EVT0")
+    if magic != EVT0:
+        raise FormatError("bad magic (not an EVT0 checkpoint)")
+    if ver not in (1, 2):
+        raise FormatError(f"EVT0 version {ver} unknown")
+    if len(buf) < 20 or struct.unpack_from("<I", buf, len(buf) - 8)[0] != CRC_MAGIC:
+        raise TruncatedError("EVT0: missing CRC trailer")
+    body = buf[:-8]
+    if struct.unpack_from("<I", buf, len(buf) - 4)[0] != crc32(body):
+        raise IntegrityError("checkpoint failed CRC integrity check (corrupt or truncated)")
+    if count > len(body) // 9:
+        raise LimitError(f"EVT0 claims {count} tensors in {len(body)} bytes")
+    off, out = 12, {}
+    for _ in range(count):
+        (nlen,) = _u32s(body, off, 1, "EVT0 name")
+        if off + 4 + nlen > len(body):
+            raise TruncatedError("EVT0: name runs past the body")
+        try:
+            name = body[off + 4:off + 4 + nlen].decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise FormatError(f"EVT0: tensor name is not UTF-8: {e}") from e
+        off += 4 + nlen
+        (ndim,) = _u32s(body, off, 1, "EVT0 ndim")
+        if ndim > 8:
+            raise FormatError(f"EVT0: {ndim} dimensions")
+        dims = _u32s(body, off + 4, ndim, "EVT0 dims")
+        off += 4 + 4 * ndim
+        n = math.prod(dims)
+        if n * (2 if ver == 2 else 4) > len(body) - off:
+            raise TruncatedError(f"EVT0: tensor {name!r} {dims} runs past the body")
+        a, off = _floats(body, off, n, ver == 2, "EVT0")
+        if name in out:
+            raise FormatError(f"EVT0: duplicate tensor {name!r}")
+        out[name] = a.reshape(dims)
+    _exact_end(body, off, "EVT0")
+    return out, ver == 2

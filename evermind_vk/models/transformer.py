@@ -1,0 +1,122 @@
+"""TransformerLM: token embedding; N blocks of RMSNorm -> attention (RoPE, grouped-query heads) ->
+residual, RMSNorm -> row-split SwiGLU MLP -> residual; final RMSNorm; tied or untied head.
+
+Parameters are f32 and named hierarchically (PyTorch style):
+    embed.weight [V, d]
+    layers.{i}.attn_norm.weight [d]
+    layers.{i}.attn.wq [H*hd, d]  .wk [KVH*hd, d]  .wv [KVH*hd, d]  .wo [d, H*hd]   (y = x W^T)
+    layers.{i}.mlp_norm.weight [d]
+    layers.{i}.mlp.w_gate_up [2*ff, d]  (output rows [gate | up])   .w_down [d, ff]
+    norm.weight [d]
+    head.weight [V, d]  (only when untied)
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..autodiff import functional as F
+from ..errors import ShapeError, UnsupportedError
+from ..runtime import Tensor, get_device, tensor
+from .config import LMConfig
+
+
+def init_params(cfg: LMConfig) -> dict[str, np.ndarray]:
+    """Seeded initial weights: N(0, 0.02) projections and embeddings (output projections scaled by
+    1/sqrt(2 n_layers)), unit norm gains."""
+    rng = np.random.default_rng(cfg.seed)
+    d, hd, H, KVH, ff = cfg.d_model, cfg.head_dim, cfg.n_heads, cfg.n_kv_heads, cfg.d_ff
+
+    def n(*shape, s=0.02):
+        return (rng.standard_normal(shape) * s).astype(np.float32)
+
+    out_s = 0.02 / math.sqrt(2 * cfg.n_layers)
+    p = {"embed.weight": n(cfg.vocab_size, d)}
+    for i in range(cfg.n_layers):
+        L = f"layers.{i}."
+        p[L + "attn_norm.weight"] = np.ones(d, np.float32)
+        p[L + "attn.wq"] = n(H * hd, d)
+        p[L + "attn.wk"] = n(KVH * hd, d)
+        p[L + "attn.wv"] = n(KVH * hd, d)
+        p[L + "attn.wo"] = n(d, H * hd, s=out_s)
+        p[L + "mlp_norm.weight"] = np.ones(d, np.float32)
+        p[L + "mlp.w_gate_up"] = n(2 * ff, d)
+        p[L + "mlp.w_down"] = n(d, ff, s=out_s)
+    p["norm.weight"] = np.ones(d, np.float32)
+    if not cfg.tie_embeddings:
+        p["head.weight"] = n(cfg.vocab_size, d)
+    return p
+
+
+class TransformerLM:
+    def __init__(self, config: LMConfig | None = None, device=None, **kw):
+        self.config = config or LMConfig(**kw)
+        self.device = get_device(device)
+        self.params: dict[str, Tensor] = {k: tensor(v, device=self.device) for k, v in init_params(self.config).items()}
+
+    # -- parameters -----------------------------------------------------------------------------
+    def parameters(self) -> dict[str, Tensor]:
+        return dict(self.params)
+
+    def num_parameters(self) -> int:
+        return sum(t.numel for t in self.params.values())
+
+    def wsla_parameters(self) -> list[str]:
+        """The narrow subset WSLA (write-through adaptation) trains: each layer's two RMSNorm gains and
+        its MLP down projection. The gains rescale what each sub-block sees (cheap, stable); w_down is
+        how the layer writes into the residual stream, so adapting it changes what a layer contributes
+        without disturbing attention patterns or the embedding. ~1/3 of the weights of a block."""
+        out = []
+        for i in range(self.config.n_layers):
+            out += [f"layers.{i}.attn_norm.weight", f"layers.{i}.mlp_norm.weight", f"layers.{i}.mlp.w_down"]
+        return out
+
+    def state_dict(self) -> dict[str, np.ndarray]:
+        return {k: t.numpy() for k, t in self.params.items()}
+
+    def load_state_dict(self, sd: dict) -> None:
+        missing = set(self.params) - set(sd)
+        extra = set(sd) - set(self.params)
+        if missing or extra:
+            raise ShapeError(f"state_dict mismatch: missing {sorted(missing)}, unexpected {sorted(extra)}")
+        for k, t in self.params.items():
+            a = np.asarray(sd[k])
+            if a.shape != t.shape:
+                raise ShapeError(f"state_dict[{k!r}] has shape {a.shape}, model wants {t.shape}")
+            if a.dtype != np.float32:
+                raise UnsupportedError(f"state_dict[{k!r}] is {a.dtype}, model weights are float32")
+            t.copy_(a)
+
+    # -- forward --------------------------------------------------------------------------------
+    def forward(self, ids: Tensor, batch: int = 1) -> Tensor:
+        """Logits [batch*S, V] for `batch` sequences of S tokens packed in ids (u32 [batch*S])."""
+        c, P = self.config, self.params
+        T = ids.numel
+        if T % batch:
+            raise ShapeError(f"{T} ids are not {batch} sequences of equal length")
+        S = T // batch
+        if S > c.max_seq_len:
+            raise ShapeError(f"sequence length {S} exceeds max_seq_len {c.max_seq_len}")
+        H, KVH, hd = c.n_heads, c.n_kv_heads, c.head_dim
+        x = F.embedding(ids, P["embed.weight"])
+        for i in range(c.n_layers):
+            L = f"layers.{i}."
+            h = F.rms_norm(x, P[L + "attn_norm.weight"], c.norm_eps)
+            q = F.reshape(F.matmul(h, P[L + "attn.wq"], transpose_b=True), T, H, hd)
+            k = F.reshape(F.matmul(h, P[L + "attn.wk"], transpose_b=True), T, KVH, hd)
+            v = F.reshape(F.matmul(h, P[L + "attn.wv"], transpose_b=True), T, KVH, hd)
+            q = F.rope(q, 0, c.rope_theta, S)
+            k = F.rope(k, 0, c.rope_theta, S)
+            a = F.reshape(F.attention(q, k, v, causal=True, batch=batch), T, H * hd)
+            x = F.add(x, F.matmul(a, P[L + "attn.wo"], transpose_b=True))
+            h = F.rms_norm(x, P[L + "mlp_norm.weight"], c.norm_eps)
+            g = F.glu(F.matmul(h, P[L + "mlp.w_gate_up"], transpose_b=True), "silu", c.swiglu_limit)
+            x = F.add(x, F.matmul(g, P[L + "mlp.w_down"], transpose_b=True))
+        x = F.rms_norm(x, P["norm.weight"], c.norm_eps)
+        head = P["embed.weight"] if c.tie_embeddings else P["head.weight"]
+        return F.matmul(x, head, transpose_b=True)
+
+    def loss(self, ids: Tensor, targets: Tensor, batch: int = 1) -> Tensor:
+        """Mean next-token cross-entropy; targets >= vocab_size are ignored."""
+        return F.cross_entropy(self.forward(ids, batch), targets)

@@ -1,0 +1,97 @@
+"""Activations: softmax over the last dimension (optionally causal), SiLU, tanh-GELU, and the
+row-split gated activation (SwiGLU / GeGLU with the SwiGLU limit)."""
+from __future__ import annotations
+
+import math
+
+from ..errors import ShapeError, UnsupportedError
+from ..runtime.tensor import Tensor, empty
+from ._util import FLOATS, like, per_thread, rows_cols, run, want
+
+__all__ = ["softmax", "softmax_backward", "silu", "gelu", "silu_backward", "gelu_backward", "glu", "glu_backward"]
+
+
+def softmax(x: Tensor, causal: bool = False, seq: int | None = None) -> Tensor:
+    """Softmax over the last dimension. With causal, row r is query position r % seq (seq defaults
+    to the number of columns) and sees keys j <= position + (cols - seq); masked entries are 0."""
+    want(x, "x", dtype=FLOATS)
+    rows, cols = rows_cols(x)
+    seq = cols if seq is None else int(seq)
+    if causal and not 1 <= seq <= cols:
+        raise ShapeError(f"softmax: causal seq {seq} must be in 1..{cols}")
+    y = like(x)
+    run("softmax", x.dtype, [x, y], dict(rows=rows, cols=cols, causal=int(causal), seq=seq), rows)
+    return y
+
+
+def softmax_backward(y: Tensor, dy: Tensor) -> Tensor:
+    """dx = y * (dy - sum(y * dy)) from the softmax output y."""
+    want(dy, "dy", shape=y.shape, dtype=y.dtype)
+    rows, cols = rows_cols(y)
+    dx = like(y)
+    run("softmax_backward", y.dtype, [y, dy, dx], dict(rows=rows, cols=cols), rows)
+    return dx
+
+
+def _act(op: str, x: Tensor) -> Tensor:
+    want(x, "x", dtype=FLOATS)
+    y = like(x)
+    per_thread(op, x.dtype, [x, y], dict(n=x.numel, alpha=0.0), x.numel)  # these variants have VEC = 1
+    return y
+
+
+def _act_backward(op: str, x: Tensor, dy: Tensor) -> Tensor:
+    want(dy, "dy", shape=x.shape, dtype=x.dtype)
+    dx = like(x)
+    per_thread(op, x.dtype, [x, dy, dx], dict(n=x.numel), x.numel)
+    return dx
+
+
+def silu(x: Tensor) -> Tensor:
+    return _act("silu", x)
+
+
+def gelu(x: Tensor) -> Tensor:
+    """tanh-approximated GELU."""
+    return _act("gelu", x)
+
+
+def silu_backward(x: Tensor, dy: Tensor) -> Tensor:
+    return _act_backward("silu_backward", x, dy)
+
+
+def gelu_backward(x: Tensor, dy: Tensor) -> Tensor:
+    return _act_backward("gelu_backward", x, dy)
+
+
+ACTIVATIONS = ("silu", "gelu")
+
+
+def _glu_args(x: Tensor, act: str, limit: float):
+    if act not in ACTIVATIONS:
+        raise UnsupportedError(f"gated activation {act!r}: choose one of {ACTIVATIONS}")
+    if not math.isfinite(limit) or limit < 0:
+        raise UnsupportedError(f"swiglu_limit must be finite and >= 0, got {limit}")
+    want(x, "x", dtype=FLOATS)
+    rows, width = rows_cols(x)
+    if width % 2:
+        raise ShapeError(f"gated activation needs rows [gate | up] of even width, got {width}")
+    return rows, width // 2
+
+
+def glu(x: Tensor, act: str = "silu", limit: float = 0.0) -> Tensor:
+    """Row-split gated activation: rows [gate | up] of width 2d -> act(gate) * up of width d, clamped
+    to +-limit when limit > 0 (the SwiGLU limit)."""
+    rows, d = _glu_args(x, act, limit)
+    y = empty(x.shape[:-1] + (d,), x.dtype, x.device)
+    per_thread("glu", x.dtype, [x, y], dict(rows=rows, d=d, limit=limit), rows * d, flag=act)
+    return y
+
+
+def glu_backward(x: Tensor, dy: Tensor, act: str = "silu", limit: float = 0.0) -> Tensor:
+    """d[gate | up]; where limit > 0 and |act(gate) * up| > limit (strict) both gradients are 0."""
+    rows, d = _glu_args(x, act, limit)
+    want(dy, "dy", shape=x.shape[:-1] + (d,), dtype=x.dtype)
+    dx = like(x)
+    per_thread("glu_backward", x.dtype, [x, dy, dx], dict(rows=rows, d=d, limit=limit), rows * d, flag=act)
+    return dx

@@ -1,0 +1,63 @@
+"""Token embeddings (gather, and its deterministic scatter-add backward) and rotary position
+embeddings (RoPE), on token-major tensors."""
+from __future__ import annotations
+
+import math
+
+from ..errors import ShapeError
+from ..runtime.tensor import Tensor, empty
+from ._util import FLOATS, like, per_thread, want
+
+__all__ = ["embedding", "embedding_backward", "rope", "rope_backward"]
+
+
+def embedding(ids: Tensor, table: Tensor, transpose: bool = False, index_offset: int = 0,
+              tokens: int | None = None) -> Tensor:
+    """y[t] = table[ids[t + index_offset]] ([V, D] table, or [D, V] with transpose); ids >= V give 0."""
+    want(ids, "ids", ndim=1, dtype="u32")
+    want(table, "table", ndim=2, dtype=FLOATS)
+    V, D = (table.shape[1], table.shape[0]) if transpose else table.shape
+    T = ids.numel - index_offset if tokens is None else int(tokens)
+    if index_offset < 0 or T < 0 or T + index_offset > ids.numel:
+        raise ShapeError(f"embedding: {T} tokens at offset {index_offset} exceed {ids.numel} ids")
+    y = empty((T, D), table.dtype, table.device)
+    per_thread("embedding", table.dtype, [ids, table, y],
+               dict(T=T, D=D, V=V, transpose=int(transpose), offset=index_offset), T * D)
+    return y
+
+
+def embedding_backward(ids: Tensor, dy: Tensor, vocab: int, transpose: bool = False,
+                       index_offset: int = 0) -> Tensor:
+    """d table (f32, [V, D] or [D, V]); deterministic (token order) accumulation; ids >= V skipped."""
+    T, D = dy.shape
+    if T + index_offset > ids.numel:
+        raise ShapeError(f"embedding_backward: {T} tokens at offset {index_offset} exceed {ids.numel} ids")
+    dt = empty((D, vocab) if transpose else (vocab, D), "f32", dy.device)
+    per_thread("embedding_backward", dy.dtype, [ids, dy, dt],
+               dict(T=T, D=D, V=vocab, transpose=int(transpose), offset=index_offset), vocab * D)
+    return dt
+
+
+def _rope(x: Tensor, start_pos: int, theta: float, sign: float, seq_len: int | None) -> Tensor:
+    want(x, "x", ndim=3, dtype=FLOATS)
+    S, H, D = x.shape
+    if D % 2:
+        raise ShapeError(f"rope needs an even head dimension, got {D}")
+    period = S if seq_len is None else int(seq_len)
+    if period < 1 or S % period:
+        raise ShapeError(f"rope: {S} tokens are not whole sequences of {period}")
+    y = like(x)
+    per_thread("rope", x.dtype, [x, y], dict(S=S, H=H, D=D, start=start_pos, period=period,
+                                             log2_theta=math.log2(theta), sign=sign), S * H * (D // 2))
+    return y
+
+
+def rope(x: Tensor, start_pos: int = 0, theta: float = 10000.0, seq_len: int | None = None) -> Tensor:
+    """Rotary position embedding, half-split (NeoX), on token-major [S, H, D]; position = start_pos +
+    (s % seq_len) (seq_len defaults to S: one sequence; smaller packs S / seq_len sequences)."""
+    return _rope(x, start_pos, theta, 1.0, seq_len)
+
+
+def rope_backward(dy: Tensor, start_pos: int = 0, theta: float = 10000.0, seq_len: int | None = None) -> Tensor:
+    """The inverse rotation of dy (rope is orthogonal)."""
+    return _rope(dy, start_pos, theta, -1.0, seq_len)

@@ -1,0 +1,20 @@
+"""Optimizer kernels: the AdamW update with its per-element trust region, and the gradient scale of
+norm clipping. Their host-side state (moments by name, step count, metrics) is in evermind_vk.train."""
+from __future__ import annotations
+
+from ..runtime.tensor import Tensor
+from ._util import per_thread
+
+__all__ = ["adamw_step", "clip_scale"]
+
+
+def adamw_step(p: Tensor, g: Tensor, m: Tensor, v: Tensor, hyper: Tensor, nonfinite: Tensor) -> None:
+    """One AdamW update of p from g in place (moments m, v in place). hyper holds [lr, b1, b2, eps, wd,
+    1 - b1^t, 1 - b2^t, max_delta] on the device; non-finite gradient elements are skipped and counted
+    into nonfinite[0]."""
+    per_thread("adamw_step", "f32", [p, g, m, v, hyper, nonfinite], {"n": p.numel}, p.numel)
+
+
+def clip_scale(g: Tensor, state: Tensor, max_norm: float) -> None:
+    """g *= min(max_norm / (sqrt(state[0]) + 1e-6), 1) in place; a non-finite state[0] leaves g untouched."""
+    per_thread("clip_scale", "f32", [g, state], {"n": g.numel, "max_norm": float(max_norm)}, g.numel)

@@ -1,0 +1,60 @@
+"""Reductions: column sums, and deterministic two-stage sums (stage 1: one partial per CHUNK
+elements; stage 2: one workgroup adds the partials in order)."""
+from __future__ import annotations
+
+from ..errors import ShapeError
+from ..runtime.tensor import Tensor, empty
+from ._util import FLOATS, per_thread, rows_cols, run, want
+
+__all__ = ["colsum", "n_partials", "partial_sums", "final_sum", "reduce_sum", "sum_squares"]
+
+CHUNK = 4096  # elements per stage-1 workgroup
+
+
+def colsum(x: Tensor) -> Tensor:
+    """Sum over all rows of x viewed as [rows, last dim], in f32 (bias and norm weight gradients)."""
+    rows, cols = rows_cols(x)
+    y = empty((cols,), "f32", x.device)
+    per_thread("colsum", x.dtype, [x, y], dict(rows=rows, cols=cols), cols)
+    return y
+
+
+def n_partials(numel: int) -> int:
+    """Stage-1 partial sums a tensor of numel elements needs."""
+    return max(1, -(-numel // CHUNK))
+
+
+def partial_sums(x: Tensor, part: Tensor, offset: int = 0, square: bool = False) -> int:
+    """Stage 1: write one partial sum (of x, or of x^2) per CHUNK elements into part[offset:]; returns the count."""
+    n = x.numel
+    groups = n_partials(n)
+    if offset + groups > part.numel:
+        raise ShapeError(f"partials buffer of {part.numel} too small for {offset + groups}")
+    run("partial_sums", x.dtype, [x, part], dict(n=n, chunk=CHUNK, square=int(square), poff=offset), groups)
+    return groups
+
+
+def final_sum(part: Tensor, n: int, out: Tensor, index: int = 0, accumulate: bool = False,
+              divide_by: Tensor | None = None) -> None:
+    """Stage 2: out[index] (+)= sum(part[:n]) (then / max(divide_by[0], 1))."""
+    run("final_sum", "f32", [part, out, divide_by if divide_by is not None else out],
+        dict(n=n, oidx=index, accumulate=int(accumulate), use_div=int(divide_by is not None)), 1)
+
+
+def reduce_sum(x: Tensor, square: bool = False) -> Tensor:
+    """sum(x) (or sum(x^2)) as a 1-element f32 tensor, deterministic two-stage reduction."""
+    want(x, "x", dtype=FLOATS)
+    part = empty((n_partials(x.numel),), "f32", x.device)
+    n = partial_sums(x, part, 0, square)
+    out = empty((1,), "f32", x.device)
+    final_sum(part, n, out)
+    return out
+
+
+def sum_squares(xs: list, out: Tensor, index: int = 0) -> None:
+    """out[index] = the sum of squares of every element of every tensor in xs (one vector)."""
+    part = empty((sum(n_partials(x.numel) for x in xs),), "f32", out.device)
+    off = 0
+    for x in xs:
+        off += partial_sums(x, part, off, square=True)
+    final_sum(part, off, out, index=index)

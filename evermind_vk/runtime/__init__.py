@@ -1,0 +1,7 @@
+"""The runtime layer: Vulkan devices, tensors, the generated kernel set and its dispatch, recording
+and replay, and every variant-selection rule. Imports nothing else of evermind_vk but `errors`."""
+from .device import Device, DeviceInfo, devices, get_device
+from .program import Program, record
+from .tensor import Tensor, empty, tensor, zeros
+
+__all__ = ["Device", "DeviceInfo", "devices", "get_device", "Program", "record", "Tensor", "empty", "tensor", "zeros"]

@@ -1,0 +1,240 @@
+"""Vulkan devices through (patched) kp: listing, choosing, capabilities, algorithm cache, submission.
+
+A Device owns one kp.Manager. Features a kernel needs (16-bit storage, float16 arithmetic,
+cooperative matrices, the memory model) are enabled at device creation whenever the device reports
+them (ci/patches/0003); `Device.caps` says which are on after the kill switches below.
+
+Kill switches (set to 1 to treat the feature as absent; makes feature bugs bisectable):
+  EVERMIND_VK_DISABLE_F16      16-bit storage and float16 arithmetic
+  EVERMIND_VK_DISABLE_COOPMAT  cooperative matrices
+Device choice: argument, else EVERMIND_VK_DEVICE (an index or a name substring), else device 0.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import DeviceError, EvermindError
+
+KILL_SWITCHES = {
+    "EVERMIND_VK_DISABLE_F16": ("storage_buffer_16bit_access", "shader_float16"),
+    "EVERMIND_VK_DISABLE_COOPMAT": ("cooperative_matrix",),
+}
+FEATURES = ("shader_int16", "shader_int64", "storage_buffer_16bit_access", "shader_float16",
+            "vulkan_memory_model", "vulkan_memory_model_device_scope", "cooperative_matrix")
+# VK_KHR_cooperative_matrix shape (M, N, K, A, B, C, Result, scope): FLOAT16 = 0, FLOAT32 = 1, SUBGROUP = 3.
+COOPMAT_F16_F32 = (16, 16, 16, 0, 0, 1, 1, 3)
+DEVICE_TYPES = {0: "other", 1: "integrated_gpu", 2: "discrete_gpu", 3: "virtual_gpu", 4: "cpu"}
+
+
+def kp_module():
+    try:
+        import kp
+    except ImportError as e:  # pragma: no cover - setup problem
+        raise DeviceError(f"kp (Kompute) is not importable ({e}); run `bash ci/setup.sh`") from e
+    if not hasattr(kp.Manager, "get_device_capabilities"):
+        raise DeviceError(
+            f"kp {getattr(kp, '__version__', '?')} lacks evermind-vk's patches (barriers, device features); "
+            "build it with `bash ci/setup.sh`")
+    return kp
+
+
+def _switched_off() -> set[str]:
+    off: set[str] = set()
+    for var, feats in KILL_SWITCHES.items():
+        if os.environ.get(var, "").strip() not in ("", "0"):
+            off.update(feats)
+    return off
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    """What one Vulkan device offers (features after kill switches)."""
+    index: int
+    name: str
+    type: str
+    subgroup_size: int
+    shared_memory: int
+    max_push_constants: int
+    max_storage_buffer_range: int
+    features: dict = field(default_factory=dict)
+    cooperative_matrix_shapes: tuple = ()
+
+    @property
+    def f16(self) -> bool:
+        return bool(self.features.get("storage_buffer_16bit_access"))
+
+    @property
+    def coopmat(self) -> bool:
+        return bool(self.features.get("cooperative_matrix"))
+
+    @staticmethod
+    def from_caps(index: int, caps: dict) -> "DeviceInfo":
+        off = _switched_off()
+        feats = {f: bool(caps.get(f)) and f not in off for f in FEATURES}
+        shapes = tuple(tuple(s) for s in caps.get("cooperative_matrix_shapes", ())) if feats["cooperative_matrix"] else ()
+        # Derived: the coopmat shape our kernels use (16x16x16, f16 A/B, f32 C/result, subgroup scope),
+        # and the subgroup size they assume.
+        feats["coopmat_f16_16x16x16_f32"] = COOPMAT_F16_F32 in shapes
+        feats["subgroup_size_32"] = int(caps["subgroup_size"]) == 32
+        return DeviceInfo(
+            index=index, name=caps["device_name"], type=DEVICE_TYPES.get(caps["device_type"], "other"),
+            subgroup_size=int(caps["subgroup_size"]), shared_memory=int(caps["max_compute_shared_memory_size"]),
+            max_push_constants=int(caps["max_push_constants_size"]),
+            max_storage_buffer_range=int(caps["max_storage_buffer_range"]),
+            features=feats, cooperative_matrix_shapes=shapes)
+
+
+_lock = threading.Lock()
+_devices: dict[int, "Device"] = {}
+_listing: list[DeviceInfo] | None = None
+
+
+def _manager(index: int):
+    kp = kp_module()
+    try:
+        return kp.Manager(index)
+    except RuntimeError as e:
+        raise DeviceError(f"could not open Vulkan device {index}: {e}") from e
+
+
+def devices() -> list[DeviceInfo]:
+    """All Vulkan devices with their capabilities (features each one supports)."""
+    global _listing
+    with _lock:
+        if _listing is None:
+            mgr = _devices[min(_devices)].manager if _devices else None
+            if mgr is None:
+                kp = kp_module()
+                try:
+                    mgr = kp.Manager()
+                except RuntimeError as e:
+                    raise DeviceError(
+                        f"no usable Vulkan device ({e}); on a machine without a GPU install lavapipe "
+                        "(Debian: mesa-vulkan-drivers)") from e
+            _listing = [DeviceInfo.from_caps(i, c) for i, c in enumerate(mgr.list_device_capabilities())]
+        return list(_listing)
+
+
+def _resolve_index(spec) -> int:
+    listing = devices()
+    if isinstance(spec, bool):
+        raise DeviceError(f"bad device selector {spec!r}")
+    if isinstance(spec, int) or (isinstance(spec, str) and spec.strip().lstrip("-").isdigit()):
+        idx = int(spec)
+        if not 0 <= idx < len(listing):
+            raise DeviceError(f"no Vulkan device {idx}: found {len(listing)} "
+                              f"({', '.join(f'{d.index}: {d.name}' for d in listing)})")
+        return idx
+    if isinstance(spec, str):
+        hits = [d for d in listing if spec.lower() in d.name.lower()]
+        if not hits:
+            raise DeviceError(f"no Vulkan device whose name contains {spec!r}; found: "
+                              + ", ".join(f"{d.index}: {d.name}" for d in listing))
+        return hits[0].index
+    raise DeviceError(f"bad device selector {spec!r}: give an index, a name substring or a Device")
+
+
+def get_device(device=None) -> "Device":
+    """The Device for an argument (Device, index or name substring), else EVERMIND_VK_DEVICE, else 0."""
+    if isinstance(device, Device):
+        return device
+    if device is None:
+        env = os.environ.get("EVERMIND_VK_DEVICE", "").strip()
+        device = env if env else 0
+    idx = _resolve_index(device)
+    with _lock:
+        if idx not in _devices:
+            _devices[idx] = Device(idx)
+        return _devices[idx]
+
+
+class Device:
+    """One opened Vulkan device: a kp.Manager, its enabled capabilities, and a cache of kp Algorithms
+    (one per kernel variant, tensor set and workgroup count)."""
+
+    def __init__(self, index: int):
+        self.index = index
+        self.manager = _manager(index)
+        self.info = DeviceInfo.from_caps(index, self.manager.get_device_capabilities())
+        self._algorithms: dict[tuple, object] = {}
+        self._by_tensor: dict[int, set] = {}
+        self._eager = self.manager.sequence()
+        self.recording = None  # the Program being recorded, if any
+        self.submits = 0  # sequences submitted (eager dispatches, uploads, downloads, replays)
+
+    def __repr__(self) -> str:
+        return f"Device({self.index}, {self.info.name!r})"
+
+    @property
+    def caps(self) -> dict:
+        return dict(self.info.features)
+
+    def has(self, feature: str) -> bool:
+        return bool(self.info.features.get(feature))
+
+    # -- algorithms --------------------------------------------------------------------------
+    def algorithm(self, variant, tensors, groups: tuple, spirv: bytes):
+        key = (variant.name, tuple(t.uid for t in tensors), groups)
+        algo = self._algorithms.get(key)
+        if algo is None:
+            spec = np.array([v for _, v in variant.spec_constants], dtype=np.uint32)
+            push = np.zeros(max(1, len(variant.push_constants)), dtype=np.uint32)
+            # kp 0.9.0 picks the push-constant type from the spec-constant dtype: both are uint32 here.
+            algo = self.manager.algorithm([t.kp for t in tensors], spirv, list(groups), spec, push)
+            self._algorithms[key] = algo
+            for t in tensors:
+                self._by_tensor.setdefault(t.uid, set()).add(key)
+        return algo
+
+    def forget(self, uid: int) -> None:
+        """Drop cached algorithms bound to a tensor that is gone."""
+        for key in self._by_tensor.pop(uid, ()):
+            self._algorithms.pop(key, None)
+
+    # -- submission --------------------------------------------------------------------------
+    def _record_or_run(self, op, keep) -> None:
+        """Append a kp operation to the recording (keeping `keep` alive with it), or submit it now."""
+        if self.recording is not None:
+            self.recording._append(op, keep)
+        else:
+            self._eager.eval(op)
+            self.submits += 1
+
+    def submit(self, algo, push_words: np.ndarray) -> None:
+        self._record_or_run(kp_module().OpAlgoDispatch(algo, push_words), algo)
+
+    @contextlib.contextmanager
+    def eager(self):
+        """Run dispatches now even inside a recording (one-time state initialisation, which must not
+        be replayed with the recorded step)."""
+        rec, self.recording = self.recording, None
+        try:
+            yield
+        finally:
+            self.recording = rec
+
+    def upload(self, tensor) -> None:
+        """Copy a host-visible tensor's staging memory to the device now or, inside a recording, at
+        each run of the recorded program (so a replay picks up host-written per-step scalars)."""
+        self._record_or_run(kp_module().OpTensorSyncDevice([tensor.kp]), tensor.kp)
+
+    def sync_local(self, tensor) -> None:
+        """Copy a host-visible tensor's device buffer to its staging memory now or, inside a recording,
+        at the end of each run (then read it with Tensor.read_staging(), no further submit)."""
+        self._record_or_run(kp_module().OpTensorSyncLocal([tensor.kp]), tensor.kp)
+
+    def run_ops(self, ops) -> None:
+        """Record kp operations (uploads, downloads) into one sequence and submit it now."""
+        if self.recording is not None:
+            raise EvermindError("tensor upload/download inside a recording: do it before or after `record()`")
+        seq = self._eager
+        seq.clear()
+        for op in ops:
+            seq.record(op)
+        seq.eval()
+        self.submits += 1

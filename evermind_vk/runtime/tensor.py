@@ -1,0 +1,172 @@
+"""Tensor: a shaped, typed buffer on a Vulkan device.
+
+Every tensor is a kp uint32 tensor holding the elements' raw bytes (kp 0.9.0 has no float16 tensor
+type; f16 elements are read in shaders through 16-bit storage). Tensors made from host data are
+host-visible (kp 'device' type: a device buffer plus a host staging buffer); op outputs are
+device-only (kp 'storage' type: no staging), read back through a copy kernel when asked.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+import weakref
+
+import numpy as np
+
+from ..errors import EvermindError, ShapeError, UnsupportedError
+from . import dtypes
+from .device import get_device, kp_module
+from .kernels import copy_words, fill_words
+
+_uids = itertools.count(1)
+
+
+def _shape(shape) -> tuple[int, ...]:
+    if isinstance(shape, (int, np.integer)):
+        shape = (int(shape),)
+    try:
+        out = tuple(int(s) for s in shape)
+    except TypeError as e:
+        raise ShapeError(f"bad shape {shape!r}") from e
+    if any(s < 0 for s in out):
+        raise ShapeError(f"negative dimension in shape {out}")
+    return out
+
+
+class Tensor:
+    def __init__(self, device, shape, dtype: str, kp_tensor, host_visible: bool):
+        self.device = device
+        self.shape = _shape(shape)
+        self.dtype = dtype
+        self.kp = kp_tensor
+        self.host_visible = host_visible
+        self.uid = next(_uids)
+        weakref.finalize(self, device.forget, self.uid)
+
+    # -- facts ----------------------------------------------------------------------------------
+    @property
+    def numel(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def nbytes(self) -> int:
+        return self.numel * dtypes.DTYPES[self.dtype].itemsize
+
+    @property
+    def words(self) -> int:
+        return dtypes.words(self.numel, self.dtype)
+
+    def __repr__(self) -> str:
+        kind = "host-visible" if self.host_visible else "device-only"
+        return f"Tensor(shape={self.shape}, dtype={self.dtype}, {kind}, device={self.device.index})"
+
+    def reshape(self, *shape) -> "Tensor":
+        """The same buffer under another shape (no copy)."""
+        shape = _shape(shape[0] if len(shape) == 1 and not isinstance(shape[0], int) else shape)
+        if math.prod(shape) != self.numel:
+            raise ShapeError(f"cannot reshape {self.shape} ({self.numel} elements) to {shape}")
+        return Tensor(self.device, shape, self.dtype, self.kp, self.host_visible)
+
+    # -- host transfer --------------------------------------------------------------------------
+    def numpy(self) -> np.ndarray:
+        """A host copy of the elements, shaped, in the tensor's numpy dtype."""
+        kp = kp_module()
+        src = self
+        if not self.host_visible:
+            src = empty(self.shape, self.dtype, self.device, host_visible=True)
+            copy_words(self, src)
+        self.device.run_ops([kp.OpTensorSyncLocal([src.kp])])
+        raw = np.array(src.kp.data(), dtype=np.uint32, copy=True).tobytes()
+        return np.frombuffer(raw[: self.nbytes], dtype=dtypes.DTYPES[self.dtype]).reshape(self.shape).copy()
+
+    def read_staging(self) -> np.ndarray:
+        """The host-visible tensor's staging memory as it is now (no transfer; see Device.sync_local)."""
+        if not self.host_visible:
+            raise EvermindError("read_staging needs a host-visible tensor")
+        raw = np.array(self.kp.data(), dtype=np.uint32, copy=True).tobytes()
+        return np.frombuffer(raw[: self.nbytes], dtype=dtypes.DTYPES[self.dtype]).reshape(self.shape).copy()
+
+    def copy_(self, data) -> "Tensor":
+        """Overwrite the elements with host data of the same shape (host-visible tensors only)."""
+        if not self.host_visible:
+            raise EvermindError("copy_ needs a host-visible tensor (made by ev.tensor or host_visible=True)")
+        arr = _as_array(data, self.dtype)
+        if arr.shape != self.shape:
+            raise ShapeError(f"copy_ of shape {arr.shape} into a tensor of shape {self.shape}")
+        self.write_staging(arr)
+        self.device.upload(self)
+        return self
+
+    def write_staging(self, data) -> None:
+        """Write host data into the staging memory only (no transfer); `device.upload` moves it."""
+        if not self.host_visible:
+            raise EvermindError("write_staging needs a host-visible tensor")
+        arr = _as_array(data, self.dtype)
+        if arr.size != self.numel:
+            raise ShapeError(f"{arr.size} elements for a tensor of {self.numel}")
+        self.kp.data()[:] = _to_words(arr, self.words)
+
+
+def _as_array(data, dtype: str | None) -> np.ndarray:
+    if dtype is None:
+        arr = np.asarray(data)
+        if not isinstance(data, np.ndarray):  # Python scalars / lists: float -> f32, int -> i32
+            if arr.dtype.kind == "f":
+                arr = arr.astype(np.float32)
+            elif arr.dtype.kind in "iub" and arr.dtype != np.uint32:
+                arr = arr.astype(np.int32)
+        dtypes.canonical(arr.dtype)  # raises UnsupportedError for float64, int64, ...
+        return np.ascontiguousarray(arr)
+    target = dtypes.DTYPES[dtypes.canonical(dtype)]
+    arr = np.asarray(data)
+    if arr.dtype.kind == "f" and target.kind in "iu":
+        raise UnsupportedError(f"will not cast floating data ({arr.dtype}) to {dtype}: round it first")
+    return np.ascontiguousarray(arr.astype(target))
+
+
+def _to_words(arr: np.ndarray, n_words: int) -> np.ndarray:
+    raw = arr.tobytes()
+    raw += b"\0" * (4 * n_words - len(raw))
+    return np.frombuffer(raw, dtype=np.uint32)
+
+
+def _check_size(device, nbytes: int) -> None:
+    limit = device.info.max_storage_buffer_range
+    if nbytes > limit:
+        raise UnsupportedError(f"a tensor of {nbytes} bytes exceeds {device.info.name}'s "
+                               f"maxStorageBufferRange ({limit} bytes)")
+
+
+def tensor(data, dtype=None, device=None) -> Tensor:
+    """Upload host data (numpy array, list or scalar) to a new host-visible tensor."""
+    arr = _as_array(data, dtype)
+    name = dtypes.canonical(arr.dtype)
+    dev = get_device(device)
+    _check_size(dev, arr.nbytes)
+    kp = kp_module()
+    t = dev.manager.tensor_t(_to_words(arr, dtypes.words(arr.size, name)).copy(), kp.TensorTypes.device)
+    dev.run_ops([kp.OpTensorSyncDevice([t])])
+    return Tensor(dev, arr.shape, name, t, host_visible=True)
+
+
+def empty(shape, dtype="f32", device=None, host_visible: bool = False) -> Tensor:
+    """A new tensor with undefined contents (device-only unless host_visible)."""
+    name = dtypes.canonical(dtype)
+    dev = get_device(device)
+    shape = _shape(shape)
+    n_words = dtypes.words(math.prod(shape), name)
+    _check_size(dev, 4 * n_words)
+    kp = kp_module()
+    kind = kp.TensorTypes.device if host_visible else kp.TensorTypes.storage
+    t = dev.manager.tensor_t(np.zeros(n_words, dtype=np.uint32), kind)
+    return Tensor(dev, shape, name, t, host_visible=host_visible)
+
+
+def zeros(shape, dtype="f32", device=None, host_visible: bool = False) -> Tensor:
+    t = empty(shape, dtype, device, host_visible)
+    fill_words(t, 0)
+    return t

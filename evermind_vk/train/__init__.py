@@ -1,0 +1,11 @@
+"""The train layer: the Trainer (recorded steps, one submit each), AdamW and clipping, LR schedules,
+data chunking, the byte tokenizer, generation and the loss plot."""
+from .data import batches, build_chunks, default_corpus
+from .generate import generate
+from .optim import AdamW, ClipMetrics, clip_grad_norm
+from .schedule import LRSchedule, lr_at
+from .tokenizer import ByteTokenizer
+from .trainer import Trainer
+
+__all__ = ["Trainer", "AdamW", "ClipMetrics", "clip_grad_norm", "LRSchedule", "lr_at", "ByteTokenizer", "generate",
+           "build_chunks", "batches", "default_corpus"]

@@ -1,0 +1,38 @@
+#version 450
+#extension GL_EXT_control_flow_attributes : enable
+
+// glu_backward: one thread per output element (WG threads a workgroup), fixed summation order.
+layout(constant_id = 0) const uint WG = 256;
+layout(std430, binding = 0) readonly buffer Buf_x { float x[]; };
+layout(std430, binding = 1) readonly buffer Buf_dy { float dy[]; };
+layout(std430, binding = 2) writeonly buffer Buf_dx { float dx[]; };
+layout(push_constant) uniform Push {
+    uint rows;
+    uint d;
+    float limit;
+} p;
+layout(local_size_x_id = 0) in;
+// Activations: the sigmoid and tanh arguments are clamped to +-15, as builderforce's kernels do
+// (the derivatives silu_d and gelu_d use the same clamped sigmoid and tanh).
+float sigmoid_c(float x) { return 1.0 / (1.0 + exp(-clamp(x, -15.0, 15.0))); }
+float silu_f(float x) { return x * sigmoid_c(x); }
+float silu_d(float x) { float s = sigmoid_c(x); return s * (1.0 + x * (1.0 - s)); }
+const float GELU_C = 0.7978845608;
+float gelu_f(float x) { return 0.5 * x * (1.0 + tanh(clamp(GELU_C * (x + 0.044715 * x * x * x), -15.0, 15.0))); }
+float gelu_d(float x) {
+    float t = tanh(clamp(GELU_C * (x + 0.044715 * x * x * x), -15.0, 15.0));
+    return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * GELU_C * (1.0 + 3.0 * 0.044715 * x * x);
+}
+
+void main() {
+    const uint i = (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * WG + gl_LocalInvocationID.x;
+    // |act(gate) * up| > limit (strict, limit > 0) zeroes both gradients.
+    if (i >= p.rows * p.d) return;
+    uint r = i / p.d, c = i % p.d;
+    uint gi = r * 2 * p.d + c, ui = gi + p.d;
+    float g = float(x[gi]), u = float(x[ui]), dyv = float(dy[i]);
+    float a = silu_f(g), ad = silu_d(g);
+    bool cut = p.limit > 0.0 && abs(a * u) > p.limit;
+    dx[gi] = float(cut ? 0.0 : dyv * ad * u);
+    dx[ui] = float(cut ? 0.0 : dyv * a);
+}

@@ -1,0 +1,37 @@
+#version 450
+#extension GL_EXT_control_flow_attributes : enable
+// f16 storage with f32 arithmetic: needs storageBuffer16BitAccess only (no shaderFloat16).
+#extension GL_EXT_shader_16bit_storage : require
+
+// glu: one thread per output element (WG threads a workgroup), fixed summation order.
+layout(constant_id = 0) const uint WG = 256;
+layout(std430, binding = 0) readonly buffer Buf_x { float16_t x[]; };
+layout(std430, binding = 1) writeonly buffer Buf_y { float16_t y[]; };
+layout(push_constant) uniform Push {
+    uint rows;
+    uint d;
+    float limit;
+} p;
+layout(local_size_x_id = 0) in;
+// Activations: the sigmoid and tanh arguments are clamped to +-15, as builderforce's kernels do
+// (the derivatives silu_d and gelu_d use the same clamped sigmoid and tanh).
+float sigmoid_c(float x) { return 1.0 / (1.0 + exp(-clamp(x, -15.0, 15.0))); }
+float silu_f(float x) { return x * sigmoid_c(x); }
+float silu_d(float x) { float s = sigmoid_c(x); return s * (1.0 + x * (1.0 - s)); }
+const float GELU_C = 0.7978845608;
+float gelu_f(float x) { return 0.5 * x * (1.0 + tanh(clamp(GELU_C * (x + 0.044715 * x * x * x), -15.0, 15.0))); }
+float gelu_d(float x) {
+    float t = tanh(clamp(GELU_C * (x + 0.044715 * x * x * x), -15.0, 15.0));
+    return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * GELU_C * (1.0 + 3.0 * 0.044715 * x * x);
+}
+
+void main() {
+    const uint i = (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * WG + gl_LocalInvocationID.x;
+    // Rows [gate | up] of width 2d -> act(gate) * up, clamped to +-limit when limit > 0.
+    if (i >= p.rows * p.d) return;
+    uint r = i / p.d, c = i % p.d;
+    float g = float(x[r * 2 * p.d + c]), u = float(x[r * 2 * p.d + p.d + c]);
+    float o = silu_f(g) * u;
+    if (p.limit > 0.0) o = clamp(o, -p.limit, p.limit);
+    y[i] = float16_t(o);
+}

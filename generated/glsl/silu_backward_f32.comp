@@ -1,0 +1,36 @@
+#version 450
+#extension GL_EXT_control_flow_attributes : enable
+
+// Elementwise silu_backward over n elements (a, b -> c). WG threads, VEC elements each.
+layout(constant_id = 0) const uint WG = 256;
+layout(constant_id = 1) const uint VEC = 1;
+layout(std430, binding = 0) readonly buffer Buf_a { float a[]; };
+layout(std430, binding = 1) readonly buffer Buf_b { float b[]; };
+layout(std430, binding = 2) writeonly buffer Buf_c { float c[]; };
+layout(push_constant) uniform Push {
+    uint n;
+} p;
+layout(local_size_x_id = 0) in;
+// Activations: the sigmoid and tanh arguments are clamped to +-15, as builderforce's kernels do
+// (the derivatives silu_d and gelu_d use the same clamped sigmoid and tanh).
+float sigmoid_c(float x) { return 1.0 / (1.0 + exp(-clamp(x, -15.0, 15.0))); }
+float silu_f(float x) { return x * sigmoid_c(x); }
+float silu_d(float x) { float s = sigmoid_c(x); return s * (1.0 + x * (1.0 - s)); }
+const float GELU_C = 0.7978845608;
+float gelu_f(float x) { return 0.5 * x * (1.0 + tanh(clamp(GELU_C * (x + 0.044715 * x * x * x), -15.0, 15.0))); }
+float gelu_d(float x) {
+    float t = tanh(clamp(GELU_C * (x + 0.044715 * x * x * x), -15.0, 15.0));
+    return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * GELU_C * (1.0 + 3.0 * 0.044715 * x * x);
+}
+
+void main() {
+    uint base = (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * (WG * VEC) + gl_LocalInvocationID.x;
+    [[unroll]] for (uint v = 0; v < VEC; ++v) {
+        uint i = base + v * WG;
+        if (i < p.n) {
+            float x = float(a[i]);
+            float y = float(b[i]);
+            c[i] = float(y * silu_d(x));  // a = x, b = dy
+        }
+    }
+}

@@ -1,0 +1,64 @@
+"""Device features: enabled at creation when reported, and never used by a variant on a device
+without them (kill switches simulate such a device)."""
+import os
+import subprocess
+import sys
+
+import kp
+import pytest
+
+import evermind_vk as ev
+from evermind_vk.runtime import kernels
+from evermind_vk.runtime.device import DeviceInfo
+
+pytestmark = pytest.mark.usefixtures("device")
+
+
+def test_patched_kp_reports_enabled_features(device):
+    caps = device.manager.get_device_capabilities()
+    for key in ("storage_buffer_16bit_access", "shader_float16", "vulkan_memory_model", "cooperative_matrix",
+                "subgroup_size", "max_compute_shared_memory_size", "cooperative_matrix_shapes"):
+        assert key in caps
+    listed = device.manager.list_device_capabilities()
+    # What is enabled on the device is exactly what the device reports as supported.
+    assert {k: v for k, v in caps.items()} == listed[device.index]
+
+
+def test_f16_variants_declare_their_feature():
+    for v in kernels.manifest().values():
+        if v.dtype == "f16":
+            assert "storage_buffer_16bit_access" in v.features, v.name
+        else:
+            assert "storage_buffer_16bit_access" not in v.features, v.name
+
+
+class FakeDevice:
+    def __init__(self, **features):
+        self.info = DeviceInfo(0, "fake", "cpu", 8, 32768, 128, 1 << 27, features=features)
+
+    def has(self, f):
+        return bool(self.info.features.get(f))
+
+
+def test_selection_never_picks_a_variant_needing_a_missing_feature():
+    with pytest.raises(ev.UnsupportedError, match="storage_buffer_16bit_access"):
+        kernels.usable("matmul", "f16", FakeDevice(storage_buffer_16bit_access=False))
+    assert kernels.usable("matmul", "f16", FakeDevice(storage_buffer_16bit_access=True))
+    assert kernels.usable("matmul", "f32", FakeDevice())
+
+
+def test_kill_switch_turns_f16_off():
+    code = ("import numpy as np, evermind_vk as ev\n"
+            "d = ev.get_device(); assert not d.info.f16, d.info\n"
+            "try:\n    ev.add(ev.tensor(np.ones(4, np.float16)), ev.tensor(np.ones(4, np.float16)))\n"
+            "except ev.UnsupportedError as e:\n    print('REFUSED', e)\n"
+            "print(ev.add(ev.tensor(np.ones(4, np.float32)), ev.tensor(np.ones(4, np.float32))).numpy())\n")
+    out = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, EVERMIND_VK_DISABLE_F16="1"),
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "REFUSED" in out.stdout and "storage_buffer_16bit_access" in out.stdout
+    assert "[2. 2. 2. 2.]" in out.stdout
+
+
+def test_kp_is_the_patched_build():
+    assert kp.__version__.endswith("+evermind1"), kp.__version__

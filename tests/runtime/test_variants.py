@@ -1,0 +1,134 @@
+"""The variant rules (runtime/variants.py): selectors, and every assumption a matmul template makes,
+checked at each boundary."""
+import pytest
+
+from evermind_vk.runtime import kernels, variants
+
+TILES = [(32, 32, 16), (64, 64, 16), (128, 128, 8)]
+
+
+def test_large_gpu_problem_takes_the_largest_tile():
+    assert variants.matmul_tile(4096, 4096, 4096, TILES, 49152, "discrete_gpu") == (128, 128, 8)
+
+
+def test_small_problem_takes_a_small_tile():
+    assert variants.matmul_tile(16, 16, 16, TILES, 49152, "discrete_gpu") == (32, 32, 16)
+    assert variants.matmul_tile(1, 1, 1, TILES, 49152, "cpu") == (32, 32, 16)
+
+
+def test_cpu_needs_fewer_groups_than_gpu():
+    assert variants.matmul_tile(256, 256, 256, TILES, 32768, "cpu") == (128, 128, 8)
+    assert variants.matmul_tile(256, 256, 256, TILES, 32768, "discrete_gpu") == (32, 32, 16)
+
+
+def test_padding_waste_is_limited():
+    # 130 rows would pad a 128 tile to 256: too wasteful; 64-tiles pad 130 to 192 (still > 25%).
+    t = variants.matmul_tile(130, 4096, 64, TILES, 49152, "discrete_gpu")
+    assert t != (128, 128, 8)
+
+
+def test_shared_memory_limit_is_respected():
+    assert variants.matmul_tile(4096, 4096, 4096, TILES, 4 * 16 * (64 + 8), "discrete_gpu") == (32, 32, 16)
+    # two shared buffers (the register-block variants) need twice the room
+    assert variants.matmul_tile(4096, 4096, 4096, TILES, 10000, "discrete_gpu") == (128, 128, 8)
+    assert variants.matmul_tile(4096, 4096, 4096, TILES, 10000, "discrete_gpu", buffers=2) == (32, 32, 16)
+    with pytest.raises(ValueError):
+        variants.matmul_tile(64, 64, 64, TILES, 100, "cpu")
+
+
+def test_elementwise_vec():
+    assert variants.elementwise_vec(10, (1, 4)) == 1
+    assert variants.elementwise_vec(64 * 256 * 4, (1, 4)) == 4
+
+
+ALIGNED = variants.Layout((4096, 1), (4096, 1), (4096, 1))  # row-major A, B, C: 16-byte loads possible
+UNALIGNED = variants.Layout((4095, 1), (4095, 1), (4095, 1))
+PACKED_B = variants.Layout((4096, 1), (1, 4096), (4096, 1))  # transpose_b: B k-contiguous
+
+
+def pick(dtype, M, N, K, device, lay=ALIGNED, batch=1):
+    return variants.pick_matmul(kernels.usable("matmul", dtype, device), M, N, K, lay, device.info.type,
+                                device.info.shared_memory, batch)
+
+
+def test_v4_only_for_big_aligned_products_on_cpu(device):
+    if device.info.type != "cpu":
+        return
+    assert "v4" in pick("f32", 256, 256, 256, device).flags
+    assert "v4" not in pick("f32", 64, 64, 64, device).flags  # compile cost dominates
+    assert "v4" not in pick("f32", 256, 256, 256, device, UNALIGNED).flags  # not aligned
+    assert "v4" not in pick("f32", 256, 256, 256, device, variants.Layout((1, 256), (256, 1), (256, 1))).flags  # A m-contiguous
+
+
+def _fake_gpu(features=()):
+    from types import SimpleNamespace
+    from evermind_vk.runtime.device import DeviceInfo
+    info = DeviceInfo(0, "fake gpu", "discrete_gpu", 32, 49152, 128, 2 ** 31, {f: True for f in features})
+    return SimpleNamespace(info=info, has=lambda f: bool(info.features.get(f)))
+
+
+def test_register_blocks_on_gpus_for_aligned_layouts():
+    gpu = _fake_gpu(["storage_buffer_16bit_access"])
+    assert pick("f32", 4096, 4096, 4096, gpu).name == "matmul_f32_rb8x8_t128x128"
+    assert pick("f16", 4096, 4096, 4096, gpu).name == "matmul_f16_rb8x8_t128x128"
+    assert pick("f32", 512, 512, 512, gpu).name == "matmul_f32_rb4x4_t64x64"  # 64 groups
+    assert pick("f32", 4096, 4096, 4096, gpu, UNALIGNED).name == "matmul_f32_t64x64"
+    assert pick("f32", 4096, 4096, 4096, gpu, PACKED_B).name == "matmul_f32_rb8x8_t128x128"
+
+
+def test_coopmat_needs_feature_and_alignment():
+    cm_feats = ["storage_buffer_16bit_access", *variants.FLAG_FEATURES["cm"]]
+    gpu = _fake_gpu(cm_feats)
+    assert "cm" in pick("f16", 4096, 4096, 4096, gpu).flags
+    assert "cm" not in pick("f16", 4096, 4096, 4100, gpu).flags  # K not a tile multiple
+    assert "cm" not in pick("f16", 4096, 4096, 4096, gpu, UNALIGNED).flags
+    assert "cm" not in pick("f16", 4096, 4096, 4096, _fake_gpu(["storage_buffer_16bit_access"])).flags
+
+
+SPEC = {"BM": 128, "BN": 128, "BK": 16}
+
+
+@pytest.mark.parametrize("kind,M,N,K,lay,ok", [
+    ("cm", 128, 128, 16, ALIGNED, True),
+    ("cm", 127, 128, 16, ALIGNED, False),      # M one short of the tile: the kernel has no bounds checks
+    ("cm", 128, 129, 16, ALIGNED, False),
+    ("cm", 128, 128, 24, ALIGNED, False),
+    ("cm", 128, 128, 16, variants.Layout((4096, 1), (4096, 1), (4096, 1), beta=1.0), False),  # no beta
+    ("cm", 128, 128, 16, variants.Layout((4096, 1), (4096, 1), (4096, 2)), False),  # C column stride
+    ("cm", 128, 128, 16, variants.Layout((4096, 1), (4096, 1), (4096, 1), a_batch=(4, 0)), False),  # offset 4 < 8
+    ("cm", 128, 128, 16, variants.Layout((4096, 1), (4096, 1), (4096, 1), a_batch=(8, 0)), True),
+    ("cm", 128, 128, 16, variants.Layout((1, 4096), (4096, 1), (4096, 1)), False),  # A m-contiguous
+    ("v4", 256, 256, 256, ALIGNED, True),
+    ("v4", 256, 255, 256, ALIGNED, False),     # N not whole vectors
+    ("v4", 256, 256, 254, ALIGNED, False),
+    ("v4", 256, 256, 256, variants.Layout((1, 256), (256, 1), (256, 1)), False),
+    ("rb", 5, 7, 3, ALIGNED, True),            # any M, N, K: edges load zeros
+    ("rb", 5, 7, 3, variants.Layout((4094, 1), (4096, 1), (4096, 1)), False),  # row stride not a multiple of 4
+    ("rb", 5, 7, 3, variants.Layout((4096, 1), (4096, 1), (4096, 1), b_batch=(2, 0, 1)), False),
+    ("rb", 5, 7, 3, variants.Layout((4096, 2), (4096, 1), (4096, 1)), False),  # no unit stride in A
+    ("tiled", 5, 7, 3, variants.Layout((3, 7), (5, 2), (9, 3), beta=0.5), True),  # anything goes
+])
+def test_launch_rules_at_each_boundary(kind, M, N, K, lay, ok):
+    assert (not variants.matmul_launch_errors(kind, SPEC, M, N, K, lay)) == ok
+
+
+def test_row_rules_reject_tiles_that_do_not_divide():
+    assert not variants.matmul_row_errors(128, 128, 8, 16, 16, ["rb8x8"])
+    assert variants.matmul_row_errors(128, 128, 8, 16, 8, ["rb8x8"])      # block x threads != tile
+    assert variants.matmul_row_errors(96, 96, 8, 16, 16, ["rb6x6"])       # block not a multiple of 4
+    assert not variants.matmul_row_errors(128, 128, 16, 128, 1, ["cm", "rb4x4"])
+    assert variants.matmul_row_errors(128, 128, 16, 64, 1, ["cm", "rb4x4"])  # not 4 subgroups of 32
+    assert variants.matmul_row_errors(128, 128, 8, 128, 1, ["cm", "rb4x4"])  # BK not a multiple of 16
+    assert variants.matmul_row_errors(128, 128, 16, 128, 1, ["cm"])          # no fragment block
+    assert variants.matmul_row_errors(64, 64, 8, 4, 4, ["v4"])               # v4 reads k by 4
+    assert not variants.matmul_row_errors(64, 64, 16, 16, 16, [])
+    assert variants.matmul_row_errors(64, 60, 16, 16, 16, [])
+
+
+def test_every_table_row_obeys_the_rules():
+    """The generated manifest's matmul variants are exactly the rows the rules admit."""
+    for v in kernels.manifest().values():
+        if v.op == "matmul":
+            s = v.spec
+            assert not variants.matmul_row_errors(s["BM"], s["BN"], s["BK"], s["WG_X"], s["WG_Y"], v.flags), v.name
+            assert tuple(v.features) == tuple(variants.features_for(v.dtype, v.flags)), v.name
