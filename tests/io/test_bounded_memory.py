@@ -95,7 +95,7 @@ def files(tmp_path_factory):
     # 7. a ~1 MB npz: a real small model's members plus a deflated 1 GiB extra member
     small = dict(BIG_LM, vocab_size=16, d_model=8, n_layers=1, n_heads=2, n_kv_heads=2, d_ff=8)
     buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as zf:
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
         from evermind_vk.files import lm_param_shapes, _lm_config
         arrays = {k: np.full(s, 0.5, np.float32) for k, s in lm_param_shapes(_lm_config(small)).items()}
         arrays["__config__"] = np.frombuffer(json.dumps(small).encode(), np.uint8)
