@@ -43,3 +43,9 @@ class LimitError(BlobError):
 
 class CheckpointMismatchError(EvermindError):
     """A checkpoint's metadata differs from what the caller expected (and no forced resume)."""
+
+
+# -- io hardening (checkpoint store) ---------------------------------------------------------------
+class CheckpointKeyCollisionError(CheckpointMismatchError):
+    """Two checkpoint keys map to one file name (e.g. "run é" and "run ü" -> run__.json): refused, so the
+    lineage of one key never continues another's."""

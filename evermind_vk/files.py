@@ -4,44 +4,119 @@
   export_safetensors / import_safetensors
   load(path)                   any model file we read: .evermind, .safetensors or .npz
 and the registration of each of our model types with the .evermind container (its layout, config
-check, pack and unpack)."""
+check, tensor check, pack and unpack).
+
+Every loader checks the file's tensors (names, shapes, dtypes, read from headers, not data) against
+what the config implies *before* building the model, since TransformerLM(config) allocates host and
+device memory for every weight: a 300-byte file whose config declares a billion parameters fails at
+once. npz members are checked against their zip entries before reading (declared size against the
+compressed bytes present, framing's ratio cap). NaN/Inf weights are refused unless allow_nonfinite."""
 from __future__ import annotations
 
 from io import BytesIO
 import json
+import zipfile
 
 import numpy as np
 
-from .errors import FormatError, UnsupportedError
+from .errors import FormatError, LimitError, ShapeError, TruncatedError, UnsupportedError
+from .io import framing
 from .io.atomic import atomic_write
-from .io.layouts import build_evt0
+from .io.layouts import build_evt0, nonfinite_count
 from .io.package import EvermindPackage, ModelType, register_model_type
-from .io.safetensors import load_safetensors, save_safetensors
+from .io.safetensors import load_safetensors, read_header, save_safetensors
 from .models import LMConfig, TransformerLM
 
 TRANSFORMER_LM = "evermind-transformer-lm"  # our TransformerLM in packages, checkpoint layout EVT0
+_INT_FIELDS = ("vocab_size", "d_model", "n_layers", "n_heads", "n_kv_heads", "d_ff", "max_seq_len")
+MAX_CONFIG_BYTES = 1 << 20
 
 
-def _config_errors(cls):
-    def errors(cfg: dict) -> list:
-        try:
-            cls.from_dict(cfg)
-        except ValueError as e:
-            return [f"invalid config: {e}"]
-        return []
-    return errors
+def _lm_config(cfg) -> LMConfig:
+    """LMConfig.from_dict, with integer fields required to be integers; ValueError names the problem."""
+    if isinstance(cfg, dict):
+        for k in _INT_FIELDS:
+            v = cfg.get(k)
+            if k in cfg and (not isinstance(v, int) or isinstance(v, bool)):
+                raise ValueError(f"{k} = {v!r} is not an integer")
+    try:
+        return LMConfig.from_dict(cfg)
+    except TypeError as e:
+        raise ValueError(str(e)) from e
 
 
-def _unpack_lm(config: dict, params: dict, device=None) -> TransformerLM:
-    model = TransformerLM(LMConfig.from_dict(config), device=device)
+def _config_errors(cfg: dict) -> list:
+    try:
+        _lm_config(cfg)
+    except ValueError as e:
+        return [f"invalid config: {e}"]
+    return []
+
+
+def lm_param_shapes(cfg: LMConfig) -> dict[str, tuple]:
+    """Name -> shape of every TransformerLM weight for cfg (what init_params builds, without building it;
+    a test keeps the two equal). Call only after comparing lm_param_names_count with what a file holds."""
+    d, hd, H, KVH, ff, V = cfg.d_model, cfg.head_dim, cfg.n_heads, cfg.n_kv_heads, cfg.d_ff, cfg.vocab_size
+    out = {"embed.weight": (V, d)}
+    for i in range(cfg.n_layers):
+        L = f"layers.{i}."
+        out.update({L + "attn_norm.weight": (d,), L + "attn.wq": (H * hd, d), L + "attn.wk": (KVH * hd, d),
+                    L + "attn.wv": (KVH * hd, d), L + "attn.wo": (d, H * hd), L + "mlp_norm.weight": (d,),
+                    L + "mlp.w_gate_up": (2 * ff, d), L + "mlp.w_down": (d, ff)})
+    out["norm.weight"] = (d,)
+    if not cfg.tie_embeddings:
+        out["head.weight"] = (V, d)
+    return out
+
+
+def lm_param_names_count(cfg: LMConfig) -> int:
+    return 2 + 8 * cfg.n_layers + (0 if cfg.tie_embeddings else 1)
+
+
+def lm_spec_errors(cfg: LMConfig, spec: dict) -> list:
+    """Where {name: (shape, dtype name)} differs from what cfg implies (no allocation by cfg's claims:
+    the tensor count is compared first, and the file's tensors are bounded by its bytes)."""
+    n = lm_param_names_count(cfg)
+    if n != len(spec):
+        return [f"config implies {n} tensors, the file holds {len(spec)}"]
+    want = lm_param_shapes(cfg)
+    errs = [f"missing tensor {k!r}" for k in sorted(set(want) - set(spec))]
+    errs += [f"unexpected tensor {k!r}" for k in sorted(set(spec) - set(want))]
+    for k in sorted(set(want) & set(spec)):
+        shape, dtype = spec[k]
+        if tuple(shape) != want[k]:
+            errs.append(f"tensor {k!r} has shape {tuple(shape)}, the config implies {want[k]}")
+        if dtype != "float32":
+            errs.append(f"tensor {k!r} is {dtype}, model weights are float32")
+    return errs[:20] + ([f"... and {len(errs) - 20} more"] if len(errs) > 20 else [])
+
+
+def _check_lm_params(config: dict, params: dict) -> list:
+    return lm_spec_errors(_lm_config(config), {k: (np.shape(a), np.asarray(a).dtype.name) for k, a in params.items()})
+
+
+def _refuse_nonfinite(params: dict, where: str, allow_nonfinite: bool) -> None:
+    if allow_nonfinite:
+        return
+    bad = [f"{k} ({c})" for k in sorted(params) if (c := nonfinite_count(params[k]))]
+    if bad:
+        raise FormatError(f"{where}: NaN/Inf weights in {', '.join(bad[:10])}; pass allow_nonfinite=True to load anyway")
+
+
+def _build(cfg: LMConfig, params: dict, device) -> TransformerLM:
+    model = TransformerLM(cfg, device=device)
     model.load_state_dict(params)
     return model
 
 
+def _unpack_lm(config: dict, params: dict, device=None) -> TransformerLM:
+    return _build(_lm_config(config), params, device)
+
+
 register_model_type(ModelType(
-    TRANSFORMER_LM, "EVT0", _config_errors(LMConfig), model_class=TransformerLM,
+    TRANSFORMER_LM, "EVT0", _config_errors, model_class=TransformerLM,
     pack=lambda m, fp16: (m.config.to_dict(), build_evt0(m.state_dict(), fp16), m.num_parameters()),
-    unpack=_unpack_lm))
+    unpack=_unpack_lm, check_params=_check_lm_params))
 
 
 # -- .npz ---------------------------------------------------------------------------------------------
@@ -54,18 +129,73 @@ def save_model(model: TransformerLM, path: str) -> None:
     atomic_write(path, buf.getvalue())
 
 
-def load_model(path: str, device=None) -> TransformerLM:
-    """Load save_model's file (validated: config fields, every weight's presence, shape and dtype)."""
-    with np.load(path, allow_pickle=False) as z:
-        if "__config__" not in z:
-            raise UnsupportedError(f"{path}: not an evermind-vk model file (no __config__)")
+def _npy_header(zf: zipfile.ZipFile, info: zipfile.ZipInfo, path: str):
+    try:
+        return _npy_header_of(zf, info, path)
+    except (zipfile.BadZipFile, RuntimeError, NotImplementedError) as e:  # bad entry, encrypted, unknown method
+        raise FormatError(f"{path}: member {info.filename!r} unreadable: {e}") from e
+
+
+def _npy_header_of(zf: zipfile.ZipFile, info: zipfile.ZipInfo, path: str):
+    with zf.open(info) as f:
         try:
-            cfg = LMConfig.from_dict(json.loads(bytes(z["__config__"]).decode()))
-        except ValueError as e:
+            version = np.lib.format.read_magic(f)
+            if version == (1, 0):
+                return np.lib.format.read_array_header_1_0(f)
+            if version == (2, 0):
+                return np.lib.format.read_array_header_2_0(f)
+        except (ValueError, EOFError) as e:
+            raise FormatError(f"{path}: member {info.filename!r} is not a .npy array: {e}") from e
+    raise FormatError(f"{path}: member {info.filename!r}: .npy format {version} unsupported")
+
+
+def _npy_read(zf: zipfile.ZipFile, info: zipfile.ZipInfo, path: str) -> np.ndarray:
+    try:
+        with zf.open(info) as f:
+            return np.lib.format.read_array(f, allow_pickle=False)
+    except (ValueError, EOFError, zipfile.BadZipFile, RuntimeError, NotImplementedError) as e:
+        raise FormatError(f"{path}: member {info.filename!r} unreadable: {e}") from e
+
+
+def load_model(path: str, device=None, allow_nonfinite: bool = False,
+               max_ratio: float = framing.DEFAULT_MAX_RATIO) -> TransformerLM:
+    """Load save_model's file. Checked before reading any weight: each member's declared size against its
+    compressed bytes (framing.allowed_size), the config, and every tensor's name, shape and dtype (from the
+    .npy headers) against the config; then the weights (NaN/Inf refused unless allow_nonfinite)."""
+    try:
+        zf = zipfile.ZipFile(path)
+    except (zipfile.BadZipFile, ValueError, EOFError) as e:
+        raise FormatError(f"{path}: not an .npz model file: {e}") from e
+    with zf:
+        infos = {}
+        for info in zf.infolist():
+            if not info.filename.endswith(".npy") or info.filename[:-4] in infos:
+                raise FormatError(f"{path}: unexpected member {info.filename!r}")
+            limit = framing.allowed_size(info.compress_size, max_ratio=max_ratio)
+            if info.file_size > limit:
+                raise LimitError(f"{path}: member {info.filename!r} declares {info.file_size} bytes from "
+                                 f"{info.compress_size} compressed (more than {limit} believed): a zip bomb?")
+            infos[info.filename[:-4]] = info
+        cinfo = infos.pop("__config__", None)
+        if cinfo is None:
+            raise UnsupportedError(f"{path}: not an evermind-vk model file (no __config__)")
+        if cinfo.file_size > MAX_CONFIG_BYTES:
+            raise LimitError(f"{path}: __config__ of {cinfo.file_size} bytes")
+        raw = _npy_read(zf, cinfo, path)
+        try:
+            cfg = _lm_config(json.loads(raw.tobytes().decode()))
+        except (ValueError, RecursionError) as e:
             raise UnsupportedError(f"{path}: {e}") from e
-        model = TransformerLM(cfg, device=device)
-        model.load_state_dict({k: z[k] for k in z.files if k != "__config__"})
-    return model
+        spec = {}
+        for k, info in infos.items():
+            shape, _fortran, dtype = _npy_header(zf, info, path)
+            spec[k] = (shape, dtype.name if dtype.byteorder in "=<|" or dtype.itemsize == 1 else f">{dtype.name}")
+        errs = lm_spec_errors(cfg, spec)
+        if errs:
+            raise ShapeError(f"{path}: weights do not match the config: {'; '.join(errs)}")
+        params = {k: _npy_read(zf, info, path) for k, info in infos.items()}
+    _refuse_nonfinite(params, path, allow_nonfinite)
+    return _build(cfg, params, device)
 
 
 # -- safetensors --------------------------------------------------------------------------------------
@@ -74,22 +204,26 @@ def export_safetensors(model: TransformerLM, path: str) -> None:
     save_safetensors(path, model.state_dict(), {"evermind_config": json.dumps(model.config.to_dict())})
 
 
-def import_safetensors(path: str, device=None) -> TransformerLM:
-    """A TransformerLM from export_safetensors' file."""
-    tensors, meta = load_safetensors(path)
+def import_safetensors(path: str, device=None, allow_nonfinite: bool = False) -> TransformerLM:
+    """A TransformerLM from export_safetensors' file (tensor names, shapes and dtypes checked against the
+    config from the header before any weight is read or the model built)."""
+    spec, meta = read_header(path)
     try:
-        cfg = LMConfig.from_dict(json.loads(meta["evermind_config"]))
-    except (KeyError, ValueError) as e:
+        cfg = _lm_config(json.loads(meta["evermind_config"]))
+    except (KeyError, ValueError, RecursionError) as e:
         raise FormatError(f"{path}: missing or invalid evermind_config metadata: {e}") from e
-    model = TransformerLM(cfg, device=device)
-    model.load_state_dict(tensors)
-    return model
+    errs = lm_spec_errors(cfg, spec)
+    if errs:
+        raise ShapeError(f"{path}: weights do not match the config: {'; '.join(errs)}")
+    tensors, _ = load_safetensors(path)
+    _refuse_nonfinite(tensors, path, allow_nonfinite)
+    return _build(cfg, tensors, device)
 
 
-def load(path: str, device=None):
+def load(path: str, device=None, allow_nonfinite: bool = False):
     """The model in a file: an .evermind package (validated), a .safetensors or an .npz we wrote."""
     if str(path).endswith(".safetensors"):
-        return import_safetensors(path, device)
+        return import_safetensors(path, device, allow_nonfinite)
     if str(path).endswith(".npz"):
-        return load_model(path, device)
-    return EvermindPackage.from_file(path).load_model(device)
+        return load_model(path, device, allow_nonfinite)
+    return EvermindPackage.from_file(path).load_model(device, allow_nonfinite=allow_nonfinite)

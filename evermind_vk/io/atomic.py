@@ -1,22 +1,121 @@
-"""The one atomic-write helper: a path holds either its old or its new content, never a mix, even
-after a crash (temp file in the same directory, fsync, rename, fsync of the directory)."""
+"""The one atomic-write helper and the per-file lock.
+
+atomic_write: a path holds either its old or its new content, never a mix, even after a crash or with
+other writers in the directory. The temp file gets an unpredictable name in the target directory and is
+created with O_CREAT|O_EXCL|O_NOFOLLOW, so a planted file or symlink can neither be reused nor redirect
+the write; it is fsynced, renamed over the target and the directory fsynced; on any error it is removed.
+An existing target keeps its permission bits (a 0600 file stays 0600); a new one gets 0666 & ~umask.
+Directories created on the way are fsynced into their parents.
+
+locked(path): an exclusive lock for a read-modify-write of path, across threads (a lock per path in
+this process) and processes (fcntl.flock on `.NAME.lock` beside it, opened with O_NOFOLLOW; the lock
+file stays, so every waiter locks the same inode). POSIX only, like the directory fsync above.
+"""
 from __future__ import annotations
 
+import contextlib
 import os
+import secrets
+import stat
+import threading
+
+try:
+    import fcntl
+except ImportError:  # not POSIX: no flock (and no directory fsync either)
+    fcntl = None
+
+from ..errors import UnsupportedError
+
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 
 
-def atomic_write(path: str, data: bytes) -> None:
-    """Write data to path atomically, creating the directory if needed."""
-    d = os.path.dirname(os.path.abspath(path))
-    os.makedirs(d, exist_ok=True)
-    tmp = os.path.join(d, f".{os.path.basename(path)}.tmp{os.getpid()}")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    fd = os.open(d, os.O_RDONLY)
+def _fsync_dir(d: str) -> None:
+    fd = os.open(d, os.O_RDONLY | _CLOEXEC)
     try:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def makedirs_durable(d: str) -> None:
+    """os.makedirs(d, exist_ok=True), fsyncing each new directory's parent so the entry survives a crash."""
+    d = os.path.abspath(d)
+    missing = []
+    while not os.path.isdir(d):
+        missing.append(d)
+        parent = os.path.dirname(d)
+        if parent == d:
+            break
+        d = parent
+    for m in reversed(missing):
+        try:
+            os.mkdir(m)
+        except FileExistsError:
+            if not os.path.isdir(m):
+                raise
+        _fsync_dir(os.path.dirname(m))
+
+
+def atomic_write(path: str, data) -> None:
+    """Write data (bytes-like) to path atomically, creating (and fsyncing) the directory if needed."""
+    path = os.path.abspath(path)
+    d = os.path.dirname(path)
+    makedirs_durable(d)
+    try:
+        mode = stat.S_IMODE(os.stat(path).st_mode)  # follows a symlinked target: that is the file replaced
+    except FileNotFoundError:
+        mode = None
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC
+    for _ in range(16):
+        tmp = os.path.join(d, f".{os.path.basename(path)}.{secrets.token_hex(8)}.tmp")
+        try:
+            fd = os.open(tmp, flags, 0o666 if mode is None else 0o600)
+            break
+        except FileExistsError:
+            continue
+    else:
+        raise FileExistsError(f"could not create a unique temp file beside {path}")
+    try:
+        try:
+            if mode is not None:
+                os.fchmod(fd, mode)
+            view = memoryview(data).cast("B")
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    _fsync_dir(d)
+
+
+_THREAD_LOCKS: dict[str, threading.Lock] = {}
+_THREAD_LOCKS_GUARD = threading.Lock()
+
+
+@contextlib.contextmanager
+def locked(path: str):
+    """Hold an exclusive lock on path's read-modify-write (threads and processes)."""
+    if fcntl is None:
+        raise UnsupportedError("checkpoint locking needs fcntl.flock (POSIX)")
+    path = os.path.abspath(path)
+    with _THREAD_LOCKS_GUARD:
+        tlock = _THREAD_LOCKS.setdefault(path, threading.Lock())
+    with tlock:
+        d = os.path.dirname(path)
+        makedirs_durable(d)
+        fd = os.open(os.path.join(d, f".{os.path.basename(path)}.lock"),
+                     os.O_RDWR | os.O_CREAT | _NOFOLLOW | _CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+        finally:
+            os.close(fd)

@@ -7,7 +7,10 @@ only quote, backslash and control characters (lone surrogates as \\uXXXX); undef
 dropped (use the UNDEFINED marker)."""
 from __future__ import annotations
 
+import json
 import math
+
+from ..errors import FormatError
 
 UNDEFINED = object()
 
@@ -105,3 +108,33 @@ def js_json(value) -> str:
     if isinstance(value, dict):
         return "{" + ",".join(js_string(str(k)) + ":" + js_json(v) for k, v in value.items()) + "}"
     raise TypeError(f"cannot serialise {type(value).__name__}")
+
+
+# -- reading hostile JSON ---------------------------------------------------------------------------
+MAX_DEPTH = 64  # no JSON of ours nests deeper; deeper input is refused before anything recurses over it
+
+
+def json_depth(value, limit: int = MAX_DEPTH) -> int:
+    """Nesting depth of parsed JSON (iterative, so any depth is measured without recursion); stops
+    counting past limit + 1."""
+    depth, stack = 0, [(value, 1)]
+    while stack:
+        v, d = stack.pop()
+        if isinstance(v, (dict, list)):
+            depth = max(depth, d)
+            if depth > limit:
+                return depth
+            stack.extend((c, d + 1) for c in (v.values() if isinstance(v, dict) else v))
+    return depth
+
+
+def loads(data, what: str, max_depth: int = MAX_DEPTH):
+    """json.loads of UTF-8 bytes from a stranger: FormatError (never RecursionError, UnicodeDecodeError
+    or JSONDecodeError) when it is not JSON or nests deeper than max_depth."""
+    try:
+        value = json.loads(bytes(data).decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as e:
+        raise FormatError(f"{what} is not JSON: {str(e)[:200]}") from e
+    if json_depth(value, max_depth) > max_depth:
+        raise FormatError(f"{what} nests deeper than {max_depth} levels")
+    return value

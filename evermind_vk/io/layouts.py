@@ -52,6 +52,15 @@ def _exact_end(buf: bytes, off: int, what: str) -> None:
         raise FormatError(f"{what}: {len(buf) - off} bytes after the parameters")
 
 
+def nonfinite_count(a: np.ndarray, chunk: int = 1 << 20) -> int:
+    """How many NaN/Inf values a float array holds (in chunks: no full-size temporary)."""
+    a = np.asarray(a)
+    if a.dtype.kind not in "fc":
+        return 0
+    flat = a.reshape(-1)
+    return int(sum(flat.size - np.count_nonzero(np.isfinite(flat[i:i + chunk])) for i in range(0, flat.size, chunk)))
+
+
 def _flat(fp16: bool, arrays) -> bytes:
     return b"".join((to_f16(a) if fp16 else np.asarray(a, np.float32)).astype("<f2" if fp16 else "<f4").tobytes()
                     for a in arrays)
@@ -64,6 +73,15 @@ def _moe_shapes(prefix: str, d: int, h: int, E: int) -> list:
     for e in range(E):
         out += mlp(f"{prefix}expert{e}.")
     return out
+
+
+def _moe_count(d: int, h: int, E: int) -> int:
+    """Parameter count of _moe_shapes(d, h, E), computed without building the list."""
+    return E * d + (E + 1) * (2 * h * d + h + d)
+
+
+def _evl_count(V, d, L, K, h, E) -> int:
+    return V * d + L * (d * K + 2 * d + _moe_count(d, h, E))
 
 
 def _positive(name: str, v) -> int:
@@ -82,10 +100,10 @@ def parse_moe0(buf: bytes) -> dict:
     d, h, E = _positive("modelDim", d), _positive("hiddenDim", h), _positive("numExperts", E)
     if not 1 <= k <= E:
         raise FormatError(f"topK {k} outside 1..{E}")
-    shapes = _moe_shapes("", d, h, E)
-    need = 24 + sum(math.prod(s) for _, s in shapes) * (2 if ver == 2 else 4)
+    need = 24 + _moe_count(d, h, E) * (2 if ver == 2 else 4)  # checked before any list of shapes is built
     if need != len(buf):
         raise (TruncatedError if need > len(buf) else FormatError)(f"MoE0 body: {len(buf)} bytes, header implies {need}")
+    shapes = _moe_shapes("", d, h, E)
     off, params = 24, {}
     for name, shape in shapes:
         a, off = _floats(buf, off, math.prod(shape), ver == 2, "MoE0")
@@ -112,8 +130,7 @@ def parse_evl0(buf: bytes, require_crc: bool = True) -> dict:
     h, E = _positive("hiddenDim", h), _positive("numExperts", E)
     if not 1 <= k <= E:
         raise FormatError(f"topK {k} outside 1..{E}")
-    shapes = evl_shapes(V, d, L, K, h, E)
-    body = 36 + sum(math.prod(s) for _, s in shapes) * (2 if ver == 2 else 4)
+    body = 36 + _evl_count(V, d, L, K, h, E) * (2 if ver == 2 else 4)  # before any list of shapes is built
     if len(buf) == body + 8 and struct.unpack_from("<I", buf, body)[0] == CRC_MAGIC:
         if struct.unpack_from("<I", buf, body + 4)[0] != crc32(buf[:body]):
             raise IntegrityError("checkpoint failed CRC integrity check (corrupt or truncated)")
@@ -124,7 +141,7 @@ def parse_evl0(buf: bytes, require_crc: bool = True) -> dict:
         raise (TruncatedError if len(buf) < body + 8 else FormatError)(
             f"EVL0: {len(buf)} bytes, header implies {body} + 8-byte CRC trailer")
     off, params = 36, {}
-    for name, shape in shapes:
+    for name, shape in evl_shapes(V, d, L, K, h, E):
         a, off = _floats(buf, off, math.prod(shape), ver == 2, "EVL0")
         params[name] = a.reshape(shape)
     cfg = {"vocabSize": V, "dModel": d, "numLayers": L, "convKernel": K, "hiddenDim": h, "numExperts": E, "topK": k}
