@@ -130,7 +130,7 @@ def dispatch(variant: Variant, tensors: list, push: dict, groups: tuple) -> None
     if any(g < 1 or g > MAX_GROUPS for g in groups):
         raise UnsupportedError(f"{variant.name}: workgroup count {groups} outside 1..{MAX_GROUPS}")
     algo = device.algorithm(variant, tensors, tuple(int(g) for g in groups), spirv(variant.spirv))
-    device.submit(algo, pack_push(variant, push))
+    device.submit(algo, pack_push(variant, push), variant.name)
 
 
 # -- elementwise launches, and the runtime's own word kernels -----------------------------------------
