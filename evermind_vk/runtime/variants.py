@@ -243,11 +243,12 @@ def loop_chunks(n: int, limit: int = MAX_LOOP) -> list[tuple[int, int]]:
 
 def colsum_plan(rows: int, cols: int = 1) -> list[tuple[int, int]]:
     """The stages of a two-stage (or deeper) column sum of a [rows, cols] matrix: (rows in, chunk) per
-    stage; a stage makes ceil(rows / chunk) rows, the last makes one. Chunks of about sqrt(rows) rows
-    (at least 16, at most MAX_LOOP) give two stages up to MAX_LOOP^2 rows, each thread looping <= chunk."""
+    stage; a stage makes ceil(rows / chunk) rows, the last makes one. Up to 256 rows: one stage; beyond,
+    chunks of about sqrt(rows) rows (at most MAX_LOOP): two stages up to 65,536 rows, three up to
+    MAX_LOOP^2 and beyond; each thread loops <= chunk times."""
     plan = []
     while True:
-        chunk = rows if rows <= 16 else min(MAX_LOOP, max(16, math.isqrt(rows - 1) + 1))
+        chunk = rows if rows <= 256 else min(MAX_LOOP, math.isqrt(rows - 1) + 1)
         plan.append((rows, max(1, chunk)))
         rows = -(-rows // max(1, chunk))
         if rows <= 1:
@@ -282,3 +283,43 @@ def matmul_k_splits(kind: str, spec: dict, K: int, device_type: str) -> list[tup
     per = matmul_loop_count(kind, spec, 64)  # loops per 64 values of k
     step = max(64, (MAX_LOOP // per) * 64)
     return loop_chunks(K, step)
+
+
+# Loop caps of device types, as the driver enforces them (iterations per invocation, all loops together):
+# lavapipe's 65,535; no GPU driver we know of has one. Launches are planned for MAX_LOOP; `dispatch`
+# refuses, before recording, any launch whose count (launch_loop_count) could pass the device's cap.
+DEVICE_LOOP_CAP = {"cpu": 65535}
+
+# Row kernels (one workgroup per row): loops over the row per op (templates/norms, softmax, cross_entropy).
+ROW_PASSES = {"rms_norm": 2, "rms_norm_backward": 2, "layer_norm": 3, "layer_norm_backward": 2,
+              "softmax": 3, "softmax_backward": 2, "cross_entropy": 2, "cross_entropy_backward": 3}
+
+
+def launch_loop_count(op: str, spec: dict, flags, push: dict) -> int | None:
+    """Upper bound of the loop iterations one invocation of a launch runs (exit tests and the
+    workgroup reductions' log2(WG) steps included), or None for ops whose loops do not grow with the
+    problem (elementwise maps) or are not described here."""
+    wg = spec.get("WG", 1)
+    if op in ROW_PASSES:
+        return ROW_PASSES[op] * (-(-push["cols"] // wg) + 1) + 32
+    if op == "colsum":
+        return push["chunk"] + 1
+    if op == "embedding_backward":
+        return push["t1"] - push["t0"] + 1
+    if op == "partial_sums":
+        return -(-push["chunk"] // wg) + 1 + 16
+    if op == "final_sum":
+        return -(-push["n"] // wg) + 1 + 16
+    if op == "matmul":
+        return matmul_loop_count(matmul_kind(flags), spec, push["K"])
+    return None
+
+
+def launch_loop_errors(op: str, spec: dict, flags, push: dict, device_type: str) -> list[str]:
+    """Why a launch may not run on a device type because of its loop cap (empty: it may)."""
+    cap = DEVICE_LOOP_CAP.get(device_type)
+    n = launch_loop_count(op, spec, flags, push) if cap is not None else None
+    if n is not None and n > cap:
+        return [f"{op}: up to {n} loop iterations per invocation, past this device's cap of {cap} "
+                "(lavapipe silently ends longer loops)"]
+    return []

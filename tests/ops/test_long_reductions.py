@@ -104,3 +104,21 @@ def test_loop_rules():
     assert variants.matmul_k_splits("tiled", spec, 200000, "discrete_gpu") == [(0, 200000)]
     with pytest.raises(ev.UnsupportedError, match="MAX_LOOP"):
         variants.check_loop("final_sum", variants.MAX_LOOP + 1)
+
+
+def test_launch_past_the_device_loop_cap_is_refused(device):
+    if device.info.type != "cpu":
+        pytest.skip("only CPU devices (lavapipe) have a loop cap")
+    x = ev.tensor(np.zeros((1, 3_000_000), np.float32))  # softmax: 3 passes of 3e6 / 128 iterations
+    with pytest.raises(variants.LoopLimitError, match="cap of 65535"):
+        ops.softmax(x)
+    spec = {"BM": 32, "BN": 32, "BK": 16, "WG_X": 16, "WG_Y": 16}
+    assert variants.launch_loop_errors("matmul", spec, (), {"K": 200000}, "cpu")  # unsplit: refused
+    assert not variants.launch_loop_errors("matmul", spec, (), {"K": 200000}, "discrete_gpu")
+    assert not variants.launch_loop_errors("add", {"WG": 256, "VEC": 1}, (), {"n": 10**9}, "cpu")
+
+
+def test_colsum_stage_counts():
+    assert [c for _, c in variants.colsum_plan(200)] == [200]
+    assert [c for _, c in variants.colsum_plan(4096)] == [64, 64]  # the LM's norm gradients: 2 stages
+    assert len(variants.colsum_plan(65536)) == 2
