@@ -12,11 +12,12 @@ from .errors import DeviceError, EvermindError, KernelError, ShapeError, Unsuppo
 from .files import load
 from .ops import add, matmul, matmul_backward, mul, scale
 from .runtime import Device, DeviceInfo, Program, Tensor, devices, empty, get_device, record, tensor, zeros
+from .runtime.profiler import Profile, profile
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Device", "DeviceInfo", "devices", "get_device", "Tensor", "tensor", "empty", "zeros",
-    "add", "mul", "scale", "matmul", "matmul_backward", "record", "Program", "load",
+    "add", "mul", "scale", "matmul", "matmul_backward", "record", "Program", "load", "profile", "Profile",
     "EvermindError", "DeviceError", "UnsupportedError", "ShapeError", "KernelError",
 ]

@@ -19,6 +19,7 @@ from .io.package import EvermindPackage, fnv1a32
 from .models import LMConfig, TransformerLM
 from .ops import matmul
 from .runtime import devices, get_device, tensor
+from .runtime.profiler import profile
 from .train import ByteTokenizer, Trainer, default_corpus, generate
 from .train.plot import loss_curve_png
 
@@ -165,6 +166,49 @@ def cmd_verify(args) -> int:
     return 0
 
 
+def cmd_profile(args) -> int:
+    """Record one training step of a TransformerLM (the `train` model flags), then print GPU time per
+    kernel variant from Vulkan timestamps and the host time per step (evermind_vk.runtime.profiler)."""
+    dev = get_device(args.device)
+    cfg = LMConfig(d_model=args.d_model, n_layers=args.layers, n_heads=args.heads, n_kv_heads=args.kv_heads,
+                   d_ff=args.d_ff, max_seq_len=max(args.seq_len, 64), seed=args.seed)
+    model = TransformerLM(cfg, device=dev)
+    tok = ByteTokenizer()
+    need = args.batch_size * (args.seq_len + 1) * 2
+    text = open(args.text, encoding="utf-8").read() if args.text else default_corpus()
+    ids = tok.encode(text)[:need]
+    trainer = Trainer(model, tok, seed=args.seed)
+    trainer.train(ids, epochs=1, seq_len=args.seq_len, batch_size=args.batch_size, lr=args.lr,
+                  max_grad_norm=args.max_grad_norm)  # records the step and runs it (pipelines built)
+    prog = trainer.step_program(args.seq_len, args.batch_size, args.max_grad_norm)
+    prof = profile(prog, repeats=args.repeats)
+    tokens = args.batch_size * args.seq_len
+    print(f"one training step: {model.num_parameters():,} parameters, batch {args.batch_size} x {args.seq_len} tokens, "
+          f"{len(prog)} operations, one submit")
+    print(prof.table())
+    print(f"throughput: {tokens / (prof.host_ms / 1e3):,.0f} tokens/s (host time), "
+          f"{tokens / (prof.gpu_ms / 1e3):,.0f} tokens/s (GPU time)")
+    return 0
+
+
+def _add_profile_parser(sub) -> None:
+    p = sub.add_parser("profile", help="GPU time per kernel variant of one recorded training step")
+    p.add_argument("--text", help="a UTF-8 text file for the sample batch (default: the embedded corpus)")
+    p.add_argument("--seq-len", type=int, default=64)
+    p.add_argument("--batch-size", type=int, default=8)
+    p.add_argument("--lr", type=float, default=3e-3)
+    p.add_argument("--max-grad-norm", type=float, default=1.0)
+    p.add_argument("--d-model", type=int, default=64)
+    p.add_argument("--layers", type=int, default=2)
+    p.add_argument("--heads", type=int, default=4)
+    p.add_argument("--kv-heads", type=int, default=2)
+    p.add_argument("--d-ff", type=int, default=128)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--repeats", type=int, default=3, help="timed runs of the step (median per operation)")
+    p.add_argument("--device", default=None)
+    p.set_defaults(fn=cmd_profile)
+
+
 def version_line() -> str:
     """evermind-vk's version and the kp build it runs on (ours reports 0.9.0+evermind1)."""
     try:
@@ -227,6 +271,7 @@ def main(argv=None) -> int:
     p = sub.add_parser("verify", help="exit non-zero on any problem in an .evermind package or checkpoint")
     p.add_argument("file")
     p.set_defaults(fn=cmd_verify)
+    _add_profile_parser(sub)
     args = ap.parse_args(argv)
     if getattr(args, "time_limit", None) == 0:
         args.time_limit = None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 from ..errors import ShapeError
+from ..runtime import variants
 from ..runtime.tensor import Tensor, empty
 from ._util import FLOATS, like, per_thread, want
 
@@ -28,13 +29,17 @@ def embedding(ids: Tensor, table: Tensor, transpose: bool = False, index_offset:
 
 def embedding_backward(ids: Tensor, dy: Tensor, vocab: int, transpose: bool = False,
                        index_offset: int = 0) -> Tensor:
-    """d table (f32, [V, D] or [D, V]); deterministic (token order) accumulation; ids >= V skipped."""
+    """d table (f32, [V, D] or [D, V]); deterministic (token order) accumulation; ids >= V skipped.
+    Tokens are split into ordered dispatches of at most MAX_LOOP (runtime.variants.loop_chunks), each
+    adding its tokens' sums to the table, so no invocation loops past lavapipe's cap."""
     T, D = dy.shape
     if T + index_offset > ids.numel:
         raise ShapeError(f"embedding_backward: {T} tokens at offset {index_offset} exceed {ids.numel} ids")
     dt = empty((D, vocab) if transpose else (vocab, D), "f32", dy.device)
-    per_thread("embedding_backward", dy.dtype, [ids, dy, dt],
-               dict(T=T, D=D, V=vocab, transpose=int(transpose), offset=index_offset), vocab * D)
+    for j, (t0, t1) in enumerate(variants.loop_chunks(T)):
+        per_thread("embedding_backward", dy.dtype, [ids, dy, dt],
+                   dict(T=T, D=D, V=vocab, transpose=int(transpose), offset=index_offset, t0=t0, t1=t1,
+                        accumulate=int(j > 0)), vocab * D)
     return dt
 
 

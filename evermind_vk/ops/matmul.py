@@ -30,15 +30,27 @@ def gemm_strided(a: Tensor, b: Tensor, c: Tensor, M: int, N: int, K: int, *,
     dev = a.device
     v = variants.pick_matmul(kernels.usable("matmul", a.dtype, dev), M, N, K, lay, dev.info.type,
                              dev.info.shared_memory, batch, os.environ.get("EVERMIND_VK_MATMUL_VARIANT", "").strip())
-    errs = variants.matmul_launch_errors(variants.matmul_kind(v.flags), v.spec, M, N, K, lay)
-    if errs:  # the selector never does this; a template must never run outside its assumptions
-        raise UnsupportedError(f"{v.name} cannot run {M}x{N}x{K}: " + "; ".join(errs))
-    push = dict(M=M, N=N, K=K, sam=a_strides[0], sak=a_strides[1], sbk=b_strides[0], sbn=b_strides[1],
-                scm=c_strides[0], scn=c_strides[1], aoff=a_batch[0], sab=a_batch[1],
-                boff=b_batch[0], sbb=b_batch[1], bdiv=b_batch[2], coff=c_batch[0], scb=c_batch[1],
-                alpha=alpha, beta=beta)
+    splits = variants.matmul_k_splits(variants.matmul_kind(v.flags), v.spec, K, dev.info.type)
+    if len(splits) > 1:  # split-K: later parts accumulate (beta = 1), so pick for that layout
+        lay1 = variants.Layout(lay.a_strides, lay.b_strides, lay.c_strides, lay.a_batch, lay.b_batch,
+                               lay.c_batch, 1.0)
+        v = variants.pick_matmul(kernels.usable("matmul", a.dtype, dev), M, N, K, lay1, dev.info.type,
+                                 dev.info.shared_memory, batch, os.environ.get("EVERMIND_VK_MATMUL_VARIANT", "").strip())
+        splits = variants.matmul_k_splits(variants.matmul_kind(v.flags), v.spec, K, dev.info.type)
     groups = (-(-N // v.spec["BN"]), -(-M // v.spec["BM"]), batch)  # v4: BM = 4 WG_Y, BN = 4 WG_X
-    kernels.dispatch(v, [a, b, c], push, groups)
+    for j, (k0, k1) in enumerate(splits):
+        part = variants.Layout(lay.a_strides, lay.b_strides, lay.c_strides,
+                               (a_batch[0] + k0 * a_strides[1], a_batch[1]),
+                               (b_batch[0] + k0 * b_strides[0], b_batch[1], b_batch[2]), lay.c_batch,
+                               float(beta) if j == 0 else 1.0)
+        errs = variants.matmul_launch_errors(variants.matmul_kind(v.flags), v.spec, M, N, k1 - k0, part)
+        if errs:  # the selector never does this; a template must never run outside its assumptions
+            raise UnsupportedError(f"{v.name} cannot run {M}x{N}x{k1 - k0}: " + "; ".join(errs))
+        push = dict(M=M, N=N, K=k1 - k0, sam=a_strides[0], sak=a_strides[1], sbk=b_strides[0], sbn=b_strides[1],
+                    scm=c_strides[0], scn=c_strides[1], aoff=part.a_batch[0], sab=a_batch[1],
+                    boff=part.b_batch[0], sbb=b_batch[1], bdiv=b_batch[2], coff=c_batch[0], scb=c_batch[1],
+                    alpha=alpha, beta=part.beta)
+        kernels.dispatch(v, [a, b, c], push, groups)
     return c
 
 

@@ -2,9 +2,10 @@
 elements; stage 2: one workgroup adds the partials in order)."""
 from __future__ import annotations
 
-from ..errors import ShapeError
+from ..errors import ShapeError, UnsupportedError
+from ..runtime import kernels, variants
 from ..runtime.tensor import Tensor, empty
-from ._util import FLOATS, per_thread, rows_cols, run, want
+from ._util import FLOATS, one_variant, rows_cols, run, want
 
 __all__ = ["colsum", "n_partials", "partial_sums", "final_sum", "reduce_sum", "sum_squares"]
 
@@ -12,10 +13,26 @@ CHUNK = 4096  # elements per stage-1 workgroup
 
 
 def colsum(x: Tensor) -> Tensor:
-    """Sum over all rows of x viewed as [rows, last dim], in f32 (bias and norm weight gradients)."""
+    """Sum over all rows of x viewed as [rows, last dim], in f32 (bias and norm weight gradients).
+    Parallel over columns and row chunks, in stages (runtime.variants.colsum_plan): every thread adds at
+    most MAX_LOOP rows in row order, so the result is deterministic and right at any row count."""
     rows, cols = rows_cols(x)
     y = empty((cols,), "f32", x.device)
-    per_thread("colsum", x.dtype, [x, y], dict(rows=rows, cols=cols), cols)
+    if cols == 0:
+        return y
+    src = x
+    plan = variants.colsum_plan(rows, cols)
+    for i, (n, chunk) in enumerate(plan):
+        variants.check_loop("colsum", chunk)
+        out_rows = -(-n // chunk)
+        dst = y if i == len(plan) - 1 else empty((out_rows, cols), "f32", x.device)
+        v = one_variant("colsum", src.dtype, x.device)
+        gx = -(-cols // v.spec["WG"])
+        if gx > kernels.MAX_GROUPS or out_rows > kernels.MAX_GROUPS:
+            raise UnsupportedError(f"colsum of [{rows}, {cols}] needs {gx}x{out_rows} workgroups, "
+                                   f"more than {kernels.MAX_GROUPS} per dimension")
+        kernels.dispatch(v, [src, dst], dict(rows=n, cols=cols, chunk=chunk), (gx, out_rows, 1))
+        src = dst
     return y
 
 
@@ -37,6 +54,7 @@ def partial_sums(x: Tensor, part: Tensor, offset: int = 0, square: bool = False)
 def final_sum(part: Tensor, n: int, out: Tensor, index: int = 0, accumulate: bool = False,
               divide_by: Tensor | None = None) -> None:
     """Stage 2: out[index] (+)= sum(part[:n]) (then / max(divide_by[0], 1))."""
+    variants.check_loop("final_sum", variants.final_sum_loops(n, one_variant("final_sum", "f32", part.device).spec["WG"]))
     run("final_sum", "f32", [part, out, divide_by if divide_by is not None else out],
         dict(n=n, oidx=index, accumulate=int(accumulate), use_div=int(divide_by is not None)), 1)
 

@@ -7,6 +7,8 @@ them (ci/patches/0003); `Device.caps` says which are on after the kill switches 
 Kill switches (set to 1 to treat the feature as absent; makes feature bugs bisectable):
   EVERMIND_VK_DISABLE_F16      16-bit storage and float16 arithmetic
   EVERMIND_VK_DISABLE_COOPMAT  cooperative matrices
+  EVERMIND_VK_DISABLE_SHARED_PIPELINES  build a pipeline per tensor set, as stock kp does
+                                        (instead of once per variant, ci/patches/0008)
 Device choice: argument, else EVERMIND_VK_DEVICE (an index or a name substring), else device 0.
 """
 from __future__ import annotations
@@ -36,9 +38,9 @@ def kp_module():
         import kp
     except ImportError as e:  # pragma: no cover - setup problem
         raise DeviceError(f"kp (Kompute) is not importable ({e}); run `bash ci/setup.sh`") from e
-    if not hasattr(kp.Manager, "get_device_capabilities"):
+    if not all(hasattr(kp.Manager, f) for f in ("get_device_capabilities", "algorithm_sharing")):
         raise DeviceError(
-            f"kp {getattr(kp, '__version__', '?')} lacks evermind-vk's patches (barriers, device features); "
+            f"kp {getattr(kp, '__version__', '?')} lacks evermind-vk's patches (barriers, device features, shared pipelines); "
             "build it with `bash ci/setup.sh`")
     return kp
 
@@ -163,6 +165,12 @@ class Device:
         self.info = DeviceInfo.from_caps(index, self.manager.get_device_capabilities())
         self._algorithms: dict[tuple, object] = {}
         self._by_tensor: dict[int, set] = {}
+        # One source algorithm per variant (its shader module, layouts and pipeline, bound to a placeholder
+        # buffer and never dispatched); every tensor set's algorithm shares its pipeline (ci/patches/0008).
+        self.share_pipelines = os.environ.get("EVERMIND_VK_DISABLE_SHARED_PIPELINES", "").strip() in ("", "0")
+        self._pipelines: dict[str, object] = {}
+        self._placeholder = None
+        self.pipelines_built = 0  # pipelines created on this device (the profiler and tests read it)
         self._eager = self.manager.sequence()
         self.recording = None  # the Program being recorded, if any
         self.submits = 0  # sequences submitted (eager dispatches, uploads, downloads, replays)
@@ -182,31 +190,50 @@ class Device:
         key = (variant.name, tuple(t.uid for t in tensors), groups)
         algo = self._algorithms.get(key)
         if algo is None:
-            spec = np.array([v for _, v in variant.spec_constants], dtype=np.uint32)
-            push = np.zeros(max(1, len(variant.push_constants)), dtype=np.uint32)
-            # kp 0.9.0 picks the push-constant type from the spec-constant dtype: both are uint32 here.
-            algo = self.manager.algorithm([t.kp for t in tensors], spirv, list(groups), spec, push)
+            if self.share_pipelines:
+                algo = self.manager.algorithm_sharing(self._pipeline(variant, len(tensors), spirv),
+                                                      [t.kp for t in tensors], list(groups))
+            else:
+                algo = self._build(variant, [t.kp for t in tensors], groups, spirv)
             self._algorithms[key] = algo
             for t in tensors:
                 self._by_tensor.setdefault(t.uid, set()).add(key)
         return algo
 
+    def _build(self, variant, kp_tensors, groups, spirv: bytes):
+        """A kp Algorithm with its own shader module and pipeline (built now)."""
+        spec = np.array([v for _, v in variant.spec_constants], dtype=np.uint32)
+        push = np.zeros(max(1, len(variant.push_constants)), dtype=np.uint32)
+        # kp 0.9.0 picks the push-constant type from the spec-constant dtype: both are uint32 here.
+        algo = self.manager.algorithm(kp_tensors, spirv, list(groups), spec, push)
+        self.pipelines_built += 1
+        return algo
+
+    def _pipeline(self, variant, n_bindings: int, spirv: bytes):
+        """The variant's source algorithm: its pipeline is built on first use, once per device."""
+        src = self._pipelines.get(variant.name)
+        if src is None:
+            if self._placeholder is None:
+                self._placeholder = self.manager.tensor_t(np.zeros(4, dtype=np.uint32), kp_module().TensorTypes.storage)
+            src = self._build(variant, [self._placeholder] * n_bindings, (1, 1, 1), spirv)
+            self._pipelines[variant.name] = src
+        return src
     def forget(self, uid: int) -> None:
         """Drop cached algorithms bound to a tensor that is gone."""
         for key in self._by_tensor.pop(uid, ()):
             self._algorithms.pop(key, None)
 
     # -- submission --------------------------------------------------------------------------
-    def _record_or_run(self, op, keep) -> None:
+    def _record_or_run(self, op, keep, label: str = "") -> None:
         """Append a kp operation to the recording (keeping `keep` alive with it), or submit it now."""
         if self.recording is not None:
-            self.recording._append(op, keep)
+            self.recording._append(op, keep, label)
         else:
             self._eager.eval(op)
             self.submits += 1
 
-    def submit(self, algo, push_words: np.ndarray) -> None:
-        self._record_or_run(kp_module().OpAlgoDispatch(algo, push_words), algo)
+    def submit(self, algo, push_words: np.ndarray, label: str = "") -> None:
+        self._record_or_run(kp_module().OpAlgoDispatch(algo, push_words), algo, label)
 
     @contextlib.contextmanager
     def eager(self):
@@ -221,12 +248,12 @@ class Device:
     def upload(self, tensor) -> None:
         """Copy a host-visible tensor's staging memory to the device now or, inside a recording, at
         each run of the recorded program (so a replay picks up host-written per-step scalars)."""
-        self._record_or_run(kp_module().OpTensorSyncDevice([tensor.kp]), tensor.kp)
+        self._record_or_run(kp_module().OpTensorSyncDevice([tensor.kp]), tensor.kp, "upload")
 
     def sync_local(self, tensor) -> None:
         """Copy a host-visible tensor's device buffer to its staging memory now or, inside a recording,
         at the end of each run (then read it with Tensor.read_staging(), no further submit)."""
-        self._record_or_run(kp_module().OpTensorSyncLocal([tensor.kp]), tensor.kp)
+        self._record_or_run(kp_module().OpTensorSyncLocal([tensor.kp]), tensor.kp, "download")
 
     def run_ops(self, ops) -> None:
         """Record kp operations (uploads, downloads) into one sequence and submit it now."""

@@ -129,8 +129,11 @@ def dispatch(variant: Variant, tensors: list, push: dict, groups: tuple) -> None
         raise UnsupportedError(f"{variant.name} needs {', '.join(missing)}, which {device.info.name} lacks")
     if any(g < 1 or g > MAX_GROUPS for g in groups):
         raise UnsupportedError(f"{variant.name}: workgroup count {groups} outside 1..{MAX_GROUPS}")
+    loops = variants.launch_loop_errors(variant.op, variant.spec, variant.flags, push, device.info.type)
+    if loops:
+        raise variants.LoopLimitError(f"{variant.name}: " + "; ".join(loops))
     algo = device.algorithm(variant, tensors, tuple(int(g) for g in groups), spirv(variant.spirv))
-    device.submit(algo, pack_push(variant, push))
+    device.submit(algo, pack_push(variant, push), variant.name)
 
 
 # -- elementwise launches, and the runtime's own word kernels -----------------------------------------

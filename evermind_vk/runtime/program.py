@@ -20,14 +20,22 @@ class Program:
         self.device = device
         self._ops = []
         self._keep = []  # algorithms the sequence uses stay alive with it
+        self._labels = []  # per op: the kernel variant's name, or "upload" / "download" (the profiler's rows)
         self._seq = None
 
-    def _append(self, op, keep) -> None:
-        """Add a kp operation; `keep` (its algorithm or tensor) lives as long as the program."""
+    def _append(self, op, keep, label: str = "") -> None:
+        """Add a kp operation; `keep` (its algorithm or tensor) lives as long as the program; `label`
+        names it (the kernel variant) for the profiler."""
         if self._seq is not None:
             raise EvermindError("this Program is already recorded")
         self._ops.append(op)
         self._keep.append(keep)
+        self._labels.append(label or type(op).__name__)
+
+    @property
+    def labels(self) -> list[str]:
+        """What each recorded operation is, in order: a kernel variant's name, "upload" or "download"."""
+        return list(self._labels)
 
     def __len__(self) -> int:
         return len(self._ops)

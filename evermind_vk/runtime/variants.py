@@ -18,6 +18,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from ..errors import UnsupportedError
+
 # -- features ----------------------------------------------------------------------------------------
 # Device features a dtype or a code-changing flag needs (names as in Device.caps).
 DTYPE_FEATURES = {"f16": ("storage_buffer_16bit_access",)}
@@ -207,3 +209,117 @@ def pick_matmul(cands, M: int, N: int, K: int, lay: Layout, device_type: str, sh
     tiles = sorted({(v.spec["BM"], v.spec["BN"], v.spec["BK"]) for v in pool})
     tile = matmul_tile(M, N, K, tiles, shared_memory, device_type, batch, buffers=MATMUL_BUFFERS[kind])
     return next(v for v in pool if (v.spec["BM"], v.spec["BN"], v.spec["BK"]) == tile)
+
+
+# -- loop bounds: no invocation loops more than MAX_LOOP times ----------------------------------------
+# Mesa's lavapipe (the CPU Vulkan driver) ends every shader loop after 65,535 iterations, silently
+# (LP_MAX_TGSI_LOOP_ITERATIONS): a one-thread sum of 65,536 ones returns 65,535. Every launch whose
+# per-invocation loop count grows with the problem is planned here so that no invocation loops more
+# than MAX_LOOP times (16x below that cap, counting all its loops together: lavapipe's cap is on an
+# invocation's total over all its loops, see matmul_loop_count): long reductions become two-stage
+# (colsum), long accumulations become several ordered dispatches (embedding_backward, split-K matmul
+# on CPU devices), and a launch that still cannot fit is refused (check_loop). GPUs have no such cap;
+# the reductions are planned the same way there (more parallel), matmul is split only on CPU devices.
+MAX_LOOP = 4096
+
+
+class LoopLimitError(UnsupportedError):
+    """A launch whose invocations would loop more than MAX_LOOP times."""
+
+
+def check_loop(what: str, iterations: int) -> None:
+    """Refuse a launch whose invocations loop `iterations` times when that exceeds MAX_LOOP."""
+    if iterations > MAX_LOOP:
+        raise LoopLimitError(f"{what}: {iterations} loop iterations per invocation exceed MAX_LOOP = {MAX_LOOP} "
+                             "(lavapipe silently ends loops after 65,535; split the launch)")
+
+
+def loop_chunks(n: int, limit: int = MAX_LOOP) -> list[tuple[int, int]]:
+    """[lo, hi) ranges of at most `limit` covering range(n) in order (at least one, possibly empty)."""
+    if limit < 1:
+        raise ValueError(f"loop chunk limit {limit} < 1")
+    return [(lo, min(lo + limit, n)) for lo in range(0, n, limit)] or [(0, 0)]
+
+
+def colsum_plan(rows: int, cols: int = 1) -> list[tuple[int, int]]:
+    """The stages of a two-stage (or deeper) column sum of a [rows, cols] matrix: (rows in, chunk) per
+    stage; a stage makes ceil(rows / chunk) rows, the last makes one. Up to 256 rows: one stage; beyond,
+    chunks of about sqrt(rows) rows (at most MAX_LOOP): two stages up to 65,536 rows, three up to
+    MAX_LOOP^2 and beyond; each thread loops <= chunk times."""
+    plan = []
+    while True:
+        chunk = rows if rows <= 256 else min(MAX_LOOP, math.isqrt(rows - 1) + 1)
+        plan.append((rows, max(1, chunk)))
+        rows = -(-rows // max(1, chunk))
+        if rows <= 1:
+            return plan
+
+
+def final_sum_loops(n: int, wg: int) -> int:
+    """Iterations per thread of final_sum (one workgroup adds n partials, wg threads)."""
+    return -(-n // wg)
+
+
+def matmul_loop_count(kind: str, spec: dict, K: int) -> int:
+    """Loop iterations one matmul invocation runs over K, as lavapipe counts them: one per k-step, and
+    per k-step each staging loop of the tiled algorithm with its exit test (unrolled loops do not count).
+    Measured: a 1 x 200,000 . 200,000 x 1 product on the 32x32x16 tile (256 threads: two staging loops of
+    two iterations) summed 149,808 = 9,363 x 16 terms, i.e. the cap of 65,535 is on the invocation's total
+    over all its loops, at 7 per k-step."""
+    bk = spec["BK"]
+    steps = -(-K // bk)
+    if kind == "tiled":
+        nt = spec["WG_X"] * spec["WG_Y"]
+        return steps * (1 + (-(-bk * spec["BM"] // nt) + 1) + (-(-bk * spec["BN"] // nt) + 1))
+    return steps
+
+
+def matmul_k_splits(kind: str, spec: dict, K: int, device_type: str) -> list[tuple[int, int]]:
+    """[k0, k1) ranges of one product, run as ordered dispatches accumulating into C (beta = 1 after the
+    first), so that no invocation loops more than MAX_LOOP times. Only CPU devices (lavapipe) are split;
+    ranges are multiples of 64 (keeps the 16-byte alignment of every algorithm's offsets)."""
+    if device_type != "cpu" or matmul_loop_count(kind, spec, K) <= MAX_LOOP:
+        return [(0, K)]
+    per = matmul_loop_count(kind, spec, 64)  # loops per 64 values of k
+    step = max(64, (MAX_LOOP // per) * 64)
+    return loop_chunks(K, step)
+
+
+# Loop caps of device types, as the driver enforces them (iterations per invocation, all loops together):
+# lavapipe's 65,535; no GPU driver we know of has one. Launches are planned for MAX_LOOP; `dispatch`
+# refuses, before recording, any launch whose count (launch_loop_count) could pass the device's cap.
+DEVICE_LOOP_CAP = {"cpu": 65535}
+
+# Row kernels (one workgroup per row): loops over the row per op (templates/norms, softmax, cross_entropy).
+ROW_PASSES = {"rms_norm": 2, "rms_norm_backward": 2, "layer_norm": 3, "layer_norm_backward": 2,
+              "softmax": 3, "softmax_backward": 2, "cross_entropy": 2, "cross_entropy_backward": 3}
+
+
+def launch_loop_count(op: str, spec: dict, flags, push: dict) -> int | None:
+    """Upper bound of the loop iterations one invocation of a launch runs (exit tests and the
+    workgroup reductions' log2(WG) steps included), or None for ops whose loops do not grow with the
+    problem (elementwise maps) or are not described here."""
+    wg = spec.get("WG", 1)
+    if op in ROW_PASSES:
+        return ROW_PASSES[op] * (-(-push["cols"] // wg) + 1) + 32
+    if op == "colsum":
+        return push["chunk"] + 1
+    if op == "embedding_backward":
+        return push["t1"] - push["t0"] + 1
+    if op == "partial_sums":
+        return -(-push["chunk"] // wg) + 1 + 16
+    if op == "final_sum":
+        return -(-push["n"] // wg) + 1 + 16
+    if op == "matmul":
+        return matmul_loop_count(matmul_kind(flags), spec, push["K"])
+    return None
+
+
+def launch_loop_errors(op: str, spec: dict, flags, push: dict, device_type: str) -> list[str]:
+    """Why a launch may not run on a device type because of its loop cap (empty: it may)."""
+    cap = DEVICE_LOOP_CAP.get(device_type)
+    n = launch_loop_count(op, spec, flags, push) if cap is not None else None
+    if n is not None and n > cap:
+        return [f"{op}: up to {n} loop iterations per invocation, past this device's cap of {cap} "
+                "(lavapipe silently ends longer loops)"]
+    return []

@@ -144,6 +144,14 @@ class Trainer:
             print(file=sys.stderr)
         return losses
 
+    def step_program(self, seq_len: int = 64, batch_size: int = 1, max_grad_norm: float = 1.0, wsla: bool = False,
+                     track_grad_norm: bool = False):
+        """The recorded training step (a runtime Program) that `train` with these settings has used, for
+        `evermind_vk.profile`; None before such a `train` call."""
+        names = tuple(self.model.wsla_parameters()) if wsla else tuple(self.model.parameters())
+        step = self._steps.get((batch_size, seq_len, names, float(max_grad_norm), bool(track_grad_norm), True))
+        return step.program if step is not None else None
+
     def evaluate(self, text_or_ids, seq_len: int = 64, batch_size: int = 1) -> float:
         """Perplexity exp(mean next-token loss) over every pair of the text."""
         chunks = build_chunks(self._ids(text_or_ids), seq_len)

@@ -1,21 +1,26 @@
 #version 450
 #extension GL_EXT_control_flow_attributes : enable
 
-// colsum: one thread per output element (WG threads a workgroup), fixed summation order.
+// One stage of a column sum, parallel over columns and row chunks: the thread for column c of
+// chunk g (workgroup (x, g)) writes y[g, c] = sum of x[r, c] over the chunk's rows, in row order.
+// The runtime repeats stages until one row is left (runtime.variants.colsum_plan): each thread loops at
+// most `chunk` <= MAX_LOOP times. Fixed order: same inputs, same bits.
 layout(constant_id = 0) const uint WG = 256;
 layout(std430, binding = 0) readonly buffer Buf_x { float x[]; };
 layout(std430, binding = 1) writeonly buffer Buf_y { float y[]; };
 layout(push_constant) uniform Push {
     uint rows;
     uint cols;
+    uint chunk;
 } p;
 layout(local_size_x_id = 0) in;
 
 void main() {
-    const uint i = (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * WG + gl_LocalInvocationID.x;
-    // y[c] = sum over rows of x[r, c], rows in order.
-    if (i >= p.cols) return;
+    const uint c = gl_WorkGroupID.x * WG + gl_LocalInvocationID.x;
+    const uint g = gl_WorkGroupID.y;
+    if (c >= p.cols) return;
+    const uint lo = g * p.chunk, hi = min(lo + p.chunk, p.rows);
     float s = 0.0;
-    for (uint r = 0; r < p.rows; ++r) s += float(x[r * p.cols + i]);
-    y[i] = s;
+    for (uint r = lo; r < hi; ++r) s += float(x[r * p.cols + c]);
+    y[g * p.cols + c] = s;
 }

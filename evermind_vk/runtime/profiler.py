@@ -1,0 +1,103 @@
+"""GPU time per kernel variant of a recorded Program, from Vulkan timestamps.
+
+    with ev.record() as step:
+        ...
+    print(ev.profile(step))          # runs the program `repeats` times (side effects included)
+
+kp latches one timestamp before the first command and one after each recorded operation of a sequence
+made with `manager.sequence(0, n)`; consecutive differences are each operation's GPU time (every
+dispatch waits for the previous one: ci/patches/0002 records a compute barrier before each). Ticks are
+turned into nanoseconds with the device's timestampPeriod (ci/patches/0007). Host time is the wall
+time of `Program.run()` (one submit and its wait) measured separately, without timestamps.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from ..errors import DeviceError, EvermindError
+
+
+@dataclass(frozen=True)
+class ProfileRow:
+    name: str  # a kernel variant's name, or "upload" / "download"
+    count: int  # operations of this name in one run of the program
+    total_ms: float  # their GPU time per run (median over repeats)
+    percent: float  # of the step's GPU time
+
+
+@dataclass
+class Profile:
+    rows: list  # ProfileRow, largest total first
+    gpu_ms: float  # sum of the operations' GPU time per run
+    host_ms: float  # median wall time of one Program.run()
+    repeats: int
+    device: str
+    per_op_ms: list = field(default_factory=list)  # (name, ms) per operation, in program order
+
+    def table(self) -> str:
+        w = max([len("kernel variant")] + [len(r.name) for r in self.rows])
+        lines = [f"{'kernel variant':<{w}}  {'count':>6}  {'total ms':>10}  {'% step':>7}"]
+        for r in self.rows:
+            lines.append(f"{r.name:<{w}}  {r.count:>6}  {r.total_ms:>10.3f}  {r.percent:>6.1f}%")
+        lines.append(f"{'GPU total':<{w}}  {sum(r.count for r in self.rows):>6}  {self.gpu_ms:>10.3f}  {100.0:>6.1f}%")
+        lines.append(f"host time per step: {self.host_ms:.3f} ms (median of {self.repeats} runs, one submit each) "
+                     f"on {self.device}")
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.table()
+
+
+def _median(xs: list) -> float:
+    s = sorted(xs)
+    n = len(s)
+    return s[n // 2] if n % 2 else 0.5 * (s[n // 2 - 1] + s[n // 2])
+
+
+def profile(program, repeats: int = 3) -> Profile:
+    """Run a recorded Program `repeats` times with timestamps and `repeats` times plain, and return the
+    GPU time per kernel variant (count, total ms, % of the step) and the host time per step.
+    The program's effects happen 2 x repeats times (a training step trains)."""
+    if repeats < 1:
+        raise EvermindError(f"profile: repeats must be >= 1, got {repeats}")
+    if program._seq is None:
+        raise EvermindError("profile() of a Program whose recording has not finished")
+    dev = program.device
+    ops, labels = program._ops, program.labels
+    if not ops:
+        raise EvermindError("profile() of an empty Program")
+    props = dev.manager.get_device_properties()
+    if not props.get("timestamps_supported"):
+        raise DeviceError(f"{dev.info.name} does not support timestamps on compute queues")
+    if "timestamp_period" not in props:
+        raise DeviceError("kp lacks the timestamp period (ci/patches/0007); rebuild it with `bash ci/setup.sh`")
+    period_ns = float(props["timestamp_period"])
+    seq = dev.manager.sequence(0, len(ops) + 1)
+    for op in ops:
+        seq.record(op)
+    per_op_runs = []
+    for _ in range(repeats):
+        seq.eval()
+        dev.submits += 1
+        ts = seq.get_timestamps()
+        if len(ts) != len(ops) + 1:
+            raise DeviceError(f"got {len(ts)} timestamps for {len(ops)} operations")
+        per_op_runs.append([(ts[i + 1] - ts[i]) * period_ns / 1e6 for i in range(len(ops))])
+    del seq
+    host = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        program.run()
+        host.append((time.perf_counter() - t0) * 1e3)
+    per_op = [_median([run[i] for run in per_op_runs]) for i in range(len(ops))]
+    gpu = sum(per_op)
+    groups: dict[str, list] = {}
+    for name, ms in zip(labels, per_op):
+        g = groups.setdefault(name, [0, 0.0])
+        g[0] += 1
+        g[1] += ms
+    rows = [ProfileRow(n, c, t, 100.0 * t / gpu if gpu > 0 else 0.0) for n, (c, t) in groups.items()]
+    rows.sort(key=lambda r: (-r.total_ms, r.name))
+    return Profile(rows=rows, gpu_ms=gpu, host_ms=_median(host), repeats=repeats, device=dev.info.name,
+                   per_op_ms=list(zip(labels, per_op)))

@@ -1,0 +1,42 @@
+"""The profiler: GPU time per kernel variant of a recorded Program from Vulkan timestamps."""
+import numpy as np
+
+import evermind_vk as ev
+from evermind_vk.cli import main
+from evermind_vk.runtime import kernels
+
+
+def test_timestamp_period(device):
+    props = device.manager.get_device_properties()  # ci/patches/0007
+    assert props["timestamps_supported"] and props["timestamp_period"] > 0
+
+
+def test_profile_counts_each_variant(device, rng):
+    x = ev.tensor(rng.standard_normal((64, 64)).astype(np.float32))
+    w = ev.tensor(rng.standard_normal((64, 64)).astype(np.float32))
+    with ev.record() as prog:
+        y = x
+        for _ in range(3):
+            y = ev.add(y, x)
+        for _ in range(2):
+            y = ev.scale(y, 0.5)
+        y = ev.matmul(y, w)
+    prof = ev.profile(prog, repeats=2)
+    counts = {r.name: r.count for r in prof.rows}
+    add = kernels.elementwise_variant("add", "f32", 64 * 64, device).name
+    scale = kernels.elementwise_variant("scale", "f32", 64 * 64, device).name
+    mm = [n for n in counts if n.startswith("matmul_f32")]
+    assert counts[add] == 3 and counts[scale] == 2 and len(mm) == 1 and counts[mm[0]] == 1
+    assert sum(counts.values()) == len(prog) == 6
+    assert all(r.total_ms > 0 for r in prof.rows) and prof.gpu_ms > 0 and prof.host_ms > 0
+    assert abs(sum(r.percent for r in prof.rows) - 100.0) < 1e-6
+    assert prof.rows == sorted(prof.rows, key=lambda r: -r.total_ms)
+    table = prof.table()
+    assert add in table and "GPU total" in table and "host time per step" in table
+
+
+def test_profile_command(capsys):
+    assert main(["profile", "--d-model", "16", "--layers", "1", "--heads", "2", "--kv-heads", "1", "--d-ff", "32",
+                 "--seq-len", "8", "--batch-size", "2", "--repeats", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "GPU total" in out and "rms_norm_f32" in out and "tokens/s" in out
