@@ -260,5 +260,6 @@ def load_checkpoint(key: str, expected_metadata: dict | None = None, force_resum
     payload = {k: v for k, v in record.items() if k != "metadata"}
     new_meta = {k: v for k, v in meta.items() if k not in ("lineage", "checkpointHash", "timestamp")}
     new_meta["resumeAudits"] = list(meta.get("resumeAudits") or []) + [audit]
-    saved = save_checkpoint(key, {**payload, "metadata": new_meta}, directory=directory, **expected)
+    # doppler re-saves with the stored checkpoint's fields: expected_metadata only decides what mismatches
+    saved = save_checkpoint(key, {**payload, "metadata": new_meta}, directory=directory)
     return {**payload, "metadata": saved["metadata"]}

@@ -163,9 +163,14 @@ def clip_grad_norm(grads, max_norm: float, track: bool = False) -> ClipMetrics:
             raise UnsupportedError(f"clip_grad_norm takes f32 gradients, got {g.dtype}")
     dev = gl[0].device
     state = empty((2,), "f32", dev)
-    ops.sum_squares(gl, state, 0)
+    ops.sum_squares(gl, state, 0)  # every parameter's gradient counts, shared ones once per parameter
     if max_norm > 0:
+        # A gradient buffer shared by several parameters (the tape hands add's output gradient to both
+        # inputs, so a residual add's two parameters get one tensor) is scaled once, not once per name.
+        seen = set()
         for g in gl:
-            ops.clip_scale(g, state, max_norm)
+            if id(g.kp) not in seen:
+                seen.add(id(g.kp))
+                ops.clip_scale(g, state, max_norm)
     ops.sum_squares(gl, state, 1)
     return ClipMetrics(state, float(max_norm), sum(g.numel for g in gl), track)
