@@ -19,7 +19,7 @@ from .io.package import EvermindPackage, fnv1a32
 from .models import LMConfig, TransformerLM
 from .ops import matmul
 from .runtime import devices, get_device, tensor
-from .train import ByteTokenizer, Trainer, default_corpus, generate
+from .train import ByteTokenizer, LRSchedule, Trainer, default_corpus, generate
 from .train.plot import loss_curve_png
 
 
@@ -64,16 +64,36 @@ def cmd_train(args) -> int:
     text = open(args.text, encoding="utf-8").read() if args.text else default_corpus()
     cfg = LMConfig(d_model=args.d_model, n_layers=args.layers, n_heads=args.heads, n_kv_heads=args.kv_heads,
                    d_ff=args.d_ff, max_seq_len=max(args.seq_len, 64), seed=args.seed)
-    model = TransformerLM(cfg, device=dev)
     tok = ByteTokenizer()
     ids = tok.encode(text)
+    # -- resumable runs (issue 14): a checkpoint under --out, saved every --save-every steps, at the end
+    # and on SIGINT/SIGTERM (at the next step boundary); --resume continues it (same data and options).
+    key = args.checkpoint or os.path.join(args.out, "trainer-checkpoint")
+    os.makedirs(args.out, exist_ok=True)
+    if args.resume:
+        trainer = Trainer.from_checkpoint(key, device=dev, tokenizer=tok)
+        model = trainer.model
+        print(f"resuming {key} at step {trainer.global_step}")
+    else:
+        model = TransformerLM(cfg, device=dev)
+        trainer = Trainer(model, tok, seed=args.seed)
     print(f"device: {dev.info.name} | corpus: {len(ids):,} bytes ({'--text ' + args.text if args.text else 'embedded default: Python stdlib docstrings'}) "
           f"| model: {model.num_parameters():,} parameters")
-    trainer = Trainer(model, tok, seed=args.seed)
+    schedule = None
+    if args.lr_schedule != "constant" or args.warmup_steps:
+        per_epoch = -(-(-(-(len(ids) - 1) // args.seq_len) // args.batch_size) // args.accum_steps)
+        schedule = LRSchedule(type=args.lr_schedule, warmup_steps=args.warmup_steps,
+                              total_steps=max(1, args.max_steps or per_epoch * args.epochs))
     t0 = time.perf_counter()
     losses = trainer.train(ids, epochs=args.epochs, seq_len=args.seq_len, batch_size=args.batch_size, lr=args.lr,
                            max_grad_norm=args.max_grad_norm, progress=True, time_limit=args.time_limit,
-                           on_epoch_end=lambda e, l, g: print(f"epoch {e}: mean loss {l:.4f}", file=sys.stderr))
+                           on_epoch_end=lambda e, l, g: print(f"epoch {e}: mean loss {l:.4f}", file=sys.stderr),
+                           schedule=schedule, accum_steps=args.accum_steps, max_steps=args.max_steps,
+                           save_key=key, save_every=args.save_every, stop_on_signal=True)
+    if trainer.interrupted is not None:
+        print(f"interrupted by signal {trainer.interrupted} at step {trainer.global_step}; saved {key} "
+              f"(continue with --resume)")
+        return 128 + int(trainer.interrupted)
     dt = time.perf_counter() - t0
     steps = [h["loss"] for h in trainer.history]
     k = max(1, len(steps) // 10)
@@ -202,6 +222,13 @@ def main(argv=None) -> int:
     p.add_argument("--prompt", default="The ")
     p.add_argument("--sample-tokens", type=int, default=60)
     p.add_argument("--device", default=None)
+    p.add_argument("--save-every", type=int, default=0, help="save a resumable checkpoint every N steps")
+    p.add_argument("--resume", action="store_true", help="continue the run saved under --checkpoint")
+    p.add_argument("--checkpoint", default=None, help="checkpoint path (default: OUT/trainer-checkpoint)")
+    p.add_argument("--accum-steps", type=int, default=1, help="micro-batches per optimizer step")
+    p.add_argument("--max-steps", type=int, default=None, help="stop after this many optimizer steps")
+    p.add_argument("--lr-schedule", default="constant", choices=("constant", "cosine", "step_decay"))
+    p.add_argument("--warmup-steps", type=int, default=0)
     p.set_defaults(fn=cmd_train)
     p = sub.add_parser("generate", help="sample from a model saved by `train`")
     p.add_argument("--model", default="runs/default/model.npz")
