@@ -3,5 +3,7 @@ and replay, and every variant-selection rule. Imports nothing else of evermind_v
 from .device import Device, DeviceInfo, devices, get_device
 from .program import Program, record
 from .tensor import Tensor, empty, tensor, zeros
+from .tensor import arena
 
-__all__ = ["Device", "DeviceInfo", "devices", "get_device", "Program", "record", "Tensor", "empty", "tensor", "zeros"]
+__all__ = ["Device", "DeviceInfo", "devices", "get_device", "Program", "record", "Tensor", "empty", "tensor", "zeros",
+           "arena"]
