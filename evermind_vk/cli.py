@@ -111,11 +111,27 @@ def cmd_train(args) -> int:
 
 
 def cmd_generate(args) -> int:
+    """Stream a continuation of --prompt (text, through the byte tokenizer) to stdout, then tokens/s."""
+    import codecs
     model = load_model(args.model, device=get_device(args.device))
     tok = ByteTokenizer()
+    dec = codecs.getincrementaldecoder("utf-8")(errors="replace")  # a byte at a time, multi-byte safe
+    sys.stdout.write(args.prompt)
+    sys.stdout.flush()
+
+    def show(t):
+        sys.stdout.write(dec.decode(bytes([t]) if 0 <= t < 256 else b""))
+        sys.stdout.flush()
+
+    stop = [int(x) for s in args.stop for x in tok.encode(s)[:1]]  # each --stop string: its first token
+    t0 = time.perf_counter()
     out = generate(model, tok.encode(args.prompt), max_new_tokens=args.tokens, temperature=args.temperature,
-                   top_k=args.top_k, seed=args.seed)
-    print(args.prompt + tok.decode(out))
+                   top_k=args.top_k, seed=args.seed, top_p=args.top_p, repetition_penalty=args.repetition_penalty,
+                   stop_tokens=stop, use_cache=not args.no_cache, on_token=show)
+    dt = time.perf_counter() - t0
+    sys.stdout.write(dec.decode(b"", final=True) + "\n")
+    print(f"[{len(out)} tokens in {dt:.2f}s: {len(out) / max(dt, 1e-9):.1f} tokens/s"
+          f"{', no KV cache' if args.no_cache else ''}]", file=sys.stderr)
     return 0
 
 
@@ -238,6 +254,10 @@ def main(argv=None) -> int:
     p.add_argument("--top-k", type=int, default=20)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", default=None)
+    p.add_argument("--top-p", type=float, default=None, help="nucleus sampling: keep this much probability mass")
+    p.add_argument("--repetition-penalty", type=float, default=1.0)
+    p.add_argument("--stop", action="append", default=[], help="stop at this character (repeatable)")
+    p.add_argument("--no-cache", action="store_true", help="re-run the whole context per token (no KV cache)")
     p.set_defaults(fn=cmd_generate)
     p = sub.add_parser("pack", help="package a saved model as .evermind (EVM1, zstd-framed)")
     p.add_argument("--model", default="runs/default/model.npz")
