@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import codecs
 import os
 import sys
 import time
@@ -112,7 +113,6 @@ def cmd_train(args) -> int:
 
 def cmd_generate(args) -> int:
     """Stream a continuation of --prompt (text, through the byte tokenizer) to stdout, then tokens/s."""
-    import codecs
     model = load_model(args.model, device=get_device(args.device))
     tok = ByteTokenizer()
     dec = codecs.getincrementaldecoder("utf-8")(errors="replace")  # a byte at a time, multi-byte safe

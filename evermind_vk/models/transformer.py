@@ -21,6 +21,7 @@ from ..errors import EvermindError, ShapeError, UnsupportedError
 from .. import ops
 from ..runtime import Tensor, arena, empty, get_device, record, tensor, zeros
 from .config import LMConfig
+from .lora import is_adapter, lora_linear
 
 
 def init_params(cfg: LMConfig) -> dict[str, np.ndarray]:
@@ -55,13 +56,14 @@ class TransformerLM:
         self.config = config or LMConfig(**kw)
         self.device = get_device(device)
         self.params: dict[str, Tensor] = {k: tensor(v, device=self.device) for k, v in init_params(self.config).items()}
+        self.lora: dict[str, float] = {}  # adapted weight name -> alpha / r (evermind_vk.models.lora)
 
     # -- parameters -----------------------------------------------------------------------------
     def parameters(self) -> dict[str, Tensor]:
         return dict(self.params)
 
     def num_parameters(self) -> int:
-        return sum(t.numel for t in self.params.values())
+        return sum(t.numel for k, t in self.params.items() if not is_adapter(k))
 
     def wsla_parameters(self) -> list[str]:
         """The narrow subset WSLA (write-through adaptation) trains: each layer's two RMSNorm gains and
@@ -73,15 +75,21 @@ class TransformerLM:
             out += [f"layers.{i}.attn_norm.weight", f"layers.{i}.mlp_norm.weight", f"layers.{i}.mlp.w_down"]
         return out
 
+    def linear_names(self) -> list[str]:
+        """The weights used as linear layers (y = x W^T): what LoRA may target."""
+        return [k for k in self.params if ".attn.w" in k or ".mlp.w" in k]
+
     def state_dict(self) -> dict[str, np.ndarray]:
-        return {k: t.numpy() for k, t in self.params.items()}
+        """The base weights (LoRA adapters, if any, are saved apart: evermind_vk.models.lora)."""
+        return {k: t.numpy() for k, t in self.params.items() if not is_adapter(k)}
 
     def load_state_dict(self, sd: dict) -> None:
-        missing = set(self.params) - set(sd)
-        extra = set(sd) - set(self.params)
+        base = {k: t for k, t in self.params.items() if not is_adapter(k)}
+        missing = set(base) - set(sd)
+        extra = set(sd) - set(base)
         if missing or extra:
             raise ShapeError(f"state_dict mismatch: missing {sorted(missing)}, unexpected {sorted(extra)}")
-        for k, t in self.params.items():
+        for k, t in base.items():
             a = np.asarray(sd[k])
             if a.shape != t.shape:
                 raise ShapeError(f"state_dict[{k!r}] has shape {a.shape}, model wants {t.shape}")
@@ -104,16 +112,16 @@ class TransformerLM:
         for i in range(c.n_layers):
             L = f"layers.{i}."
             h = F.rms_norm(x, P[L + "attn_norm.weight"], c.norm_eps)
-            q = F.reshape(F.matmul(h, P[L + "attn.wq"], transpose_b=True), T, H, hd)
-            k = F.reshape(F.matmul(h, P[L + "attn.wk"], transpose_b=True), T, KVH, hd)
-            v = F.reshape(F.matmul(h, P[L + "attn.wv"], transpose_b=True), T, KVH, hd)
+            q = F.reshape(lora_linear(self, h, L + "attn.wq"), T, H, hd)
+            k = F.reshape(lora_linear(self, h, L + "attn.wk"), T, KVH, hd)
+            v = F.reshape(lora_linear(self, h, L + "attn.wv"), T, KVH, hd)
             q = F.rope(q, 0, c.rope_theta, S)
             k = F.rope(k, 0, c.rope_theta, S)
             a = F.reshape(F.attention(q, k, v, causal=True, batch=batch), T, H * hd)
-            x = F.add(x, F.matmul(a, P[L + "attn.wo"], transpose_b=True))
+            x = F.add(x, lora_linear(self, a, L + "attn.wo"))
             h = F.rms_norm(x, P[L + "mlp_norm.weight"], c.norm_eps)
-            g = F.glu(F.matmul(h, P[L + "mlp.w_gate_up"], transpose_b=True), "silu", c.swiglu_limit)
-            x = F.add(x, F.matmul(g, P[L + "mlp.w_down"], transpose_b=True))
+            g = F.glu(lora_linear(self, h, L + "mlp.w_gate_up"), "silu", c.swiglu_limit)
+            x = F.add(x, lora_linear(self, g, L + "mlp.w_down"))
         x = F.rms_norm(x, P["norm.weight"], c.norm_eps)
         head = P["embed.weight"] if c.tie_embeddings else P["head.weight"]
         return F.matmul(x, head, transpose_b=True)
@@ -156,19 +164,19 @@ class TransformerLM:
             for i in range(c.n_layers):
                 L = f"layers.{i}."
                 h, _ = ops.rms_norm(x, P[L + "attn_norm.weight"], c.norm_eps)
-                q = ops.matmul(h, P[L + "attn.wq"], transpose_b=True).reshape(Q, H, hd)
-                k = ops.matmul(h, P[L + "attn.wk"], transpose_b=True).reshape(Q, KVH, hd)
-                v = ops.matmul(h, P[L + "attn.wv"], transpose_b=True)
+                q = lora_linear(self, h, L + "attn.wq").reshape(Q, H, hd)
+                k = lora_linear(self, h, L + "attn.wk").reshape(Q, KVH, hd)
+                v = lora_linear(self, h, L + "attn.wv")
                 q = ops.rope(q, start, c.rope_theta, Q)
                 k = ops.rope(k, start, c.rope_theta, Q)
                 row = KVH * hd  # append this step's keys and values at rows start..start+Q-1
                 ops.copy2d(k, cache.k[i], Q, row, 0, row, start * row, row)
                 ops.copy2d(v, cache.v[i], Q, row, 0, row, start * row, row)
                 a = ops.attention_cached(q, cache.k[i], cache.v[i], start, scratch=slot["scratch"]).reshape(Q, H * hd)
-                x = ops.add(x, ops.matmul(a, P[L + "attn.wo"], transpose_b=True))
+                x = ops.add(x, lora_linear(self, a, L + "attn.wo"))
                 h, _ = ops.rms_norm(x, P[L + "mlp_norm.weight"], c.norm_eps)
-                g = ops.glu(ops.matmul(h, P[L + "mlp.w_gate_up"], transpose_b=True), "silu", c.swiglu_limit)
-                x = ops.add(x, ops.matmul(g, P[L + "mlp.w_down"], transpose_b=True))
+                g = ops.glu(lora_linear(self, h, L + "mlp.w_gate_up"), "silu", c.swiglu_limit)
+                x = ops.add(x, lora_linear(self, g, L + "mlp.w_down"))
             x, _ = ops.rms_norm(x, P["norm.weight"], c.norm_eps)
             head = P["embed.weight"] if c.tie_embeddings else P["head.weight"]
             logits = ops.matmul(x, head, transpose_b=True)

@@ -25,6 +25,7 @@ from ..autodiff import Tape
 from ..errors import CheckpointMismatchError, EvermindError
 from ..io.checkpoint import load_checkpoint, save_checkpoint
 from ..models import LMConfig, TransformerLM
+from ..models.lora import LoRAConfig, add_lora, load_lora_state_dict, lora_state_dict
 from ..runtime import empty, record, tensor, zeros
 from ..runtime.kernels import copy_words, fill_words
 from .data import batches, build_chunks
@@ -204,6 +205,7 @@ class Trainer:
         eval_ids = self._ids(eval_data) if eval_data is not None else None
         names = self.trainable(freeze, wsla)
         opt = self.optimizer
+        opt.params.update({n: p for n, p in self.model.parameters().items() if n not in opt.params})  # LoRA added later
         opt.lr, opt.weight_decay = float(lr), float(weight_decay)
         opt.max_delta = float(max_delta if max_delta is not None else (WSLA_MAX_DELTA if wsla else 0.0))
         opt.schedule = schedule
@@ -351,7 +353,9 @@ class Trainer:
                    "config": self.model.config.to_dict(), "params": self.model.state_dict(),
                    "optimizer": self.optimizer.state_dict(), "global_step": self.global_step, "seed": self.seed,
                    "position": pos, "history": self.history,
-                   "loss_scaler": None}  # no mixed precision yet: its state will go here
+                   "loss_scaler": None,  # no mixed precision yet: its state will go here
+                   "lora": (None if not getattr(self.model, "lora", None) else
+                            {"config": self.model.lora_config.to_dict(), "adapters": lora_state_dict(self.model)})}
         return save_checkpoint(key, payload, directory=directory, **self._metadata())
 
     def resume(self, key: str, directory: str = ".evermind-checkpoints", force: bool = False) -> "Trainer":
@@ -364,6 +368,12 @@ class Trainer:
         if rec.get("format") != CHECKPOINT_FORMAT:
             raise CheckpointMismatchError(f"checkpoint {key!r} is not a trainer checkpoint ({rec.get('format')!r})")
         self.model.load_state_dict({k: np.asarray(v) for k, v in rec["params"].items()})
+        if rec.get("lora"):
+            if not getattr(self.model, "lora", None):
+                c = rec["lora"]["config"]
+                add_lora(self.model, LoRAConfig(c["rank"], c["alpha"], tuple(c["targets"]), c["seed"]))
+            load_lora_state_dict(self.model, rec["lora"]["adapters"])
+            self.optimizer.params.update(self.model.parameters())
         self.optimizer.load_state_dict(rec["optimizer"])
         self.global_step, self.seed = int(rec["global_step"]), int(rec["seed"])
         self.history = [dict(h) for h in rec["history"]]
