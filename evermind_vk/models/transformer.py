@@ -203,6 +203,10 @@ class KVCache:
     def slot(self, Q: int) -> dict:
         s = self._slots.get(Q)
         if s is None:
+            # keep the decoding slot (Q = 1) and the latest prefill only: prompts of many lengths must not
+            # pile up scratch buffers
+            for q in [q for q in self._slots if q != 1]:
+                del self._slots[q]
             dev, n = self.model.device, self.model.config.n_heads * Q * self.max_len
             s = {"ids": empty((Q,), "u32", dev, host_visible=True), "arena": arena(dev),
                  "scratch": (empty((n,), "f32", dev), empty((n,), "f32", dev))}

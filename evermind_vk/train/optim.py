@@ -83,8 +83,8 @@ class AdamW:
             if dup:
                 raise ValueError(f"AdamW: parameters {sorted(dup)} are in more than one group")
             seen.update(names)
-            lr = float(g.get("lr", self.lr) if g.get("lr") is not None else self.lr)
-            wd = float(g.get("weight_decay") if g.get("weight_decay") is not None else self.weight_decay)
+            lr = float(self.lr if g.get("lr") is None else g["lr"])
+            wd = float(self.weight_decay if g.get("weight_decay") is None else g["weight_decay"])
             if not lr >= 0 or not wd >= 0:
                 raise ValueError(f"AdamW: group {i + 1} lr and weight_decay must be >= 0 (got {lr}, {wd})")
             out.append({"params": names, "lr": lr, "weight_decay": wd})

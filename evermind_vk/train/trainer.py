@@ -177,7 +177,7 @@ class Trainer:
               track_grad_norm: bool = False, on_epoch_end=None, progress: bool = False,
               time_limit: float | None = None, weight_decay: float = DEFAULT_WEIGHT_DECAY,
               schedule: LRSchedule | None = None, accum_steps: int = 1, max_steps: int | None = None,
-              on_step=None, eval_data=None, eval_every: int = 0, freeze=(), param_groups=None,
+              on_step=None, eval_data=None, eval_every: int = 0, eval_split: float = 0.0, freeze=(), param_groups=None,
               save_key: str | None = None, save_every: int = 0, save_dir: str = ".evermind-checkpoints",
               stop_on_signal: bool = False) -> list[float]:
         """Train; returns the mean loss of each epoch (over all its target tokens).
@@ -187,7 +187,7 @@ class Trainer:
         weighted by token counts so one step equals one big batch. max_steps: stop once this trainer has
         taken that many optimizer steps (counting steps before a resume). on_step(step, metrics) after
         each optimizer step. eval_data with eval_every N: perplexity on it every N steps (history's
-        eval_ppl). freeze: fnmatch patterns of parameters not trained; param_groups: a list of
+        eval_ppl); eval_split = f instead holds out the last fraction f of the tokens. freeze: fnmatch patterns of parameters not trained; param_groups: a list of
         {"params": pattern(s), "lr": ..., "weight_decay": ...}, the first matching group wins, the rest
         use lr and weight_decay. wsla trains only model.wsla_parameters() with max_delta defaulting to
         0.05 (0 otherwise). on_epoch_end(epoch, loss, grad_norm) gets the mean of the epoch's per-step
@@ -201,8 +201,15 @@ class Trainer:
         if accum_steps < 1 or (max_steps is not None and max_steps < 0) or eval_every < 0 or save_every < 0:
             raise EvermindError("accum_steps >= 1, max_steps >= 0, eval_every >= 0 and save_every >= 0 are required")
         ids = self._ids(text_or_ids)
-        chunks = build_chunks(ids, seq_len)
         eval_ids = self._ids(eval_data) if eval_data is not None else None
+        if eval_split:
+            if eval_data is not None or not 0 < eval_split < 1:
+                raise EvermindError("eval_split is a fraction in (0, 1), and excludes eval_data")
+            cut = int(round(ids.size * (1 - eval_split)))
+            if cut < 2 or ids.size - cut < 2:
+                raise EvermindError(f"eval_split {eval_split} of {ids.size} tokens leaves too few on one side")
+            ids, eval_ids = ids[:cut], ids[cut:]
+        chunks = build_chunks(ids, seq_len)
         names = self.trainable(freeze, wsla)
         opt = self.optimizer
         opt.params.update({n: p for n, p in self.model.parameters().items() if n not in opt.params})  # LoRA added later

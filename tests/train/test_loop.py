@@ -162,3 +162,13 @@ def test_resume_is_bit_identical(device, tmp_path, accum):
         Trainer.from_checkpoint("run", directory=d).train(IDS, **{**kw, "batch_size": 2})
     with pytest.raises(CheckpointMismatchError):  # another model config
         Trainer(TransformerLM(LMConfig(**{**TINY.to_dict(), "d_ff": 16}))).resume("run", directory=d)
+
+
+def test_eval_split_holds_out_the_tail(device):
+    ids = np.random.default_rng(4).integers(0, 13, 40)
+    tr = Trainer(TransformerLM(TINY))
+    tr.train(ids, seq_len=4, eval_split=0.25, eval_every=1, max_steps=2)
+    assert tr.history[-1]["eval_ppl"] == pytest.approx(tr.evaluate(ids[30:], seq_len=4), rel=1e-6)
+    assert sum(h["tokens"] for h in tr.history) == 8  # two steps of the 29 training pairs
+    with pytest.raises(Exception, match="eval_split"):
+        tr.train(ids, seq_len=4, eval_split=1.5)
