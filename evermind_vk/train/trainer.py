@@ -177,7 +177,8 @@ class Trainer:
               track_grad_norm: bool = False, on_epoch_end=None, progress: bool = False,
               time_limit: float | None = None, weight_decay: float = DEFAULT_WEIGHT_DECAY,
               schedule: LRSchedule | None = None, accum_steps: int = 1, max_steps: int | None = None,
-              on_step=None, eval_data=None, eval_every: int = 0, eval_split: float = 0.0, freeze=(), param_groups=None,
+              on_step=None, eval_data=None, eval_every: int = 0, eval_split: float = 0.0, freeze=(),
+              param_groups=None,
               save_key: str | None = None, save_every: int = 0, save_dir: str = ".evermind-checkpoints",
               stop_on_signal: bool = False) -> list[float]:
         """Train; returns the mean loss of each epoch (over all its target tokens).
@@ -187,9 +188,9 @@ class Trainer:
         weighted by token counts so one step equals one big batch. max_steps: stop once this trainer has
         taken that many optimizer steps (counting steps before a resume). on_step(step, metrics) after
         each optimizer step. eval_data with eval_every N: perplexity on it every N steps (history's
-        eval_ppl); eval_split = f instead holds out the last fraction f of the tokens. freeze: fnmatch patterns of parameters not trained; param_groups: a list of
-        {"params": pattern(s), "lr": ..., "weight_decay": ...}, the first matching group wins, the rest
-        use lr and weight_decay. wsla trains only model.wsla_parameters() with max_delta defaulting to
+        eval_ppl); eval_split = f instead holds out the last fraction f of the tokens. freeze: fnmatch
+        patterns of parameters not trained; param_groups: a list of {"params": pattern(s), "lr": ...,
+        "weight_decay": ...}, the first matching group wins, the rest use lr and weight_decay. wsla trains only model.wsla_parameters() with max_delta defaulting to
         0.05 (0 otherwise). on_epoch_end(epoch, loss, grad_norm) gets the mean of the epoch's per-step
         pre-clip gradient norms when track_grad_norm (else None), as builderforce. time_limit stops at
         the first step boundary past it (seconds). save_key with save_every N saves a resumable
