@@ -172,3 +172,21 @@ def test_eval_split_holds_out_the_tail(device):
     assert sum(h["tokens"] for h in tr.history) == 8  # two steps of the 29 training pairs
     with pytest.raises(Exception, match="eval_split"):
         tr.train(ids, seq_len=4, eval_split=1.5)
+
+
+def test_sigterm_stops_at_the_step_boundary_and_saves(device, tmp_path):
+    import os
+    import signal
+    from evermind_vk.io.checkpoint import load_checkpoint
+    before = signal.getsignal(signal.SIGTERM)
+    tr = Trainer(TransformerLM(TINY))
+
+    def on_step(step, metrics):
+        if step == 2:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    tr.train(IDS, epochs=3, seq_len=4, on_step=on_step, stop_on_signal=True, save_key="k", save_dir=str(tmp_path))
+    assert tr.interrupted == signal.SIGTERM and tr.global_step == 2 and len(tr.history) == 2
+    assert signal.getsignal(signal.SIGTERM) is before  # handlers restored
+    rec = load_checkpoint("k", directory=str(tmp_path))
+    assert rec["global_step"] == 2 and rec["position"]["batch"] == 2 and rec["position"]["epoch"] == 0
