@@ -17,7 +17,7 @@ import math
 import numpy as np
 
 from ..autodiff import functional as F
-from ..errors import EvermindError, ShapeError, UnsupportedError
+from ..errors import ShapeError, UnsupportedError
 from .. import ops
 from ..runtime import Tensor, arena, empty, get_device, record, tensor, zeros
 from .config import LMConfig

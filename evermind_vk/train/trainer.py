@@ -26,7 +26,7 @@ from ..errors import CheckpointMismatchError, EvermindError
 from ..io.checkpoint import load_checkpoint, save_checkpoint
 from ..models import LMConfig, TransformerLM
 from ..models.lora import LoRAConfig, add_lora, load_lora_state_dict, lora_state_dict
-from ..runtime import empty, record, tensor, zeros
+from ..runtime import empty, record, zeros
 from ..runtime.kernels import copy_words, fill_words
 from .data import batches, build_chunks
 from .optim import AdamW, clip_grad_norm

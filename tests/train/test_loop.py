@@ -1,8 +1,6 @@
 """The training loop (issue 14): LR schedules on the device, gradient accumulation, max_steps, on_step,
 held-out evaluation, epoch grad norms, freezing and parameter groups, AdamW state loading into a
 recorded step, and bit-identical resume through the checkpoint store."""
-import math
-
 import numpy as np
 import pytest
 
