@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import codecs
 import os
 import sys
 import time
@@ -20,7 +21,7 @@ from .models import LMConfig, TransformerLM
 from .ops import matmul
 from .runtime import devices, get_device, tensor
 from .runtime.profiler import profile
-from .train import ByteTokenizer, Trainer, default_corpus, generate
+from .train import ByteTokenizer, LRSchedule, Trainer, default_corpus, generate
 from .train.plot import loss_curve_png
 
 
@@ -65,16 +66,36 @@ def cmd_train(args) -> int:
     text = open(args.text, encoding="utf-8").read() if args.text else default_corpus()
     cfg = LMConfig(d_model=args.d_model, n_layers=args.layers, n_heads=args.heads, n_kv_heads=args.kv_heads,
                    d_ff=args.d_ff, max_seq_len=max(args.seq_len, 64), seed=args.seed)
-    model = TransformerLM(cfg, device=dev)
     tok = ByteTokenizer()
     ids = tok.encode(text)
+    # -- resumable runs (issue 14): a checkpoint under --out, saved every --save-every steps, at the end
+    # and on SIGINT/SIGTERM (at the next step boundary); --resume continues it (same data and options).
+    key = args.checkpoint or os.path.join(args.out, "trainer-checkpoint")
+    os.makedirs(args.out, exist_ok=True)
+    if args.resume:
+        trainer = Trainer.from_checkpoint(key, device=dev, tokenizer=tok)
+        model = trainer.model
+        print(f"resuming {key} at step {trainer.global_step}")
+    else:
+        model = TransformerLM(cfg, device=dev)
+        trainer = Trainer(model, tok, seed=args.seed)
     print(f"device: {dev.info.name} | corpus: {len(ids):,} bytes ({'--text ' + args.text if args.text else 'embedded default: Python stdlib docstrings'}) "
           f"| model: {model.num_parameters():,} parameters")
-    trainer = Trainer(model, tok, seed=args.seed)
+    schedule = None
+    if args.lr_schedule != "constant" or args.warmup_steps:
+        per_epoch = -(-(-(-(len(ids) - 1) // args.seq_len) // args.batch_size) // args.accum_steps)
+        schedule = LRSchedule(type=args.lr_schedule, warmup_steps=args.warmup_steps,
+                              total_steps=max(1, args.max_steps or per_epoch * args.epochs))
     t0 = time.perf_counter()
     losses = trainer.train(ids, epochs=args.epochs, seq_len=args.seq_len, batch_size=args.batch_size, lr=args.lr,
                            max_grad_norm=args.max_grad_norm, progress=True, time_limit=args.time_limit,
-                           on_epoch_end=lambda e, l, g: print(f"epoch {e}: mean loss {l:.4f}", file=sys.stderr))
+                           on_epoch_end=lambda e, l, g: print(f"epoch {e}: mean loss {l:.4f}", file=sys.stderr),
+                           schedule=schedule, accum_steps=args.accum_steps, max_steps=args.max_steps,
+                           save_key=key, save_every=args.save_every, stop_on_signal=True)
+    if trainer.interrupted is not None:
+        print(f"interrupted by signal {trainer.interrupted} at step {trainer.global_step}; saved {key} "
+              f"(continue with --resume)")
+        return 128 + int(trainer.interrupted)
     dt = time.perf_counter() - t0
     steps = [h["loss"] for h in trainer.history]
     k = max(1, len(steps) // 10)
@@ -92,11 +113,26 @@ def cmd_train(args) -> int:
 
 
 def cmd_generate(args) -> int:
+    """Stream a continuation of --prompt (text, through the byte tokenizer) to stdout, then tokens/s."""
     model = load_model(args.model, device=get_device(args.device))
     tok = ByteTokenizer()
+    dec = codecs.getincrementaldecoder("utf-8")(errors="replace")  # a byte at a time, multi-byte safe
+    sys.stdout.write(args.prompt)
+    sys.stdout.flush()
+
+    def show(t):
+        sys.stdout.write(dec.decode(bytes([t]) if 0 <= t < 256 else b""))
+        sys.stdout.flush()
+
+    stop = [int(x) for s in args.stop for x in tok.encode(s)[:1]]  # each --stop string: its first token
+    t0 = time.perf_counter()
     out = generate(model, tok.encode(args.prompt), max_new_tokens=args.tokens, temperature=args.temperature,
-                   top_k=args.top_k, seed=args.seed)
-    print(args.prompt + tok.decode(out))
+                   top_k=args.top_k, seed=args.seed, top_p=args.top_p, repetition_penalty=args.repetition_penalty,
+                   stop_tokens=stop, use_cache=not args.no_cache, on_token=show)
+    dt = time.perf_counter() - t0
+    sys.stdout.write(dec.decode(b"", final=True) + "\n")
+    print(f"[{len(out)} tokens in {dt:.2f}s: {len(out) / max(dt, 1e-9):.1f} tokens/s"
+          f"{', no KV cache' if args.no_cache else ''}]", file=sys.stderr)
     return 0
 
 
@@ -246,6 +282,13 @@ def main(argv=None) -> int:
     p.add_argument("--prompt", default="The ")
     p.add_argument("--sample-tokens", type=int, default=60)
     p.add_argument("--device", default=None)
+    p.add_argument("--save-every", type=int, default=0, help="save a resumable checkpoint every N steps")
+    p.add_argument("--resume", action="store_true", help="continue the run saved under --checkpoint")
+    p.add_argument("--checkpoint", default=None, help="checkpoint path (default: OUT/trainer-checkpoint)")
+    p.add_argument("--accum-steps", type=int, default=1, help="micro-batches per optimizer step")
+    p.add_argument("--max-steps", type=int, default=None, help="stop after this many optimizer steps")
+    p.add_argument("--lr-schedule", default="constant", choices=("constant", "cosine", "step_decay"))
+    p.add_argument("--warmup-steps", type=int, default=0)
     p.set_defaults(fn=cmd_train)
     p = sub.add_parser("generate", help="sample from a model saved by `train`")
     p.add_argument("--model", default="runs/default/model.npz")
@@ -255,6 +298,10 @@ def main(argv=None) -> int:
     p.add_argument("--top-k", type=int, default=20)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", default=None)
+    p.add_argument("--top-p", type=float, default=None, help="nucleus sampling: keep this much probability mass")
+    p.add_argument("--repetition-penalty", type=float, default=1.0)
+    p.add_argument("--stop", action="append", default=[], help="stop at this character (repeatable)")
+    p.add_argument("--no-cache", action="store_true", help="re-run the whole context per token (no KV cache)")
     p.set_defaults(fn=cmd_generate)
     p = sub.add_parser("pack", help="package a saved model as .evermind (EVM1, zstd-framed)")
     p.add_argument("--model", default="runs/default/model.npz")

@@ -100,6 +100,8 @@ VARIANTS = [
     *(elementwise("unary", op, "u32", vec=4) for op in ("copy_words", "fill_words")),
     # Matmul (measurements behind these choices: bench/results/README.md). Shared-memory tiles, any layout:
     *(matmul(dt, bm, bn, bk, wx, wy) for dt in F for (bm, bn, bk, wx, wy) in ((32, 32, 16, 16, 16), (64, 64, 16, 16, 16))),
+    # One-row tiles for decoding (M = 1 token per step with a KV cache): 64 threads, one output column each.
+    *(matmul(dt, 1, 64, 16, 64, 1) for dt in F),
     # CPU devices (lavapipe): large register blocks from 16-byte loads, aligned shapes only.
     *(matmul(dt, bm, bn, 4, wx, wy, ["v4"]) for dt in F for (bm, bn, wx, wy) in ((64, 64, 4, 4), (128, 64, 4, 4))),
     # GPUs, 16-byte-aligned layouts: an RMxRN register block per thread.

@@ -306,7 +306,7 @@ def load_checkpoint(key: str, expected_metadata: dict | None = None, force_resum
         found = _load(key, path, expected_metadata, max_size, max_ratio)
         if found is None or not found[1]:
             return found if found is None else found[0]
-        record, mismatched, expected = found
+        record, mismatched, _ = found
         meta = record["metadata"]
         audit = {"timestamp": _now(), "mismatchedFields": mismatched, "source": source or "unspecified",
                  "operator": operator, "reason": reason or "forced resume flag provided",
@@ -314,7 +314,8 @@ def load_checkpoint(key: str, expected_metadata: dict | None = None, force_resum
         payload = {k: v for k, v in record.items() if k != "metadata"}
         new_meta = {k: v for k, v in meta.items() if k not in ("lineage", "checkpointHash", "timestamp")}
         new_meta["resumeAudits"] = list(meta.get("resumeAudits") or []) + [audit]
-        saved = _save_locked(key, path, {**payload, "metadata": new_meta}, record, expected, None)
+        # doppler re-saves with the stored checkpoint's fields: expected_metadata only decides what mismatches
+        saved = _save_locked(key, path, {**payload, "metadata": new_meta}, record, {}, None)
     return {**payload, "metadata": saved["metadata"]}
 
 

@@ -2,5 +2,9 @@
 ops and the runtime (files and formats are joined to models in evermind_vk.files)."""
 from .config import LMConfig
 from .transformer import TransformerLM, init_params
+from .lora import (LoRAConfig, add_lora, load_lora_state_dict, lora_frozen, lora_parameters, lora_state_dict,
+                   merge_lora, unmerge_lora)
 
-__all__ = ["LMConfig", "TransformerLM", "init_params"]
+__all__ = ["LMConfig", "TransformerLM", "init_params",
+           "LoRAConfig", "add_lora", "merge_lora", "unmerge_lora", "lora_frozen", "lora_parameters", "lora_state_dict",
+           "load_lora_state_dict"]

@@ -18,8 +18,10 @@ import numpy as np
 
 from ..autodiff import functional as F
 from ..errors import ShapeError, UnsupportedError
-from ..runtime import Tensor, get_device, tensor
+from .. import ops
+from ..runtime import Tensor, arena, empty, get_device, record, tensor, zeros
 from .config import LMConfig
+from .lora import is_adapter, lora_linear
 
 
 def init_params(cfg: LMConfig) -> dict[str, np.ndarray]:
@@ -54,13 +56,14 @@ class TransformerLM:
         self.config = config or LMConfig(**kw)
         self.device = get_device(device)
         self.params: dict[str, Tensor] = {k: tensor(v, device=self.device) for k, v in init_params(self.config).items()}
+        self.lora: dict[str, float] = {}  # adapted weight name -> alpha / r (evermind_vk.models.lora)
 
     # -- parameters -----------------------------------------------------------------------------
     def parameters(self) -> dict[str, Tensor]:
         return dict(self.params)
 
     def num_parameters(self) -> int:
-        return sum(t.numel for t in self.params.values())
+        return sum(t.numel for k, t in self.params.items() if not is_adapter(k))
 
     def wsla_parameters(self) -> list[str]:
         """The narrow subset WSLA (write-through adaptation) trains: each layer's two RMSNorm gains and
@@ -72,15 +75,21 @@ class TransformerLM:
             out += [f"layers.{i}.attn_norm.weight", f"layers.{i}.mlp_norm.weight", f"layers.{i}.mlp.w_down"]
         return out
 
+    def linear_names(self) -> list[str]:
+        """The weights used as linear layers (y = x W^T): what LoRA may target."""
+        return [k for k in self.params if ".attn.w" in k or ".mlp.w" in k]
+
     def state_dict(self) -> dict[str, np.ndarray]:
-        return {k: t.numpy() for k, t in self.params.items()}
+        """The base weights (LoRA adapters, if any, are saved apart: evermind_vk.models.lora)."""
+        return {k: t.numpy() for k, t in self.params.items() if not is_adapter(k)}
 
     def load_state_dict(self, sd: dict) -> None:
-        missing = set(self.params) - set(sd)
-        extra = set(sd) - set(self.params)
+        base = {k: t for k, t in self.params.items() if not is_adapter(k)}
+        missing = set(base) - set(sd)
+        extra = set(sd) - set(base)
         if missing or extra:
             raise ShapeError(f"state_dict mismatch: missing {sorted(missing)}, unexpected {sorted(extra)}")
-        for k, t in self.params.items():
+        for k, t in base.items():
             a = np.asarray(sd[k])
             if a.shape != t.shape:
                 raise ShapeError(f"state_dict[{k!r}] has shape {a.shape}, model wants {t.shape}")
@@ -103,16 +112,16 @@ class TransformerLM:
         for i in range(c.n_layers):
             L = f"layers.{i}."
             h = F.rms_norm(x, P[L + "attn_norm.weight"], c.norm_eps)
-            q = F.reshape(F.matmul(h, P[L + "attn.wq"], transpose_b=True), T, H, hd)
-            k = F.reshape(F.matmul(h, P[L + "attn.wk"], transpose_b=True), T, KVH, hd)
-            v = F.reshape(F.matmul(h, P[L + "attn.wv"], transpose_b=True), T, KVH, hd)
+            q = F.reshape(lora_linear(self, h, L + "attn.wq"), T, H, hd)
+            k = F.reshape(lora_linear(self, h, L + "attn.wk"), T, KVH, hd)
+            v = F.reshape(lora_linear(self, h, L + "attn.wv"), T, KVH, hd)
             q = F.rope(q, 0, c.rope_theta, S)
             k = F.rope(k, 0, c.rope_theta, S)
             a = F.reshape(F.attention(q, k, v, causal=True, batch=batch), T, H * hd)
-            x = F.add(x, F.matmul(a, P[L + "attn.wo"], transpose_b=True))
+            x = F.add(x, lora_linear(self, a, L + "attn.wo"))
             h = F.rms_norm(x, P[L + "mlp_norm.weight"], c.norm_eps)
-            g = F.glu(F.matmul(h, P[L + "mlp.w_gate_up"], transpose_b=True), "silu", c.swiglu_limit)
-            x = F.add(x, F.matmul(g, P[L + "mlp.w_down"], transpose_b=True))
+            g = F.glu(lora_linear(self, h, L + "mlp.w_gate_up"), "silu", c.swiglu_limit)
+            x = F.add(x, lora_linear(self, g, L + "mlp.w_down"))
         x = F.rms_norm(x, P["norm.weight"], c.norm_eps)
         head = P["embed.weight"] if c.tie_embeddings else P["head.weight"]
         return F.matmul(x, head, transpose_b=True)
@@ -120,3 +129,104 @@ class TransformerLM:
     def loss(self, ids: Tensor, targets: Tensor, batch: int = 1) -> Tensor:
         """Mean next-token cross-entropy; targets >= vocab_size are ignored."""
         return F.cross_entropy(self.forward(ids, batch), targets)
+
+    # -- generation with a KV cache ---------------------------------------------------------------
+    def kv_cache(self, max_len: int | None = None, reuse: bool = False) -> "KVCache":
+        """An empty KV cache for incremental decoding (max_len defaults to max_seq_len). With reuse, the
+        model's last reused cache of that length, reset: its buffers and built kernels serve again (a
+        generation loop calls this once per generation)."""
+        if reuse:
+            hit = getattr(self, "_reused_cache", None)
+            if hit is not None and hit.max_len == int(max_len or self.config.max_seq_len):
+                hit.reset()
+                return hit
+            self._reused_cache = KVCache(self, max_len)
+            return self._reused_cache
+        return KVCache(self, max_len)
+
+    def forward_cached(self, ids, cache: "KVCache") -> Tensor:
+        """Logits [Q, V] of Q new tokens (host ids) appended at positions cache.length..+Q-1; their keys
+        and values are written into the cache in place. The logits tensor is reused by the next call
+        with the same Q (read it first). Equals forward() over the whole sequence, row for row."""
+        c, P = self.config, self.params
+        ids = np.asarray(ids, dtype=np.uint32).ravel()
+        Q, start = ids.size, cache.length
+        if Q < 1:
+            raise ShapeError("forward_cached needs at least one new token")
+        if start + Q > cache.max_len:
+            raise ShapeError(f"KV cache full: {start} + {Q} tokens exceed its {cache.max_len} positions")
+        H, KVH, hd = c.n_heads, c.n_kv_heads, c.head_dim
+        slot = cache.slot(Q)
+        slot["ids"].write_staging(ids)
+        self.device.upload(slot["ids"])
+        with slot["arena"]:
+            x = ops.embedding(slot["ids"], P["embed.weight"])
+            for i in range(c.n_layers):
+                L = f"layers.{i}."
+                h, _ = ops.rms_norm(x, P[L + "attn_norm.weight"], c.norm_eps)
+                q = lora_linear(self, h, L + "attn.wq").reshape(Q, H, hd)
+                k = lora_linear(self, h, L + "attn.wk").reshape(Q, KVH, hd)
+                v = lora_linear(self, h, L + "attn.wv")
+                q = ops.rope(q, start, c.rope_theta, Q)
+                k = ops.rope(k, start, c.rope_theta, Q)
+                row = KVH * hd  # append this step's keys and values at rows start..start+Q-1
+                ops.copy2d(k, cache.k[i], Q, row, 0, row, start * row, row)
+                ops.copy2d(v, cache.v[i], Q, row, 0, row, start * row, row)
+                a = ops.attention_cached(q, cache.k[i], cache.v[i], start, scratch=slot["scratch"]).reshape(Q, H * hd)
+                x = ops.add(x, lora_linear(self, a, L + "attn.wo"))
+                h, _ = ops.rms_norm(x, P[L + "mlp_norm.weight"], c.norm_eps)
+                g = ops.glu(lora_linear(self, h, L + "mlp.w_gate_up"), "silu", c.swiglu_limit)
+                x = ops.add(x, lora_linear(self, g, L + "mlp.w_down"))
+            x, _ = ops.rms_norm(x, P["norm.weight"], c.norm_eps)
+            head = P["embed.weight"] if c.tie_embeddings else P["head.weight"]
+            logits = ops.matmul(x, head, transpose_b=True)
+        cache.length = start + Q
+        return logits
+
+
+class KVCache:
+    """Per-layer key and value caches [max_len, KVH, head_dim] on the device, written in place, and the
+    reusable per-Q buffers (ids, attention scratch, an arena for the step's intermediates)."""
+
+    def __init__(self, model: TransformerLM, max_len: int | None = None):
+        c = model.config
+        self.model, self.max_len = model, int(max_len or c.max_seq_len)
+        if not 1 <= self.max_len <= c.max_seq_len:
+            raise ShapeError(f"KV cache length {self.max_len} outside 1..max_seq_len {c.max_seq_len}")
+        dev = model.device
+        shape = (self.max_len, c.n_kv_heads, c.head_dim)
+        self.k = [zeros(shape, "f32", dev) for _ in range(c.n_layers)]
+        self.v = [zeros(shape, "f32", dev) for _ in range(c.n_layers)]
+        self.length = 0
+        self._slots: dict[int, dict] = {}
+
+    def slot(self, Q: int) -> dict:
+        s = self._slots.get(Q)
+        if s is None:
+            # keep the decoding slot (Q = 1) and the latest prefill only: prompts of many lengths must not
+            # pile up scratch buffers
+            for q in [q for q in self._slots if q != 1]:
+                del self._slots[q]
+            dev, n = self.model.device, self.model.config.n_heads * Q * self.max_len
+            s = {"ids": empty((Q,), "u32", dev, host_visible=True), "arena": arena(dev),
+                 "scratch": (empty((n,), "f32", dev), empty((n,), "f32", dev))}
+            self._slots[Q] = s
+        return s
+
+    def step(self, ids) -> np.ndarray:
+        """Append ids (host token ids) and return the last position's logits on the host. The step's
+        dispatches go into one recorded sequence, submitted once (kernels and buffers are reused)."""
+        dev, V = self.model.device, self.model.config.vocab_size
+        s = self.slot(len(ids))
+        host = s.get("host")
+        if host is None:
+            host = s["host"] = empty((V,), "f32", dev, host_visible=True)
+        with record(dev):
+            logits = self.model.forward_cached(ids, self)
+            ops.copy2d(logits, host, 1, V, (len(ids) - 1) * V, V, 0, V)
+            dev.sync_local(host)
+        return host.read_staging()
+
+    def reset(self) -> None:
+        """Forget the cached positions (the buffers are kept and overwritten)."""
+        self.length = 0

@@ -15,8 +15,9 @@ from ..errors import ShapeError, UnsupportedError
 from ..runtime.tensor import Tensor, empty
 from .matmul import gemm_strided
 from .activations import softmax, softmax_backward
+from ._util import run
 
-__all__ = ["attention", "attention_backward"]
+__all__ = ["attention", "attention_backward", "attention_cached"]
 
 
 def _geometry(q: Tensor, k: Tensor, v: Tensor, batch: int = 1):
@@ -112,3 +113,43 @@ def attention_backward(q: Tensor, k: Tensor, v: Tensor, dout: Tensor, probs: Ten
                          b_strides=(H * D, 1), b_batch=(qo + j * D, G * D, 1),
                          c_strides=(KVH * D, 1), c_batch=(ko, D), beta=beta)
     return dq, dk, dv
+
+
+# -- attention over a KV cache (generation) ----------------------------------------------------------------
+def attention_cached(q: Tensor, k_cache: Tensor, v_cache: Tensor, start_pos: int, scale: float | None = None,
+                     scratch: tuple | None = None, out: Tensor | None = None) -> Tensor:
+    """Causal attention of Q new queries at positions start_pos..start_pos+Q-1 over the cached keys and
+    values of positions 0..start_pos+Q-1: query i sees keys j <= start_pos + i. q: [Q, H, D]; k_cache,
+    v_cache: [max_len, KVH, D] (rows past start_pos+Q are not read). Returns out [Q, H, D].
+
+    scratch: (scores, probs), two buffers of at least H*Q*max_len elements of q's dtype, reused across
+    calls (their kv-length-dependent part lives in push constants, so cached kernels are reused)."""
+    if q.ndim != 3 or k_cache.ndim != 3 or k_cache.shape != v_cache.shape:
+        raise ShapeError(f"attention_cached: q {q.shape}, k_cache {k_cache.shape}, v_cache {v_cache.shape}")
+    Q, H, D = q.shape
+    L, KVH, Dk = k_cache.shape
+    kv = int(start_pos) + Q
+    if Dk != D or KVH < 1 or H % KVH:
+        raise ShapeError(f"attention_cached: q {q.shape} and cache {k_cache.shape} disagree (head_dim, GQA)")
+    if start_pos < 0 or kv > L:
+        raise ShapeError(f"attention_cached: positions {start_pos}..{kv - 1} outside the cache's {L}")
+    if not (q.dtype == k_cache.dtype == v_cache.dtype):
+        raise UnsupportedError(f"attention_cached: dtypes {q.dtype}, {k_cache.dtype}, {v_cache.dtype} differ")
+    scale = 1.0 / math.sqrt(D) if scale is None else float(scale)
+    G = H // KVH
+    if scratch is None:
+        scratch = (empty((H * Q * kv,), q.dtype, q.device), empty((H * Q * kv,), q.dtype, q.device))
+    s, p = scratch
+    if s.numel < H * Q * kv or p.numel < H * Q * kv or s.dtype != q.dtype or p.dtype != q.dtype:
+        raise ShapeError(f"attention_cached: scratch buffers need {H * Q * kv} {q.dtype} elements")
+    # scores [H, Q, kv] packed at the start of s: S_h = scale Q_h K_h^T
+    gemm_strided(q, k_cache, s, Q, kv, D, batch=H, a_strides=(H * D, 1), a_batch=(0, D),
+                 b_strides=(1, KVH * D), b_batch=(0, D, G), c_strides=(kv, 1), c_batch=(0, Q * kv), alpha=scale)
+    # row r = h*Q + i is query i: the causal softmax kernel shows it keys j <= i + (kv - Q) = start_pos + i
+    run("softmax", q.dtype, [s, p], dict(rows=H * Q, cols=kv, causal=1, seq=Q), H * Q)
+    out = empty((Q, H, D), q.dtype, q.device) if out is None else out
+    if out.shape != (Q, H, D) or out.dtype != q.dtype:
+        raise ShapeError(f"attention_cached: out is {out.shape}/{out.dtype}, want {(Q, H, D)}/{q.dtype}")
+    gemm_strided(p, v_cache, out, Q, D, kv, batch=H, a_strides=(kv, 1), a_batch=(0, Q * kv),
+                 b_strides=(KVH * D, 1), b_batch=(0, D, G), c_strides=(H * D, 1), c_batch=(0, D))
+    return out

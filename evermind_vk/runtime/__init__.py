@@ -4,5 +4,7 @@ from .device import Device, DeviceInfo, devices, get_device
 from .profiler import Profile, profile
 from .program import Program, record
 from .tensor import Tensor, empty, tensor, zeros
+from .tensor import arena
 
-__all__ = ["Device", "DeviceInfo", "devices", "get_device", "Program", "record", "Profile", "profile", "Tensor", "empty", "tensor", "zeros"]
+__all__ = ["Device", "DeviceInfo", "devices", "get_device", "Program", "record", "Profile", "profile", "Tensor", "empty",
+           "tensor", "zeros", "arena"]

@@ -34,14 +34,21 @@ def _shape(shape) -> tuple[int, ...]:
 
 
 class Tensor:
-    def __init__(self, device, shape, dtype: str, kp_tensor, host_visible: bool):
+    def __init__(self, device, shape, dtype: str, kp_tensor, host_visible: bool, base: "Tensor | None" = None):
         self.device = device
         self.shape = _shape(shape)
         self.dtype = dtype
         self.kp = kp_tensor
         self.host_visible = host_visible
-        self.uid = next(_uids)
-        weakref.finalize(self, device.forget, self.uid)
+        # A view (reshape) shares its base's uid, so the cached kp Algorithms bound to the buffer serve it
+        # too (a view made per call, as in a generation loop, would otherwise build a pipeline per call).
+        # It keeps its base alive; the base's finalizer drops the algorithms once every view is gone.
+        self._base = base
+        if base is not None:
+            self.uid = base.uid
+        else:
+            self.uid = next(_uids)
+            weakref.finalize(self, device.forget, self.uid)
 
     # -- facts ----------------------------------------------------------------------------------
     @property
@@ -69,7 +76,7 @@ class Tensor:
         shape = _shape(shape[0] if len(shape) == 1 and not isinstance(shape[0], int) else shape)
         if math.prod(shape) != self.numel:
             raise ShapeError(f"cannot reshape {self.shape} ({self.numel} elements) to {shape}")
-        return Tensor(self.device, shape, self.dtype, self.kp, self.host_visible)
+        return Tensor(self.device, shape, self.dtype, self.kp, self.host_visible, base=self._base or self)
 
     # -- host transfer --------------------------------------------------------------------------
     def numpy(self) -> np.ndarray:
@@ -154,10 +161,18 @@ def tensor(data, dtype=None, device=None) -> Tensor:
 
 
 def empty(shape, dtype="f32", device=None, host_visible: bool = False) -> Tensor:
-    """A new tensor with undefined contents (device-only unless host_visible)."""
+    """A new tensor with undefined contents (device-only unless host_visible; inside an `arena`, the
+    arena's tensor for this allocation)."""
     name = dtypes.canonical(dtype)
     dev = get_device(device)
     shape = _shape(shape)
+    pool = getattr(dev, "arena", None)
+    if pool is not None and not host_visible:
+        return pool.take(shape, name)
+    return _new(dev, shape, name, host_visible)
+
+
+def _new(dev, shape, name, host_visible) -> Tensor:
     n_words = dtypes.words(math.prod(shape), name)
     _check_size(dev, 4 * n_words)
     kp = kp_module()
@@ -170,3 +185,41 @@ def zeros(shape, dtype="f32", device=None, host_visible: bool = False) -> Tensor
     t = empty(shape, dtype, device, host_visible)
     fill_words(t, 0)
     return t
+
+
+class arena:
+    """Reuse device-only tensors across iterations of a loop that allocates the same sequence each time:
+
+        pool = arena(device)
+        for token in ...:
+            with pool:              # the n-th empty() of a (shape, dtype) gets the same tensor as last time
+                logits = model.step(...)
+            read logits here        # before the next iteration overwrites it
+
+    Tensors keep their uid, so the device's cached kp Algorithms (one pipeline each) are reused instead
+    of built again per iteration, which dominates small per-token work on lavapipe. No two allocations
+    of one iteration share a tensor; anything kept past the iteration must be copied."""
+
+    def __init__(self, device=None):
+        self.device = get_device(device)
+        self._pool: dict[tuple, list] = {}
+        self._used: dict[tuple, int] = {}
+
+    def take(self, shape: tuple, dtype: str) -> Tensor:
+        key = (shape, dtype)
+        i = self._used.get(key, 0)
+        self._used[key] = i + 1
+        lst = self._pool.setdefault(key, [])
+        if i == len(lst):
+            lst.append(_new(self.device, shape, dtype, False))
+        return lst[i]
+
+    def __enter__(self) -> "arena":
+        if getattr(self.device, "arena", None) is not None:
+            raise EvermindError("arena blocks do not nest")
+        self._used = {}
+        self.device.arena = self
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.device.arena = None

@@ -52,12 +52,14 @@ def build_chunks(ids, seq_len: int) -> list[tuple[np.ndarray, np.ndarray]]:
     return [(ids[s:min(s + seq_len, n - 1)], ids[s + 1:s + seq_len + 1]) for s in range(0, n - 1, seq_len)]
 
 
-def batches(chunks, batch_size: int, seq_len: int, rng: np.random.Generator | None = None):
+def batches(chunks, batch_size: int, seq_len: int, rng: np.random.Generator | None = None, order=None):
     """Fixed-shape [batch_size * seq_len] batches (padding: input 0, target IGNORE); yields
-    (inputs, targets, n_valid_targets)."""
-    order = np.arange(len(chunks))
-    if rng is not None:
-        rng.shuffle(order)
+    (inputs, targets, n_valid_targets). The chunks come in `order` (a permutation) if given, else
+    shuffled by rng, else in sequence."""
+    if order is None:
+        order = np.arange(len(chunks))
+        if rng is not None:
+            rng.shuffle(order)
     for b in range(0, len(order), batch_size):
         inp = np.zeros((batch_size, seq_len), np.uint32)
         tgt = np.full((batch_size, seq_len), IGNORE, np.uint32)

@@ -1,4 +1,5 @@
-"""Generation: continue a prompt with a model, greedy or sampled (temperature, top-k), seeded."""
+"""Generation: continue a prompt with a model, greedy or sampled (temperature, top-k, top-p, repetition
+penalty), seeded, with a KV cache (one token's work per step) and stop tokens, streaming each token."""
 from __future__ import annotations
 
 import numpy as np
@@ -8,28 +9,70 @@ from ..errors import EvermindError
 from ..runtime import tensor
 
 
+def _pick(last: np.ndarray, ids: list, temperature: float, top_k, top_p, repetition_penalty: float, rng) -> int:
+    z = last.astype(np.float64)
+    if repetition_penalty != 1.0 and ids:  # CTRL / Hugging Face: shrink the logits of tokens already seen
+        seen = np.unique(np.asarray(ids, dtype=np.int64))
+        seen = seen[seen < z.size]
+        z[seen] = np.where(z[seen] > 0, z[seen] / repetition_penalty, z[seen] * repetition_penalty)
+    if temperature <= 0:
+        return int(np.argmax(z))
+    z = z / temperature
+    if top_k is not None and 0 < top_k < z.size:
+        cut = np.partition(z, -top_k)[-top_k]
+        z = np.where(z >= cut, z, -np.inf)
+    p = np.exp(z - z.max())
+    p /= p.sum()
+    if top_p is not None and 0 < top_p < 1:  # nucleus: the smallest set of most likely tokens with mass >= top_p
+        order = np.argsort(-p, kind="stable")
+        keep = np.cumsum(p[order]) - p[order] < top_p
+        mask = np.zeros(p.size, bool)
+        mask[order[keep]] = True
+        p = np.where(mask, p, 0.0)
+        p /= p.sum()
+    return int(rng.choice(z.size, p=p))
+
+
 def generate(model, prompt_ids, max_new_tokens: int = 64, temperature: float = 0.0, top_k: int | None = None,
-             seed: int | None = None) -> list[int]:
+             seed: int | None = None, top_p: float | None = None, repetition_penalty: float = 1.0,
+             stop_tokens=(), use_cache: bool = True, on_token=None) -> list[int]:
     """Continue prompt_ids: greedy when temperature == 0, else sampling from softmax(logits / T)
-    restricted to the top_k logits; seeded and reproducible. Context is the last max_seq_len tokens."""
+    restricted to the top_k logits and then to the top_p probability mass; seeded and reproducible.
+    repetition_penalty > 1 divides positive (multiplies negative) logits of tokens already in the
+    sequence. Generation ends after a token in stop_tokens (not included in the result). on_token(id) is
+    called for each new token as it is chosen (streaming). Context is the last max_seq_len tokens.
+
+    use_cache (models with forward_cached): the prompt is run once and each new token then costs one
+    token's work against the KV cache; when the context reaches max_seq_len the cache is refilled with
+    the last max_seq_len tokens (the same context the uncached path sees, so greedy output is identical)."""
     ids = [int(i) for i in prompt_ids]
     if not ids:
         raise EvermindError("generate needs a non-empty prompt")
+    if repetition_penalty <= 0 or (top_p is not None and not 0 < top_p <= 1):
+        raise EvermindError(f"repetition_penalty must be > 0 and top_p in (0, 1], got {repetition_penalty}, {top_p}")
+    stop = {int(t) for t in stop_tokens}
     rng = np.random.default_rng(seed)
     L = model.config.max_seq_len
+    cached = use_cache and hasattr(model, "forward_cached")
+    cache = model.kv_cache(reuse=True) if cached else None
+    out: list[int] = []
+    pending = ids[-L:]  # tokens not yet in the cache
     for _ in range(max_new_tokens):
-        ctx = ids[-L:]
-        logits = model.forward(tensor(np.array(ctx, np.uint32), device=model.device))
-        last = ops.row_slice(logits, len(ctx) - 1).numpy().astype(np.float64)
-        if temperature <= 0:
-            nxt = int(np.argmax(last))
+        if cached:
+            if cache.length + len(pending) > L:  # full: refill with the last L tokens
+                cache.reset()
+                pending = ids[-L:]
+            last = cache.step(pending)
         else:
-            z = last / temperature
-            if top_k is not None and 0 < top_k < z.size:
-                cut = np.partition(z, -top_k)[-top_k]
-                z = np.where(z >= cut, z, -np.inf)
-            p = np.exp(z - z.max())
-            p /= p.sum()
-            nxt = int(rng.choice(z.size, p=p))
+            ctx = ids[-L:]
+            logits = model.forward(tensor(np.array(ctx, np.uint32), device=model.device))
+            last = ops.row_slice(logits, len(ctx) - 1).numpy()
+        nxt = _pick(last, ids, temperature, top_k, top_p, repetition_penalty, rng)
+        if nxt in stop:
+            break
         ids.append(nxt)
-    return ids[len(prompt_ids):]
+        out.append(nxt)
+        pending = [nxt]
+        if on_token is not None:
+            on_token(nxt)
+    return out

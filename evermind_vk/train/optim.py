@@ -18,7 +18,8 @@ import numpy as np
 from .. import ops
 from ..errors import ShapeError, UnsupportedError
 from ..runtime import Tensor, empty, tensor, zeros
-from ..runtime.kernels import fill_words
+from ..runtime.kernels import copy_words, fill_words
+from .schedule import LRSchedule, lr_at
 
 
 class AdamW:
@@ -43,6 +44,14 @@ class AdamW:
         self._device = dev
         self._hyper = tensor(np.zeros(8, np.float32), device=dev) if dev else None
         self._nonfinite = zeros((1,), "u32", dev, host_visible=True) if dev else None
+        # -- LR schedule and parameter groups (issue 14) --
+        # schedule: doppler's lr_at(step, group lr, schedule), evaluated by begin_step for each group and
+        # written into that group's hyper buffer, so a recorded step follows it without re-recording.
+        # Group 0 is the defaults (self.lr, self.weight_decay); param_groups adds groups 1.. with their own
+        # lr and weight decay, each with its own hyper buffer. A name's group is fixed into a recorded step.
+        self.schedule: LRSchedule | None = None
+        self.param_groups: list[dict] = []  # [{"params": [names], "lr": float, "weight_decay": float}]
+        self._hypers: list[Tensor] = [self._hyper] if dev else []
 
     # -- per-step scalars ---------------------------------------------------------------------
     def hyper(self, t: int) -> np.ndarray:
@@ -51,15 +60,67 @@ class AdamW:
                          self.max_delta], dtype=np.float32)
 
     def begin_step(self) -> None:
-        """Advance the step count and write this step's scalars into the hyper buffer's host memory.
-        For a recorded step: call this, then replay the program (which uploads them)."""
+        """Advance the step count and write this step's scalars into the hyper buffers' host memory
+        (one per parameter group, lr from the schedule). For a recorded step: call this, then replay the
+        program (which uploads them)."""
         self.step_count += 1
-        self._hyper.write_staging(self.hyper(self.step_count))
+        for g in range(len(self._hypers)):
+            self._hypers[g].write_staging(self.group_hyper(self.step_count, g))
+
+    # -- LR schedule and parameter groups (issue 14) ---------------------------------------------
+    def set_param_groups(self, groups) -> None:
+        """Replace the extra groups: a list of {"params": [names], "lr": ..., "weight_decay": ...}
+        (lr / weight_decay default to the optimizer's). A name may be in one group; unlisted names are in
+        group 0 (the defaults). Hyper buffers are reused by index, so recorded steps stay valid as long
+        as each name keeps its group (the Trainer's step key includes the assignment)."""
+        out, seen = [], set()
+        for i, g in enumerate(groups or ()):
+            names = list(g["params"])
+            unknown = [n for n in names if n not in self.params]
+            if unknown:
+                raise KeyError(f"AdamW: parameter group {i + 1} names unknown parameters {unknown}")
+            dup = seen.intersection(names)
+            if dup:
+                raise ValueError(f"AdamW: parameters {sorted(dup)} are in more than one group")
+            seen.update(names)
+            lr = float(self.lr if g.get("lr") is None else g["lr"])
+            wd = float(self.weight_decay if g.get("weight_decay") is None else g["weight_decay"])
+            if not lr >= 0 or not wd >= 0:
+                raise ValueError(f"AdamW: group {i + 1} lr and weight_decay must be >= 0 (got {lr}, {wd})")
+            out.append({"params": names, "lr": lr, "weight_decay": wd})
+        self.param_groups = out
+        while len(self._hypers) < 1 + len(out):
+            with self._device.eager():
+                self._hypers.append(tensor(np.zeros(8, np.float32), device=self._device))
+
+    def group_of(self, name: str) -> int:
+        for i, g in enumerate(self.param_groups):
+            if name in g["params"]:
+                return i + 1
+        return 0
+
+    def group_lr(self, t: int, group: int = 0) -> float:
+        """The effective learning rate of a group at 1-based step t (its lr through the schedule)."""
+        base = self.lr if group == 0 else self.param_groups[group - 1]["lr"]
+        return lr_at(max(int(t), 1), base, self.schedule) if self.schedule is not None else base
+
+    @property
+    def effective_lr(self) -> float:
+        """Group 0's learning rate of the current (last begun) step."""
+        return self.group_lr(max(self.step_count, 1), 0)
+
+    def group_hyper(self, t: int, group: int = 0) -> np.ndarray:
+        h = self.hyper(t)
+        h[0] = self.group_lr(t, group)
+        if group:
+            h[4] = self.param_groups[group - 1]["weight_decay"]
+        return h
 
     def record_updates(self, grads: dict) -> None:
         """Dispatch (or record) the uploads of the scalars and one update per named gradient."""
         dev = self._device
-        dev.upload(self._hyper)
+        for h in self._hypers:
+            dev.upload(h)
         fill_words(self._nonfinite, 0)
         for name, g in grads.items():
             p = self.params.get(name)
@@ -71,7 +132,7 @@ class AdamW:
                 with dev.eager():
                     self.state[name] = (zeros(p.shape, "f32", dev), zeros(p.shape, "f32", dev))
             m, v = self.state[name]
-            ops.adamw_step(p, g, m, v, self._hyper, self._nonfinite)
+            ops.adamw_step(p, g, m, v, self._hypers[self.group_of(name)], self._nonfinite)
 
     def step(self, grads: dict) -> None:
         """One AdamW step for the parameters named in grads (eagerly, or recorded inside record())."""
@@ -90,6 +151,8 @@ class AdamW:
             "hyper": {"lr": self.lr, "betas": list(self.betas), "eps": self.eps,
                       "weight_decay": self.weight_decay, "max_delta": self.max_delta},
             "state": {n: {"exp_avg": m.numpy(), "exp_avg_sq": v.numpy()} for n, (m, v) in self.state.items()},
+            "param_groups": [dict(g, params=list(g["params"])) for g in self.param_groups],
+            "schedule": None if self.schedule is None else dict(vars(self.schedule)),
         }
 
     def load_state_dict(self, sd: dict) -> None:
@@ -97,15 +160,29 @@ class AdamW:
         self.lr, self.betas, self.eps = float(h["lr"]), tuple(h["betas"]), float(h["eps"])
         self.weight_decay, self.max_delta = float(h["weight_decay"]), float(h["max_delta"])
         self.step_count = int(sd["step"])
-        state = {}
+        if "param_groups" in sd:
+            self.set_param_groups(sd["param_groups"])
+        if "schedule" in sd:
+            self.schedule = LRSchedule(**sd["schedule"]) if sd["schedule"] else None
+        # Moments are copied INTO the existing device tensors: a recorded step binds those tensors, so
+        # replacing them would leave it updating the old ones (the resumed run silently diverged).
+        # Names the state dict lacks restart from zero moments, in place too.
         for name, s in sd["state"].items():
             p = self.params.get(name)
             m, v = np.asarray(s["exp_avg"]), np.asarray(s["exp_avg_sq"])
             if p is not None and (m.shape != p.shape or v.shape != p.shape):
                 raise ShapeError(f"AdamW state for {name!r} has shape {m.shape}, parameter {p.shape}")
-            state[name] = (tensor(m.astype(np.float32), device=self._device),
-                           tensor(v.astype(np.float32), device=self._device))
-        self.state = state
+        with self._device.eager():
+            for name in [n for n in self.state if n not in sd["state"]]:
+                for t in self.state[name]:
+                    fill_words(t, 0)
+            for name, s in sd["state"].items():
+                m, v = (np.asarray(s[k], dtype=np.float32) for k in ("exp_avg", "exp_avg_sq"))
+                if name in self.state and self.state[name][0].shape == m.shape:
+                    for dst, src in zip(self.state[name], (m, v)):
+                        copy_words(tensor(src, device=self._device), dst)
+                else:
+                    self.state[name] = (tensor(m, device=self._device), tensor(v, device=self._device))
 
 
 # -- gradient clipping ------------------------------------------------------------------------------
@@ -163,9 +240,14 @@ def clip_grad_norm(grads, max_norm: float, track: bool = False) -> ClipMetrics:
             raise UnsupportedError(f"clip_grad_norm takes f32 gradients, got {g.dtype}")
     dev = gl[0].device
     state = empty((2,), "f32", dev)
-    ops.sum_squares(gl, state, 0)
+    ops.sum_squares(gl, state, 0)  # every parameter's gradient counts, shared ones once per parameter
     if max_norm > 0:
+        # A gradient buffer shared by several parameters (the tape hands add's output gradient to both
+        # inputs, so a residual add's two parameters get one tensor) is scaled once, not once per name.
+        seen = set()
         for g in gl:
-            ops.clip_scale(g, state, max_norm)
+            if id(g.kp) not in seen:
+                seen.add(id(g.kp))
+                ops.clip_scale(g, state, max_norm)
     ops.sum_squares(gl, state, 1)
     return ClipMetrics(state, float(max_norm), sum(g.numel for g in gl), track)

@@ -1,85 +1,147 @@
 """Trainer: next-token training of a TransformerLM on text or ids, on the device.
 
 A training step (upload the batch, forward, backward, clip, AdamW, copy the loss to host memory) is
-recorded once per shape and trainable set and replayed with one submit per step.
+recorded once per shape and trainable set and replayed with one submit per step. With gradient
+accumulation a micro-batch program (forward, backward seeded with its token weight, add into the
+gradient buffers) is replayed accum_steps times, then an apply program (clip, AdamW, zero the buffers).
+Per-step scalars (the scheduled lr, bias corrections, micro-batch weights) live in small device buffers
+written before each replay, so nothing is re-recorded when they change.
 """
 from __future__ import annotations
 
+import fnmatch
+import hashlib
+import json
 import math
+import signal
 import sys
+import threading
 import time
 
 import numpy as np
 
+from .. import ops
 from ..autodiff import Tape
-from ..errors import EvermindError
-from ..runtime import empty, record
-from ..runtime.kernels import copy_words
+from ..errors import CheckpointMismatchError, EvermindError
+from ..io.checkpoint import load_checkpoint, save_checkpoint
+from ..models import LMConfig, TransformerLM
+from ..models.lora import LoRAConfig, add_lora, load_lora_state_dict, lora_state_dict
+from ..runtime import empty, record, zeros
+from ..runtime.kernels import copy_words, fill_words
 from .data import batches, build_chunks
 from .optim import AdamW, clip_grad_norm
+from .schedule import LRSchedule
 from .tokenizer import ByteTokenizer
 
 WSLA_MAX_DELTA = 0.05
+# One default for AdamW and the Trainer: PyTorch's AdamW default and builderforce's trainer default (0.01).
+DEFAULT_WEIGHT_DECAY = 1e-2
+CHECKPOINT_FORMAT = "evermind-vk.trainer/1"
 
 
 class _Step:
-    """One recorded training (or evaluation) step for fixed (batch, seq_len, trainable names, clip)."""
+    """One recorded program for fixed (batch, seq_len, trainable names, group assignment, clip).
 
-    def __init__(self, trainer, B: int, L: int, names: tuple, max_norm: float, track: bool, train: bool):
+    kind: 'train' (forward, backward, clip, AdamW), 'eval' (forward only), 'micro' (forward, backward
+    with the seed read from a device buffer, gradients added into the trainer's accumulation buffers)
+    or 'apply' (clip and AdamW on the accumulation buffers, then zero them; no batch)."""
+
+    def __init__(self, trainer, B: int, L: int, names: tuple, max_norm: float, track: bool, kind: str):
         self.trainer, self.B, self.L = trainer, B, L
-        self.names, self.max_norm, self.track, self.train = names, max_norm, track, train
+        self.names, self.max_norm, self.track, self.kind = names, max_norm, track, kind
         dev = trainer.model.device
-        self.ids = empty((B * L,), "u32", dev, host_visible=True)
-        self.tgt = empty((B * L,), "u32", dev, host_visible=True)
+        if kind != "apply":
+            self.ids = empty((B * L,), "u32", dev, host_visible=True)
+            self.tgt = empty((B * L,), "u32", dev, host_visible=True)
+        if kind == "micro":
+            self.seed = empty((1,), "f32", dev, host_visible=True)
         self.loss_host = empty((1,), "f32", dev, host_visible=True)
         self.norm_host = empty((2,), "f32", dev, host_visible=True)
         self.program = None
 
+    @property
+    def updates(self) -> bool:
+        return self.kind in ("train", "apply")
+
+    def _clip_and_update(self, grads):
+        t, dev = self.trainer, self.trainer.model.device
+        if self.max_norm > 0 or self.track:
+            metrics = clip_grad_norm(grads, self.max_norm)
+            copy_words(metrics.state, self.norm_host)
+            dev.sync_local(self.norm_host)
+        t.optimizer.record_updates(grads)
+
     def _build(self):
         t, dev = self.trainer, self.trainer.model.device
         with record(dev) as prog:
-            dev.upload(self.ids)
-            dev.upload(self.tgt)
-            if self.train:
-                with Tape() as tape:
-                    loss = t.model.loss(self.ids, self.tgt, self.B)
-                params = t.model.parameters()
-                grads = tape.backward(loss).by_name({n: params[n] for n in self.names})
-                if self.max_norm > 0 or self.track:
-                    metrics = clip_grad_norm(grads, self.max_norm)
-                    copy_words(metrics.state, self.norm_host)
-                    dev.sync_local(self.norm_host)
-                t.optimizer.record_updates(grads)
+            if self.kind == "apply":
+                acc = {n: t._acc[n] for n in self.names}
+                self._clip_and_update(acc)
+                for g in acc.values():
+                    fill_words(g, 0)
             else:
-                loss = t.model.loss(self.ids, self.tgt, self.B)
-            copy_words(loss, self.loss_host)
-            dev.sync_local(self.loss_host)
+                dev.upload(self.ids)
+                dev.upload(self.tgt)
+                if self.kind == "eval":
+                    loss = t.model.loss(self.ids, self.tgt, self.B)
+                else:
+                    with Tape() as tape:
+                        loss = t.model.loss(self.ids, self.tgt, self.B)
+                    params = t.model.parameters()
+                    if self.kind == "train":
+                        grads = tape.backward(loss).by_name({n: params[n] for n in self.names})
+                        self._clip_and_update(grads)
+                    else:  # micro: d(total loss)/d(this micro-batch's mean loss) = its share of the tokens
+                        dev.upload(self.seed)
+                        grads = tape.backward({loss: self.seed}).by_name({n: params[n] for n in self.names})
+                        for n in self.names:
+                            if n in grads:
+                                ops.add(t._acc[n], grads[n], out=t._acc[n])
+                copy_words(loss, self.loss_host)
+                dev.sync_local(self.loss_host)
         self.program = prog
 
-    def run(self, inp: np.ndarray, tgt: np.ndarray):
-        self.ids.write_staging(inp)
-        self.tgt.write_staging(tgt)
-        if self.train:
+    def run(self, inp=None, tgt=None, weight: float = 1.0):
+        if self.kind != "apply":
+            self.ids.write_staging(inp)
+            self.tgt.write_staging(tgt)
+        if self.kind == "micro":
+            self.seed.write_staging(np.array([weight], np.float32))
+        if self.updates:
             self.trainer.optimizer.begin_step()
         if self.program is None:
             self._build()  # records and runs the first step
         else:
             self.program.run()
-        loss = float(self.loss_host.read_staging()[0])
+        loss = float(self.loss_host.read_staging()[0]) if self.kind != "apply" else None
         norm = None
-        if self.train and (self.max_norm > 0 or self.track):
+        if self.updates and (self.max_norm > 0 or self.track):
             norm = math.sqrt(max(float(self.norm_host.read_staging()[0]), 0.0))
         return loss, norm
+
+
+def _match(name: str, patterns) -> bool:
+    return any(fnmatch.fnmatchcase(name, p) for p in patterns)
+
+
+def _sha(obj) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()
 
 
 class Trainer:
     def __init__(self, model, tokenizer=None, seed: int = 0):
         self.model = model
         self.tokenizer = tokenizer or ByteTokenizer()
-        self.optimizer = AdamW(model.parameters(), lr=1e-3)
+        self.optimizer = AdamW(model.parameters(), lr=1e-3, weight_decay=DEFAULT_WEIGHT_DECAY)
         self.seed = seed
         self._steps: dict[tuple, _Step] = {}
-        self.history: list[dict] = []  # one entry per step: epoch, step, loss, grad_norm, tokens
+        self._acc: dict = {}  # gradient accumulation buffers by parameter name
+        self.history: list[dict] = []  # one entry per optimizer step
+        self.global_step = 0  # optimizer steps taken by this trainer (restored by resume)
+        self.interrupted = None  # the signal number that stopped the last train(), if any
+        self._position = None  # where train() is in its data (saved by save(), restored by resume())
+        self._resume_position = None
+        self._stop_signal = None
 
     def _ids(self, text_or_ids) -> np.ndarray:
         if isinstance(text_or_ids, str):
@@ -91,71 +153,200 @@ class Trainer:
             raise EvermindError(f"token ids must be integers in [0, {self.model.config.vocab_size})")
         return ids.astype(np.uint32)
 
-    def _step(self, B, L, names, max_norm, track, train) -> _Step:
-        key = (B, L, names, float(max_norm), bool(track), train)
+    def _step(self, B, L, names, max_norm, track, kind) -> _Step:
+        groups = tuple(self.optimizer.group_of(n) for n in names)
+        key = (B, L, names, groups, float(max_norm), bool(track), kind)
         if key not in self._steps:
-            self._steps[key] = _Step(self, B, L, names, max_norm, track, train)
+            self._steps[key] = _Step(self, B, L, names, max_norm, track, kind)
         return self._steps[key]
+
+    def trainable(self, freeze=(), wsla: bool = False) -> tuple:
+        """Names of the parameters a run trains: all but those matching a freeze pattern (fnmatch);
+        wsla is the configuration that freezes everything but model.wsla_parameters()."""
+        params = self.model.parameters()
+        if wsla:
+            keep = set(self.model.wsla_parameters())
+            freeze = list(freeze) + [n for n in params if n not in keep]
+        names = tuple(n for n in params if not _match(n, freeze))
+        if not names:
+            raise EvermindError("every parameter is frozen: nothing to train")
+        return names
 
     def train(self, text_or_ids, epochs: int = 1, seq_len: int = 64, batch_size: int = 1, lr: float = 1e-3,
               max_grad_norm: float = 1.0, wsla: bool = False, max_delta: float | None = None,
               track_grad_norm: bool = False, on_epoch_end=None, progress: bool = False,
-              time_limit: float | None = None, weight_decay: float = 0.0) -> list[float]:
+              time_limit: float | None = None, weight_decay: float = DEFAULT_WEIGHT_DECAY,
+              schedule: LRSchedule | None = None, accum_steps: int = 1, max_steps: int | None = None,
+              on_step=None, eval_data=None, eval_every: int = 0, eval_split: float = 0.0, freeze=(),
+              param_groups=None,
+              save_key: str | None = None, save_every: int = 0, save_dir: str = ".evermind-checkpoints",
+              stop_on_signal: bool = False) -> list[float]:
         """Train; returns the mean loss of each epoch (over all its target tokens).
 
-        wsla trains only model.wsla_parameters() with max_delta defaulting to 0.05 (0 otherwise).
-        on_epoch_end(epoch, loss, grad_norm) gets the last step's pre-clip gradient norm when
-        track_grad_norm (else None). time_limit stops at the first step boundary past it (seconds).
+        schedule: an LRSchedule (doppler's lr_at, per optimizer step; the step's lr is history's
+        effective_lr). accum_steps: micro-batches of batch_size per optimizer step, their gradients
+        weighted by token counts so one step equals one big batch. max_steps: stop once this trainer has
+        taken that many optimizer steps (counting steps before a resume). on_step(step, metrics) after
+        each optimizer step. eval_data with eval_every N: perplexity on it every N steps (history's
+        eval_ppl); eval_split = f instead holds out the last fraction f of the tokens. freeze: fnmatch
+        patterns of parameters not trained; param_groups: a list of {"params": pattern(s), "lr": ...,
+        "weight_decay": ...}, the first matching group wins, the rest use lr and weight_decay. wsla trains only model.wsla_parameters() with max_delta defaulting to
+        0.05 (0 otherwise). on_epoch_end(epoch, loss, grad_norm) gets the mean of the epoch's per-step
+        pre-clip gradient norms when track_grad_norm (else None), as builderforce. time_limit stops at
+        the first step boundary past it (seconds). save_key with save_every N saves a resumable
+        checkpoint every N steps and at the end; stop_on_signal makes SIGINT/SIGTERM stop at the next
+        step boundary (saving when save_key is set) and sets self.interrupted.
         """
         if seq_len > self.model.config.max_seq_len:
             raise EvermindError(f"seq_len {seq_len} exceeds the model's max_seq_len {self.model.config.max_seq_len}")
-        chunks = build_chunks(self._ids(text_or_ids), seq_len)
-        names = tuple(self.model.wsla_parameters()) if wsla else tuple(self.model.parameters())
+        if accum_steps < 1 or (max_steps is not None and max_steps < 0) or eval_every < 0 or save_every < 0:
+            raise EvermindError("accum_steps >= 1, max_steps >= 0, eval_every >= 0 and save_every >= 0 are required")
+        ids = self._ids(text_or_ids)
+        eval_ids = self._ids(eval_data) if eval_data is not None else None
+        if eval_split:
+            if eval_data is not None or not 0 < eval_split < 1:
+                raise EvermindError("eval_split is a fraction in (0, 1), and excludes eval_data")
+            cut = int(round(ids.size * (1 - eval_split)))
+            if cut < 2 or ids.size - cut < 2:
+                raise EvermindError(f"eval_split {eval_split} of {ids.size} tokens leaves too few on one side")
+            ids, eval_ids = ids[:cut], ids[cut:]
+        chunks = build_chunks(ids, seq_len)
+        names = self.trainable(freeze, wsla)
         opt = self.optimizer
+        opt.params.update({n: p for n, p in self.model.parameters().items() if n not in opt.params})  # LoRA added later
         opt.lr, opt.weight_decay = float(lr), float(weight_decay)
         opt.max_delta = float(max_delta if max_delta is not None else (WSLA_MAX_DELTA if wsla else 0.0))
-        step = self._step(batch_size, seq_len, names, max_grad_norm, track_grad_norm, True)
+        opt.schedule = schedule
+        groups = []
+        for g in param_groups or ():
+            pats = [g["params"]] if isinstance(g["params"], str) else list(g["params"])
+            taken = {n for gg in groups for n in gg["params"]}
+            groups.append({"params": [n for n in names if _match(n, pats) and n not in taken],
+                           "lr": g.get("lr"), "weight_decay": g.get("weight_decay")})
+        opt.set_param_groups(groups)
+        data = {"dataset": hashlib.sha256(ids.tobytes()).hexdigest(), "seq_len": seq_len, "batch_size": batch_size,
+                "accum_steps": accum_steps, "chunks": len(chunks)}
+        if accum_steps == 1:
+            step = self._step(batch_size, seq_len, names, max_grad_norm, track_grad_norm, "train")
+        else:
+            dev = self.model.device
+            with dev.eager():
+                for n in names:
+                    if n not in self._acc:
+                        self._acc[n] = zeros(self.model.parameters()[n].shape, "f32", dev)
+            micro = self._step(batch_size, seq_len, names, 0.0, False, "micro")
+            apply = self._step(0, 0, names, max_grad_norm, track_grad_norm, "apply")
         n_batches = -(-len(chunks) // batch_size)
-        losses = []
+        pos, self._resume_position = self._resume_position, None
+        if pos is not None and pos["data"] != data:
+            raise CheckpointMismatchError(f"resumed run's data or batching differ from the checkpoint's: "
+                                          f"{ {k: v for k, v in data.items() if pos['data'].get(k) != v} }")
+        losses = list(pos["losses"]) if pos else []
+        start_epoch = pos["epoch"] if pos else 0
         t0 = time.perf_counter()
         tokens = 0
-        for epoch in range(epochs):
-            rng = np.random.default_rng(self.seed + epoch)
-            total, count, norm = 0.0, 0, None
-            for bi, (inp, tgt, n) in enumerate(batches(chunks, batch_size, seq_len, rng)):
-                loss, norm = step.run(inp, tgt)
-                if not math.isfinite(loss):
-                    raise EvermindError(f"loss became {loss} at epoch {epoch + 1}, step {bi + 1}")
-                total += loss * n
-                count += n
-                tokens += n
-                self.history.append({"epoch": epoch + 1, "step": len(self.history) + 1, "loss": loss,
-                                     "grad_norm": norm, "tokens": n})
-                if progress:
-                    _progress(epoch, epochs, bi + 1, n_batches, loss, tokens, time.perf_counter() - t0, time_limit)
-                if time_limit is not None and time.perf_counter() - t0 > time_limit:
+        stop = False
+        old_handlers = self._install_signals() if stop_on_signal else None
+        self.interrupted = self._stop_signal = None
+        try:
+            for epoch in range(start_epoch, epochs):
+                if pos is not None and pos["epoch"] == epoch:
+                    order = np.asarray(pos["order"], dtype=np.int64)
+                    done, total, count, norms = pos["batch"], pos["total"], pos["count"], list(pos["norms"])
+                else:
+                    order = np.random.default_rng(self.seed + epoch).permutation(len(chunks))
+                    done, total, count, norms = 0, 0.0, 0, []
+                pos = None
+                batch_list = list(batches(chunks, batch_size, seq_len, order=order))
+                while done < len(batch_list):
+                    if max_steps is not None and self.global_step >= max_steps:
+                        stop = True
+                    if self._stop_signal is not None:
+                        self.interrupted, stop = self._stop_signal, True
+                    if stop:
+                        break
+                    group = batch_list[done:done + accum_steps]
+                    n_tok = sum(n for _, _, n in group)
+                    if accum_steps == 1:
+                        loss, norm = step.run(group[0][0], group[0][1])
+                    else:
+                        loss = 0.0
+                        for inp, tgt, n in group:
+                            micro_loss, _ = micro.run(inp, tgt, weight=n / n_tok)
+                            loss += micro_loss * n / n_tok
+                        _, norm = apply.run()
+                    done += len(group)
+                    self.global_step += 1
+                    if not math.isfinite(loss):
+                        raise EvermindError(f"loss became {loss} at epoch {epoch + 1}, step {self.global_step}")
+                    total += loss * n_tok
+                    count += n_tok
+                    tokens += n_tok
+                    if norm is not None:
+                        norms.append(norm)
+                    entry = {"epoch": epoch + 1, "step": self.global_step, "loss": loss, "grad_norm": norm,
+                             "tokens": n_tok, "effective_lr": opt.effective_lr}
+                    if eval_ids is not None and eval_every and self.global_step % eval_every == 0:
+                        entry["eval_ppl"] = self.evaluate(eval_ids, seq_len=seq_len, batch_size=batch_size)
+                    self.history.append(entry)
+                    self._position = {"epoch": epoch, "batch": done, "order": order, "total": total,
+                                      "count": count, "norms": norms, "losses": list(losses), "data": data}
+                    if on_step is not None:
+                        on_step(self.global_step, dict(entry))
+                    if progress:
+                        _progress(epoch, epochs, done, n_batches, loss,
+                                  tokens, time.perf_counter() - t0, time_limit, lr=entry["effective_lr"])
+                    if save_key and save_every and self.global_step % save_every == 0:
+                        self.save(save_key, directory=save_dir)
+                    if time_limit is not None and time.perf_counter() - t0 > time_limit:
+                        stop = True
+                if done >= len(batch_list):
+                    losses.append(total / max(count, 1))
+                    self._position = {"epoch": epoch + 1, "batch": 0, "order": None, "total": 0.0, "count": 0,
+                                      "norms": [], "losses": list(losses), "data": data}
+                    if on_epoch_end is not None:
+                        mean_norm = float(np.mean(norms)) if (track_grad_norm and norms) else None
+                        on_epoch_end(epoch + 1, losses[-1], mean_norm)
+                if stop:
                     break
-            losses.append(total / max(count, 1))
-            if on_epoch_end is not None:
-                on_epoch_end(epoch + 1, losses[-1], norm if track_grad_norm else None)
-            if time_limit is not None and time.perf_counter() - t0 > time_limit:
-                break
-        if progress:
-            print(file=sys.stderr)
+        finally:
+            if old_handlers is not None:
+                for sig, h in old_handlers.items():
+                    signal.signal(sig, h)
+            if progress:
+                print(file=sys.stderr)
+        if save_key and self._position is not None:
+            self.save(save_key, directory=save_dir)
         return losses
 
     def step_program(self, seq_len: int = 64, batch_size: int = 1, max_grad_norm: float = 1.0, wsla: bool = False,
                      track_grad_norm: bool = False):
         """The recorded training step (a runtime Program) that `train` with these settings has used, for
         `evermind_vk.profile`; None before such a `train` call."""
-        names = tuple(self.model.wsla_parameters()) if wsla else tuple(self.model.parameters())
-        step = self._steps.get((batch_size, seq_len, names, float(max_grad_norm), bool(track_grad_norm), True))
+        names = self.trainable(wsla=wsla)
+        groups = tuple(self.optimizer.group_of(n) for n in names)
+        step = self._steps.get((batch_size, seq_len, names, groups, float(max_grad_norm), bool(track_grad_norm), "train"))
         return step.program if step is not None else None
+
+    def _install_signals(self):
+        """SIGINT/SIGTERM set a flag read at the next step boundary; a second one raises at once."""
+        if threading.current_thread() is not threading.main_thread():
+            return None
+        old = {}
+
+        def handler(signum, frame):
+            if self._stop_signal is not None:  # asked twice: stop now
+                raise KeyboardInterrupt
+            self._stop_signal = signum
+
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            old[sig] = signal.signal(sig, handler)
+        return old
 
     def evaluate(self, text_or_ids, seq_len: int = 64, batch_size: int = 1) -> float:
         """Perplexity exp(mean next-token loss) over every pair of the text."""
         chunks = build_chunks(self._ids(text_or_ids), seq_len)
-        step = self._step(batch_size, seq_len, (), 0.0, False, False)
+        step = self._step(batch_size, seq_len, (), 0.0, False, "eval")
         total, count = 0.0, 0
         for inp, tgt, n in batches(chunks, batch_size, seq_len):
             loss, _ = step.run(inp, tgt)
@@ -163,13 +354,69 @@ class Trainer:
             count += n
         return math.exp(total / max(count, 1))
 
+    # -- resumable checkpoints ----------------------------------------------------------------------
+    def _metadata(self) -> dict:
+        return {"config_hash": _sha({"type": type(self.model).__name__, **self.model.config.to_dict()}),
+                "tokenizer_hash": _sha(type(self.tokenizer).__name__)}
 
-def _progress(epoch, epochs, i, n, loss, tokens, elapsed, time_limit=None):
+    def save(self, key: str, directory: str = ".evermind-checkpoints") -> dict:
+        """Save everything a bit-identical continuation needs through the checkpoint store: weights,
+        AdamW moments, step count, groups and schedule, the data position (epoch, batch, this epoch's
+        order, the epoch's running sums) and seed, the history and the model config. Returns the record."""
+        pos = self._position
+        if pos is not None:
+            pos = {**pos, "order": None if pos["order"] is None else np.asarray(pos["order"], np.int64)}
+        payload = {"format": CHECKPOINT_FORMAT, "model_type": type(self.model).__name__,
+                   "config": self.model.config.to_dict(), "params": self.model.state_dict(),
+                   "optimizer": self.optimizer.state_dict(), "global_step": self.global_step, "seed": self.seed,
+                   "position": pos, "history": self.history,
+                   "loss_scaler": None,  # no mixed precision yet: its state will go here
+                   "lora": (None if not getattr(self.model, "lora", None) else
+                            {"config": self.model.lora_config.to_dict(), "adapters": lora_state_dict(self.model)})}
+        return save_checkpoint(key, payload, directory=directory, **self._metadata())
+
+    def resume(self, key: str, directory: str = ".evermind-checkpoints", force: bool = False) -> "Trainer":
+        """Load save()'s checkpoint into this trainer (the model must have the stored config unless
+        force, which records a resume audit); the next train() with the same data and arguments continues
+        where the saved run was. FileNotFoundError if there is no checkpoint under key."""
+        rec = load_checkpoint(key, self._metadata(), force_resume=force, directory=directory)
+        if rec is None:
+            raise FileNotFoundError(f"no checkpoint under {key!r} in {directory}")
+        if rec.get("format") != CHECKPOINT_FORMAT:
+            raise CheckpointMismatchError(f"checkpoint {key!r} is not a trainer checkpoint ({rec.get('format')!r})")
+        self.model.load_state_dict({k: np.asarray(v) for k, v in rec["params"].items()})
+        if rec.get("lora"):
+            if not getattr(self.model, "lora", None):
+                c = rec["lora"]["config"]
+                add_lora(self.model, LoRAConfig(c["rank"], c["alpha"], tuple(c["targets"]), c["seed"]))
+            load_lora_state_dict(self.model, rec["lora"]["adapters"])
+            self.optimizer.params.update(self.model.parameters())
+        self.optimizer.load_state_dict(rec["optimizer"])
+        self.global_step, self.seed = int(rec["global_step"]), int(rec["seed"])
+        self.history = [dict(h) for h in rec["history"]]
+        self._position = self._resume_position = rec["position"]
+        return self
+
+    @classmethod
+    def from_checkpoint(cls, key: str, directory: str = ".evermind-checkpoints", device=None,
+                        tokenizer=None) -> "Trainer":
+        """A Trainer (and its TransformerLM, built from the stored config) resumed from save()'s checkpoint."""
+        rec = load_checkpoint(key, directory=directory)
+        if rec is None:
+            raise FileNotFoundError(f"no checkpoint under {key!r} in {directory}")
+        if rec.get("model_type") != "TransformerLM":
+            raise CheckpointMismatchError(f"checkpoint {key!r} holds a {rec.get('model_type')!r}, not a TransformerLM")
+        model = TransformerLM(LMConfig.from_dict(rec["config"]), device=device)
+        return cls(model, tokenizer, seed=int(rec["seed"])).resume(key, directory)
+
+
+def _progress(epoch, epochs, i, n, loss, tokens, elapsed, time_limit=None, lr=None):
     frac = ((epoch + i / n) / epochs)
     eta = elapsed / frac - elapsed if frac > 0 else 0.0
     if time_limit is not None:
         eta = max(0.0, min(eta, time_limit - elapsed))
     bar = "#" * int(20 * i / n) + "." * (20 - int(20 * i / n))
     sys.stderr.write(f"\repoch {epoch + 1}/{epochs} [{bar}] {i}/{n} loss {loss:.3f} "
-                     f"{tokens / max(elapsed, 1e-9):,.0f} tok/s ETA {eta:4.0f}s ")
+                     + (f"lr {lr:.2e} " if lr is not None else "")
+                     + f"{tokens / max(elapsed, 1e-9):,.0f} tok/s ETA {eta:4.0f}s ")
     sys.stderr.flush()

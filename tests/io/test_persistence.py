@@ -138,7 +138,9 @@ def test_checkpoint_lineage_coalescing_and_mismatch(tmp_path):
     assert audit["operator"] == "me" and audit["reason"] == "new lr"
     assert audit["priorCheckpointMetadataHash"] == m2["checkpointHash"]
     again = load_checkpoint("run a", directory=d)
-    assert again["metadata"]["lineage"]["sequence"] == 3 and again["metadata"]["configHash"] == "c2"
+    # doppler's semantics: the re-save keeps the stored fields (expected only decides what mismatches)
+    assert again["metadata"]["lineage"]["sequence"] == 3 and again["metadata"]["configHash"] == "c1"
+    assert forced["metadata"]["configHash"] == "c1" and forced["metadata"]["optimizerHash"] == "o1"
     assert load_checkpoint("missing", directory=d) is None
 
 

@@ -82,7 +82,7 @@ def test_wsla_touches_only_its_subset_and_keeps_moments(device):
     before = m.state_dict()
     subset = set(m.wsla_parameters())
     seen = []
-    tr.train(ids, epochs=2, seq_len=8, batch_size=2, lr=0.5, wsla=True, track_grad_norm=True,
+    tr.train(ids, epochs=2, seq_len=8, batch_size=2, lr=0.5, wsla=True, track_grad_norm=True, weight_decay=0.0,
              on_epoch_end=lambda e, l, g: seen.append((e, l, g)))
     after = m.state_dict()
     for k in m.params:
