@@ -132,6 +132,7 @@ VARIANTS = [
                                              "group_norm_backward", "upsample2d", "upsample2d_backward",
                                              "pixel_shuffle", "pixel_shuffle_backward") for dt in F),
     *(simple("image", op, "f32", 256) for op in ("group_norm_stats", "channel_totals", "group_norm_backward_stats")),
+    *(simple("mse_loss", op, dt, 256) for op in ("mse_diff", "mse_loss_backward") for dt in F),
 ]
 
 GLSL_TYPES = {"f32": "float", "f16": "float16_t", "u32": "uint", "i32": "int"}

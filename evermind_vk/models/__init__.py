@@ -4,3 +4,8 @@ from .config import LMConfig
 from .transformer import TransformerLM, init_params
 
 __all__ = ["LMConfig", "TransformerLM", "init_params"]
+
+# Image models (issue 17).
+from .conv_ae import ConvAE, ConvAEConfig  # noqa: E402
+
+__all__ += ["ConvAE", "ConvAEConfig"]

@@ -11,4 +11,5 @@ from .matmul import *  # noqa: F401,F403
 from .norms import *  # noqa: F401,F403
 from .optim import *  # noqa: F401,F403
 from .reduce import *  # noqa: F401,F403
+from .regression import *  # noqa: F401,F403
 from .elementwise import add as residual_add  # noqa: F401
