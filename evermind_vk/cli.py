@@ -22,6 +22,10 @@ from .runtime import devices, get_device, tensor
 from .train import ByteTokenizer, Trainer, default_corpus, generate
 from .train.plot import loss_curve_png
 
+# Image models (issue 17).
+from .models import ConvAE, ConvAEConfig  # noqa: E402
+from .train import ImageTrainer, image_grid_png, shapes_dataset  # noqa: E402
+
 
 def cmd_devices(args) -> int:
     for d in devices():
@@ -96,12 +100,6 @@ def cmd_train(args) -> int:
 def cmd_train_image(args) -> int:
     """Train a ConvAE on the seeded procedural image set; write its weights, the loss curve and a PNG
     grid of held-out images above their reconstructions."""
-    import io as _bytes_io
-
-    from .io.atomic import atomic_write
-    from .models import ConvAE, ConvAEConfig
-    from .train import ImageTrainer, image_grid_png, shapes_dataset
-
     dev = get_device(args.device)
     cfg = ConvAEConfig(image_size=args.image_size, seed=args.seed)
     model = ConvAE(cfg, device=dev)
@@ -119,9 +117,7 @@ def cmd_train_image(args) -> int:
     print(f"trained {len(steps)} steps in {dt:.1f}s: held-out MSE {before:.4f} -> {after:.4f}")
     out = args.out if args.out != "runs/default" else "runs/conv-ae"
     os.makedirs(out, exist_ok=True)
-    buf = _bytes_io.BytesIO()
-    np.savez(buf, **{"config." + k: np.asarray(v) for k, v in cfg.to_dict().items()}, **model.state_dict())
-    atomic_write(os.path.join(out, "model.npz"), buf.getvalue())
+    save_model(model, os.path.join(out, "model.npz"))  # weights + config JSON, as for the LM
     loss_curve_png(steps, os.path.join(out, "loss.png"))
     image_grid_png([held_out[:8], trainer.reconstruct(held_out[:8])], os.path.join(out, "reconstructions.png"))
     print(f"wrote {out}/model.npz, {out}/loss.png and {out}/reconstructions.png (held-out images above, reconstructions below)")
