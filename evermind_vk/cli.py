@@ -77,7 +77,7 @@ def cmd_train(args) -> int:
           f"| model: {model.num_parameters():,} parameters")
     trainer = Trainer(model, tok, seed=args.seed)
     t0 = time.perf_counter()
-    losses = trainer.train(ids, epochs=args.epochs, seq_len=args.seq_len, batch_size=args.batch_size, lr=args.lr,
+    losses = trainer.train(ids, epochs=1 if args.epochs is None else args.epochs, seq_len=args.seq_len, batch_size=args.batch_size, lr=args.lr,
                            max_grad_norm=args.max_grad_norm, progress=True, time_limit=args.time_limit,
                            on_epoch_end=lambda e, l, g: print(f"epoch {e}: mean loss {l:.4f}", file=sys.stderr))
     dt = time.perf_counter() - t0
@@ -110,7 +110,8 @@ def cmd_train_image(args) -> int:
     trainer = ImageTrainer(model, lr=args.lr, max_grad_norm=args.max_grad_norm, seed=args.seed)
     before = trainer.evaluate(held_out, batch_size=16)
     t0 = time.perf_counter()
-    trainer.train(train_set, epochs=args.epochs, batch_size=args.batch_size, time_limit=args.time_limit, progress=True)
+    epochs = args.epochs if args.epochs is not None else (10_000 if args.time_limit else 1)  # until the time limit
+    trainer.train(train_set, epochs=epochs, batch_size=args.batch_size, time_limit=args.time_limit, progress=True)
     dt = time.perf_counter() - t0
     after = trainer.evaluate(held_out, batch_size=16)
     steps = [h["loss"] for h in trainer.history]
@@ -219,7 +220,8 @@ def main(argv=None) -> int:
     p.set_defaults(fn=cmd_check)
     p = sub.add_parser("train", help="train a small LM (default: on the embedded corpus) and sample from it")
     p.add_argument("--text", help="a UTF-8 text file to train on instead of the embedded corpus")
-    p.add_argument("--epochs", type=int, default=1)
+    p.add_argument("--epochs", type=int, default=None,
+                   help="default: 1 for lm; for conv-ae as many as --time-limit allows")
     p.add_argument("--seq-len", type=int, default=64)
     p.add_argument("--batch-size", type=int, default=8)
     p.add_argument("--lr", type=float, default=3e-3)
