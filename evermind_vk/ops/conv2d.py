@@ -3,16 +3,20 @@ implicit GEMM on the strided batched matmul:
 
     forward  col = im2col(x) [IC*KH*KW, N*OH*OW];  y[n] = W[OC, K] . col[:, n]    (one batched matmul)
     dX       dcol[:, n] = W^T . dy[n] (one batched matmul);  dx = col2im(dcol)      (a gather, no atomics)
-    dW       dW = dy^T[OC, N*OH*OW] . col^T                                          (one matmul, K = N*OH*OW)
+    dW       dW = dy^T[OC, N*OH*OW] . col^T        (split-K: one batched matmul over pieces of KSPLIT
+             pixels into partial products, then one matmul with a ones vector sums them)
     dB       per-channel two-stage sum of dy (f32)
 
-Every matmul whose reduction is longer than KCHUNK is split into products of KCHUNK accumulated with
-beta = 1, so the matmul's k loop (K / BK iterations, BK >= 4) stays under 4,096 iterations: lavapipe
-ends any shader loop after 65,535."""
+The matmul's k loop runs K / BK times (BK >= 4) and lavapipe ends any shader loop after 65,535
+iterations: dW's reduction (over every output pixel of the batch) is split into KSPLIT pieces, which
+also gives a GPU parallel work where OC x IC*KH*KW alone is a handful of tiles; any other product whose
+reduction is longer than KCHUNK is split into products accumulated with beta = 1."""
 from __future__ import annotations
 
+import numpy as np
+
 from ..errors import ShapeError, UnsupportedError
-from ..runtime.tensor import Tensor, empty
+from ..runtime.tensor import Tensor, empty, tensor
 from ._util import FLOATS, per_thread, want
 from .image import channel_sum
 from .matmul import gemm_strided
@@ -21,6 +25,7 @@ __all__ = ["conv2d", "conv2d_backward", "conv2d_output_size", "im2col", "col2im"
            "channel_bias_add"]
 
 KCHUNK = 16384  # longest reduction of one matmul dispatch (lavapipe's loop cap; see the module doc)
+KSPLIT = 4096  # pixels per partial product of dW
 
 
 def _pair(v, name: str, low: int) -> tuple[int, int]:
@@ -92,6 +97,28 @@ def _gemm_k(a, b, c, M, N, K, *, a_strides, b_strides, c_strides, batch=1, a_bat
     return c
 
 
+def _weight_grad(dyt: Tensor, col: Tensor, OC: int, K: int, NP: int) -> Tensor:
+    """dW [OC, K] = dyt [OC, NP] . col [K, NP]^T, split-K: part[z] = the product over pixels
+    [z*KSPLIT, (z+1)*KSPLIT) (one batched matmul, plus one for a shorter last piece), then
+    dW = ones[1, Z] . part[Z, OC*K] (the pieces summed in order, f32 accumulation)."""
+    dev, dt = dyt.device, dyt.dtype
+    dw = empty((OC, K), dt, dev)
+    Z, rem = divmod(NP, KSPLIT)
+    if Z == 0 or (Z == 1 and rem == 0):
+        return _gemm_k(dyt, col, dw, OC, K, NP, a_strides=(NP, 1), b_strides=(1, NP), c_strides=(K, 1))
+    parts = Z + (rem > 0)
+    part = empty((parts, OC * K), dt, dev)
+    gemm_strided(dyt, col, part, OC, K, KSPLIT, a_strides=(NP, 1), b_strides=(1, NP), c_strides=(K, 1),
+                 batch=Z, a_batch=(0, KSPLIT), b_batch=(0, KSPLIT, 1), c_batch=(0, OC * K))
+    if rem:
+        gemm_strided(dyt, col, part, OC, K, rem, a_strides=(NP, 1), b_strides=(1, NP), c_strides=(K, 1),
+                     a_batch=(Z * KSPLIT, 0), b_batch=(Z * KSPLIT, 0, 1), c_batch=(Z * OC * K, 0))
+    with dev.eager():  # a constant made once, not an operation of a recorded step
+        ones = tensor(np.ones(parts, np.float16 if dt == "f16" else np.float32), device=dev)
+    _gemm_k(ones, part, dw, 1, OC * K, parts, a_strides=(parts, 1), b_strides=(OC * K, 1), c_strides=(OC * K, 1))
+    return dw
+
+
 def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, padding=0, dilation=1) -> Tensor:
     """torch.nn.functional.conv2d (groups=1): y [N, OC, OH, OW] from x [N, C, H, W] and weight
     [OC, C, KH, KW] (same dtype; f32 accumulation), bias f32 [OC] or None. stride, padding and dilation
@@ -128,9 +155,7 @@ def conv2d_backward(x: Tensor, weight: Tensor, dy: Tensor, stride=1, padding=0, 
     if need_weight:
         col = im2col(x, g)
         dyt = swap_axes01(dy, N, OC, P)  # [OC, N*P]
-        dw = empty(weight.shape, weight.dtype, weight.device)
-        # dW[oc, k] = sum_j dyt[oc, j] col[k, j], j over N*P (split into KCHUNK pieces)
-        _gemm_k(dyt, col, dw, OC, K, N * P, a_strides=(N * P, 1), b_strides=(1, N * P), c_strides=(K, 1))
+        dw = _weight_grad(dyt, col, OC, K, N * P).reshape(weight.shape)
     if need_bias:
         db = channel_sum(dy)
     return dx, dw, db

@@ -420,3 +420,20 @@ def test_tape_image_ops(device):
         gr = tape.backward(loss)
         return [gr[t].numpy() * float(g.ravel()[0]) for t in ts]
     fd_check(lambda *a: chain(*a).numpy(), grads, [x, w, b, gw, gb])
+
+
+@pytest.mark.parametrize("dtype", DT)
+@pytest.mark.parametrize("shape", [(2, 3, 50, 45), (1, 2, 64, 128), (3, 2, 41, 67)])
+def test_conv2d_split_k_weight_grad(device, dtype, shape):
+    """dW over N*OH*OW = 4500, 8192, 8241 pixels: the split-K path (pieces of KSPLIT = 4096, a shorter
+    last piece or none, the pieces summed by a matmul with ones)."""
+    rng = np.random.default_rng(sum(shape))
+    N, C, H, W = shape
+    x, w = data(rng, shape, dtype), data(rng, (4, C, 3, 3), dtype)
+    dy = data(rng, (N, 4, H, W), dtype)
+    X, Wt, DY = rounded(x, dtype), rounded(w, dtype), rounded(dy, dtype)
+    _, dwt, _ = ops.conv2d_backward(ev.tensor(x), ev.tensor(w), ev.tensor(dy), padding=1, need_x=False)
+    wdw = conv_bwd_ref(X, Wt, DY, (1, 1), (1, 1), (1, 1))[1]
+    mdw = conv_bwd_ref(np.abs(X), np.abs(Wt), np.abs(DY), (1, 1), (1, 1), (1, 1))[1]
+    # f16: each piece is rounded to f16 before the pieces are summed (one more rounding per piece)
+    within(dwt.numpy(), wdw, mdw * (2 if dtype == "f16" else 1), N * H * W, dtype, "conv2d split-K dw")
