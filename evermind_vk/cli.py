@@ -24,6 +24,10 @@ from .runtime.profiler import profile
 from .train import ByteTokenizer, LRSchedule, Trainer, default_corpus, generate
 from .train.plot import loss_curve_png
 
+# Image models (issue 17).
+from .models import ConvAE, ConvAEConfig  # noqa: E402
+from .train import ImageTrainer, image_grid_png, shapes_dataset  # noqa: E402
+
 
 def cmd_devices(args) -> int:
     for d in devices():
@@ -62,6 +66,8 @@ def cmd_check(args) -> int:
 
 def cmd_train(args) -> int:
     """Train a TransformerLM (default: the embedded corpus), save it, plot the loss, print a sample."""
+    if getattr(args, "model", "lm") == "conv-ae":
+        return cmd_train_image(args)
     dev = get_device(args.device)
     text = open(args.text, encoding="utf-8").read() if args.text else default_corpus()
     cfg = LMConfig(d_model=args.d_model, n_layers=args.layers, n_heads=args.heads, n_kv_heads=args.kv_heads,
@@ -87,7 +93,7 @@ def cmd_train(args) -> int:
         schedule = LRSchedule(type=args.lr_schedule, warmup_steps=args.warmup_steps,
                               total_steps=max(1, args.max_steps or per_epoch * args.epochs))
     t0 = time.perf_counter()
-    losses = trainer.train(ids, epochs=args.epochs, seq_len=args.seq_len, batch_size=args.batch_size, lr=args.lr,
+    losses = trainer.train(ids, epochs=1 if args.epochs is None else args.epochs, seq_len=args.seq_len, batch_size=args.batch_size, lr=args.lr,
                            max_grad_norm=args.max_grad_norm, progress=True, time_limit=args.time_limit,
                            on_epoch_end=lambda e, l, g: print(f"epoch {e}: mean loss {l:.4f}", file=sys.stderr),
                            schedule=schedule, accum_steps=args.accum_steps, max_steps=args.max_steps,
@@ -109,6 +115,35 @@ def cmd_train(args) -> int:
     out = generate(model, tok.encode(prompt), max_new_tokens=args.sample_tokens, temperature=0.8, top_k=20,
                    seed=args.seed)
     print("sample: " + repr(prompt + tok.decode(out)))
+    return 0
+
+
+# -- image models (issue 17) ------------------------------------------------------------------------
+def cmd_train_image(args) -> int:
+    """Train a ConvAE on the seeded procedural image set; write its weights, the loss curve and a PNG
+    grid of held-out images above their reconstructions."""
+    dev = get_device(args.device)
+    cfg = ConvAEConfig(image_size=args.image_size, seed=args.seed)
+    model = ConvAE(cfg, device=dev)
+    images = shapes_dataset(args.images + 16, cfg.image_size, cfg.channels, seed=args.seed)
+    train_set, held_out = images[:args.images], images[args.images:]
+    print(f"device: {dev.info.name} | data: {args.images} procedural {cfg.image_size}x{cfg.image_size} RGB images "
+          f"(seed {args.seed}) | model: ConvAE, {model.num_parameters():,} parameters")
+    trainer = ImageTrainer(model, lr=args.lr, max_grad_norm=args.max_grad_norm, seed=args.seed)
+    before = trainer.evaluate(held_out, batch_size=16)
+    t0 = time.perf_counter()
+    epochs = args.epochs if args.epochs is not None else (10_000 if args.time_limit else 1)  # until the time limit
+    trainer.train(train_set, epochs=epochs, batch_size=args.batch_size, time_limit=args.time_limit, progress=True)
+    dt = time.perf_counter() - t0
+    after = trainer.evaluate(held_out, batch_size=16)
+    steps = [h["loss"] for h in trainer.history]
+    print(f"trained {len(steps)} steps in {dt:.1f}s: held-out MSE {before:.4f} -> {after:.4f}")
+    out = args.out if args.out != "runs/default" else "runs/conv-ae"
+    os.makedirs(out, exist_ok=True)
+    save_model(model, os.path.join(out, "model.npz"))  # weights + config JSON, as for the LM
+    loss_curve_png(steps, os.path.join(out, "loss.png"))
+    image_grid_png([held_out[:8], trainer.reconstruct(held_out[:8])], os.path.join(out, "reconstructions.png"))
+    print(f"wrote {out}/model.npz, {out}/loss.png and {out}/reconstructions.png (held-out images above, reconstructions below)")
     return 0
 
 
@@ -265,7 +300,8 @@ def main(argv=None) -> int:
     p.set_defaults(fn=cmd_check)
     p = sub.add_parser("train", help="train a small LM (default: on the embedded corpus) and sample from it")
     p.add_argument("--text", help="a UTF-8 text file to train on instead of the embedded corpus")
-    p.add_argument("--epochs", type=int, default=1)
+    p.add_argument("--epochs", type=int, default=None,
+                   help="default: 1 for lm; for conv-ae as many as --time-limit allows")
     p.add_argument("--seq-len", type=int, default=64)
     p.add_argument("--batch-size", type=int, default=8)
     p.add_argument("--lr", type=float, default=3e-3)
@@ -289,6 +325,11 @@ def main(argv=None) -> int:
     p.add_argument("--max-steps", type=int, default=None, help="stop after this many optimizer steps")
     p.add_argument("--lr-schedule", default="constant", choices=("constant", "cosine", "step_decay"))
     p.add_argument("--warmup-steps", type=int, default=0)
+    # Image models (issue 17): `--model conv-ae` trains a conv autoencoder on generated images instead.
+    p.add_argument("--model", choices=("lm", "conv-ae"), default="lm",
+                   help="lm: the TransformerLM on text; conv-ae: a conv autoencoder on procedural images")
+    p.add_argument("--images", type=int, default=256, help="conv-ae: training images")
+    p.add_argument("--image-size", type=int, default=16, help="conv-ae: image side (a multiple of 4)")
     p.set_defaults(fn=cmd_train)
     p = sub.add_parser("generate", help="sample from a model saved by `train`")
     p.add_argument("--model", default="runs/default/model.npz")

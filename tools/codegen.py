@@ -126,6 +126,15 @@ VARIANTS = [
     simple("reduce", "final_sum", "f32", 256),
     simple("optim", "adamw_step", "f32", 256),
     simple("optim", "clip_scale", "f32", 256),
+    # Image ops (issue 17): conv2d's im2col/col2im around the strided matmul, group_norm (two-stage
+    # statistics), per-channel sums, nearest upsampling, pixel shuffle. One thread per element, or one
+    # workgroup per chunk/row/channel for the reductions; stage-2 reductions read f32 partials only.
+    *(simple("conv2d", op, dt, 256) for op in ("im2col", "col2im", "swap_axes01", "channel_bias_add") for dt in F),
+    *(simple("image", op, dt, 256) for op in ("group_norm_partials", "group_norm", "channel_partials",
+                                             "group_norm_backward", "upsample2d", "upsample2d_backward",
+                                             "pixel_shuffle", "pixel_shuffle_backward") for dt in F),
+    *(simple("image", op, "f32", 256) for op in ("group_norm_stats", "channel_totals", "group_norm_backward_stats")),
+    *(simple("mse_loss", op, dt, 256) for op in ("mse_diff", "mse_loss_backward") for dt in F),
 ]
 
 GLSL_TYPES = {"f32": "float", "f16": "float16_t", "u32": "uint", "i32": "int"}

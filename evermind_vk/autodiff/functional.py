@@ -88,3 +88,30 @@ def cross_entropy(logits: Tensor, targets: Tensor) -> Tensor:
     loss, count = ops.cross_entropy(logits, targets)
     return track("cross_entropy", (logits, targets), loss,
                   lambda g: (ops.cross_entropy_backward(logits, targets, count, g), None))
+
+
+# -- image ops (NCHW) --------------------------------------------------------------------------
+def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, padding=0, dilation=1) -> Tensor:
+    y = ops.conv2d(x, weight, bias, stride, padding, dilation)
+    return track("conv2d", (x, weight) if bias is None else (x, weight, bias), y,
+                  lambda g: ops.conv2d_backward(x, weight, g, stride, padding, dilation, need_bias=bias is not None)
+                  [:2 if bias is None else 3])
+
+
+def group_norm(x: Tensor, num_groups: int, weight: Tensor, bias: Tensor, eps: float = 1e-5) -> Tensor:
+    y, stats = ops.group_norm(x, num_groups, weight, bias, eps)
+    return track("group_norm", (x, weight, bias), y, lambda g: ops.group_norm_backward(x, num_groups, weight, g, stats))
+
+
+def upsample2d(x: Tensor, scale_factor=2) -> Tensor:
+    return track("upsample2d", (x,), ops.upsample2d(x, scale_factor), lambda g: (ops.upsample2d_backward(g, scale_factor),))
+
+
+def pixel_shuffle(x: Tensor, upscale_factor: int, layout: str = "nchw", grid=None) -> Tensor:
+    return track("pixel_shuffle", (x,), ops.pixel_shuffle(x, upscale_factor, layout, grid),
+                  lambda g: (ops.pixel_shuffle_backward(g, x.shape, upscale_factor, layout, grid),))
+
+
+def mse_loss(y: Tensor, target: Tensor) -> Tensor:
+    """Mean squared error (a 1-element f32 tensor); the target gets no gradient."""
+    return track("mse_loss", (y, target), ops.mse_loss(y, target), lambda g: (ops.mse_loss_backward(y, target, g), None))

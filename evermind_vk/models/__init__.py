@@ -8,3 +8,8 @@ from .lora import (LoRAConfig, add_lora, load_lora_state_dict, lora_frozen, lora
 __all__ = ["LMConfig", "TransformerLM", "init_params",
            "LoRAConfig", "add_lora", "merge_lora", "unmerge_lora", "lora_frozen", "lora_parameters", "lora_state_dict",
            "load_lora_state_dict"]
+
+# Image models (issue 17).
+from .conv_ae import ConvAE, ConvAEConfig  # noqa: E402
+
+__all__ += ["ConvAE", "ConvAEConfig"]

@@ -1,0 +1,20 @@
+#version 450
+#extension GL_EXT_control_flow_attributes : enable
+
+// channel_bias_add: one thread per output element (WG threads a workgroup), fixed summation order.
+layout(constant_id = 0) const uint WG = 256;
+layout(std430, binding = 0) buffer Buf_y { float y[]; };
+layout(std430, binding = 1) readonly buffer Buf_b { float b[]; };
+layout(push_constant) uniform Push {
+    uint n;
+    uint C;
+    uint HW;
+} p;
+layout(local_size_x_id = 0) in;
+
+void main() {
+    const uint i = (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * WG + gl_LocalInvocationID.x;
+    // y[n, c, q] += b[c] for y [N, C, HW] (n elements in all).
+    if (i >= p.n) return;
+    y[i] = float(float(y[i]) + b[(i / p.HW) % p.C]);
+}
