@@ -43,3 +43,11 @@ class LimitError(BlobError):
 
 class CheckpointMismatchError(EvermindError):
     """A checkpoint's metadata differs from what the caller expected (and no forced resume)."""
+
+
+class ConfigError(EvermindError, ValueError):
+    """A configuration or hyperparameter value is out of its domain (non-finite, negative, zero, ...)."""
+
+
+class TokenError(EvermindError, ValueError):
+    """Token ids that are not integers in [0, vocab_size)."""

@@ -124,6 +124,9 @@ VARIANTS = [
     simple("reduce", "final_sum", "f32", 256),
     simple("optim", "adamw_step", "f32", 256),
     simple("optim", "clip_scale", "f32", 256),
+    # Overflow-free L2 norm (max |x|, then sum of (x / max)^2), for gradient clipping (harden-user).
+    *(simple("reduce", "norm_partials", dt, 256) for dt in F),
+    simple("reduce", "norm_final", "f32", 256),
 ]
 
 GLSL_TYPES = {"f32": "float", "f16": "float16_t", "u32": "uint", "i32": "int"}

@@ -12,7 +12,7 @@ import time
 import numpy as np
 
 from ..autodiff import Tape
-from ..errors import EvermindError
+from ..errors import EvermindError, TokenError
 from ..runtime import empty, record
 from ..runtime.kernels import copy_words
 from .data import batches, build_chunks
@@ -68,7 +68,7 @@ class _Step:
         loss = float(self.loss_host.read_staging()[0])
         norm = None
         if self.train and (self.max_norm > 0 or self.track):
-            norm = math.sqrt(max(float(self.norm_host.read_staging()[0]), 0.0))
+            norm = float(self.norm_host.read_staging()[0])  # the norm itself (clip_grad_norm's state)
         return loss, norm
 
 
@@ -87,8 +87,10 @@ class Trainer:
         else:
             ids = text_or_ids
         ids = np.asarray(ids)
-        if ids.dtype.kind not in "iu" or (ids.size and (ids.min() < 0 or ids.max() >= self.model.config.vocab_size)):
-            raise EvermindError(f"token ids must be integers in [0, {self.model.config.vocab_size})")
+        if ids.size < 2:  # (harden-user) say what is wrong with an empty or 1-token text
+            raise TokenError(f"need at least 2 tokens to train or evaluate on (one next-token pair), got {ids.size}")
+        if ids.dtype.kind not in "iu" or ids.min() < 0 or ids.max() >= self.model.config.vocab_size:
+            raise TokenError(f"token ids must be integers in [0, {self.model.config.vocab_size})")
         return ids.astype(np.uint32)
 
     def _step(self, B, L, names, max_norm, track, train) -> _Step:
@@ -112,8 +114,8 @@ class Trainer:
         chunks = build_chunks(self._ids(text_or_ids), seq_len)
         names = tuple(self.model.wsla_parameters()) if wsla else tuple(self.model.parameters())
         opt = self.optimizer
-        opt.lr, opt.weight_decay = float(lr), float(weight_decay)
-        opt.max_delta = float(max_delta if max_delta is not None else (WSLA_MAX_DELTA if wsla else 0.0))
+        opt.set_hyper(lr=lr, weight_decay=weight_decay,  # checked: finite, >= 0
+                      max_delta=max_delta if max_delta is not None else (WSLA_MAX_DELTA if wsla else 0.0))
         step = self._step(batch_size, seq_len, names, max_grad_norm, track_grad_norm, True)
         n_batches = -(-len(chunks) // batch_size)
         losses = []
