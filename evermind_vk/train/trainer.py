@@ -12,7 +12,7 @@ import time
 import numpy as np
 
 from ..autodiff import Tape
-from ..errors import EvermindError, TokenError
+from ..errors import ConfigError, EvermindError, TokenError
 from ..runtime import empty, record
 from ..runtime.kernels import copy_words
 from .data import batches, build_chunks
@@ -109,6 +109,8 @@ class Trainer:
         on_epoch_end(epoch, loss, grad_norm) gets the last step's pre-clip gradient norm when
         track_grad_norm (else None). time_limit stops at the first step boundary past it (seconds).
         """
+        _check_train_args(epochs=epochs, seq_len=seq_len, batch_size=batch_size, max_grad_norm=max_grad_norm,
+                          time_limit=time_limit)
         if seq_len > self.model.config.max_seq_len:
             raise EvermindError(f"seq_len {seq_len} exceeds the model's max_seq_len {self.model.config.max_seq_len}")
         chunks = build_chunks(self._ids(text_or_ids), seq_len)
@@ -148,6 +150,9 @@ class Trainer:
 
     def evaluate(self, text_or_ids, seq_len: int = 64, batch_size: int = 1) -> float:
         """Perplexity exp(mean next-token loss) over every pair of the text."""
+        _check_train_args(seq_len=seq_len, batch_size=batch_size)
+        if seq_len > self.model.config.max_seq_len:
+            raise EvermindError(f"seq_len {seq_len} exceeds the model's max_seq_len {self.model.config.max_seq_len}")
         chunks = build_chunks(self._ids(text_or_ids), seq_len)
         step = self._step(batch_size, seq_len, (), 0.0, False, False)
         total, count = 0.0, 0
@@ -156,6 +161,22 @@ class Trainer:
             total += loss * n
             count += n
         return math.exp(total / max(count, 1))
+
+
+def _check_train_args(**kw) -> None:
+    """(harden-user) Refuse settings that would divide by zero, train nothing or never stop, up front."""
+    for name in ("epochs", "seq_len", "batch_size"):
+        if name in kw:
+            v = kw[name]
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+                raise ConfigError(f"{name} must be an integer >= 1, got {v!r}")
+    v = kw.get("max_grad_norm", 0.0)
+    if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)) or not math.isfinite(v):
+        raise ConfigError(f"max_grad_norm must be a finite number (<= 0: no clipping), got {v!r}")
+    v = kw.get("time_limit")
+    if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating))
+                          or not math.isfinite(v) or v < 0):
+        raise ConfigError(f"time_limit must be None or a finite number of seconds >= 0, got {v!r}")
 
 
 def _progress(epoch, epochs, i, n, loss, tokens, elapsed, time_limit=None):
