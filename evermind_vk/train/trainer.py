@@ -6,7 +6,6 @@ recorded once per shape and trainable set and replayed with one submit per step.
 from __future__ import annotations
 
 import math
-import sys
 import time
 
 import numpy as np
@@ -17,6 +16,7 @@ from ..runtime import empty, record
 from ..runtime.kernels import copy_words
 from .data import batches, build_chunks
 from .optim import AdamW, clip_grad_norm
+from .progress import Progress
 from .tokenizer import ByteTokenizer
 
 WSLA_MAX_DELTA = 0.05
@@ -123,6 +123,7 @@ class Trainer:
         losses = []
         t0 = time.perf_counter()
         tokens = 0
+        bar = Progress(epochs, n_batches, time_limit) if progress else None
         for epoch in range(epochs):
             rng = np.random.default_rng(self.seed + epoch)
             total, count, norm = 0.0, 0, None
@@ -135,17 +136,17 @@ class Trainer:
                 tokens += n
                 self.history.append({"epoch": epoch + 1, "step": len(self.history) + 1, "loss": loss,
                                      "grad_norm": norm, "tokens": n})
-                if progress:
-                    _progress(epoch, epochs, bi + 1, n_batches, loss, tokens, time.perf_counter() - t0, time_limit)
+                if bar is not None:
+                    bar.update(epoch, bi + 1, loss, tokens, time.perf_counter() - t0)
                 if time_limit is not None and time.perf_counter() - t0 > time_limit:
                     break
             losses.append(total / max(count, 1))
+            if bar is not None:
+                bar.end_epoch()  # the summary below gets a line of its own
             if on_epoch_end is not None:
                 on_epoch_end(epoch + 1, losses[-1], norm if track_grad_norm else None)
             if time_limit is not None and time.perf_counter() - t0 > time_limit:
                 break
-        if progress:
-            print(file=sys.stderr)
         return losses
 
     def evaluate(self, text_or_ids, seq_len: int = 64, batch_size: int = 1) -> float:
@@ -177,14 +178,3 @@ def _check_train_args(**kw) -> None:
     if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating))
                           or not math.isfinite(v) or v < 0):
         raise ConfigError(f"time_limit must be None or a finite number of seconds >= 0, got {v!r}")
-
-
-def _progress(epoch, epochs, i, n, loss, tokens, elapsed, time_limit=None):
-    frac = ((epoch + i / n) / epochs)
-    eta = elapsed / frac - elapsed if frac > 0 else 0.0
-    if time_limit is not None:
-        eta = max(0.0, min(eta, time_limit - elapsed))
-    bar = "#" * int(20 * i / n) + "." * (20 - int(20 * i / n))
-    sys.stderr.write(f"\repoch {epoch + 1}/{epochs} [{bar}] {i}/{n} loss {loss:.3f} "
-                     f"{tokens / max(elapsed, 1e-9):,.0f} tok/s ETA {eta:4.0f}s ")
-    sys.stderr.flush()
