@@ -55,7 +55,7 @@ def loss_curve_png(losses, path: str, width: int = 640, height: int = 360) -> No
 
 # -- a readable loss plot (harden-user) ---------------------------------------------------------------
 def smooth(y, window: int | None = None) -> np.ndarray:
-    """Trailing moving average (window ~ 5% of the steps, at least 1): the smoothed curve of the plot."""
+    """Trailing moving average over `window` steps (default ~5% of them, at least 1)."""
     y = np.asarray(y, np.float64)
     w = max(1, min(y.size, window if window is not None else y.size // 20))
     c = np.cumsum(np.concatenate([[0.0], y]))
@@ -92,7 +92,7 @@ def plot_losses(history: list, path: str, title: str = "training loss", note: st
     fig, ax = plt.subplots(figsize=(8, 4.5), dpi=100)
     try:
         ax.plot(steps, y, color="#1f77b4", alpha=0.35, linewidth=0.8, label="loss per step")
-        w = max(1, y.size // 20)
+        w = max(1, min(100, y.size // 10))
         ax.plot(steps, smooth(y, w), color="#1f77b4", linewidth=2.0, label=f"moving average ({w} step{'s' if w > 1 else ''})")
         epochs = [h["epoch"] for h in history]
         for k in range(1, len(epochs)):
