@@ -103,7 +103,8 @@ class Trainer:
               max_grad_norm: float = 1.0, wsla: bool = False, max_delta: float | None = None,
               track_grad_norm: bool = False, on_epoch_end=None, progress: bool = False,
               time_limit: float | None = None, weight_decay: float = 0.0) -> list[float]:
-        """Train; returns the mean loss of each epoch (over all its target tokens).
+        """Train; returns the mean loss of each epoch over the target tokens of the steps run (all of
+        them unless time_limit stopped the epoch early; history says how many steps each epoch ran).
 
         wsla trains only model.wsla_parameters() with max_delta defaulting to 0.05 (0 otherwise).
         on_epoch_end(epoch, loss, grad_norm) gets the last step's pre-clip gradient norm when
