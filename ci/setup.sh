@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Sets evermind-vk up from nothing on Debian 12 (or any apt system): Debian packages, a project
 # virtualenv (.venv), kp 0.9.0 built from its PyPI sdist with ci/patches applied and no network
-# fetches by CMake, then this package with its test extras. Re-running skips finished steps.
+# fetches by CMake, then this package with its test, plot (matplotlib) and progress (tqdm) extras. Re-running skips finished steps.
 #
 #   bash ci/setup.sh            # everything
 #   EVERMIND_VENV=/path ...     # put the virtualenv elsewhere
@@ -89,8 +89,8 @@ else
 fi
 
 # 4. this package ----------------------------------------------------------------------------------
-say "installing evermind-vk (editable, with test extras)"
-"$PY" -m pip install -q --disable-pip-version-check -e "$ROOT[test]"
+say "installing evermind-vk (editable, with the test, plot and progress extras)"
+"$PY" -m pip install -q --disable-pip-version-check -e "$ROOT[test,plot,progress]"
 # Optional: PyTorch for the parity tests and benchmark baselines (EVERMIND_TORCH=1; CI sets it, since
 # its image carries the CPU build of torch 2.13.0 locally; elsewhere PyPI serves a large CUDA build).
 if [ "${EVERMIND_TORCH:-0}" = 1 ] && ! "$PY" -c 'import torch' 2>/dev/null; then

@@ -8,7 +8,7 @@ Layers (each imports only those below it; a test guards it):
     train     trainer, optimizer, schedules, data, tokenizer, generation, plots
     io        file formats beside them (never models); `files` joins models and formats
 """
-from .errors import DeviceError, EvermindError, KernelError, ShapeError, UnsupportedError
+from .errors import ConfigError, DeviceError, EvermindError, KernelError, ShapeError, TokenError, UnsupportedError
 from .files import load
 from .ops import add, matmul, matmul_backward, mul, scale
 from .runtime import Device, DeviceInfo, Program, Tensor, devices, empty, get_device, record, tensor, zeros
@@ -20,4 +20,5 @@ __all__ = [
     "Device", "DeviceInfo", "devices", "get_device", "Tensor", "tensor", "empty", "zeros",
     "add", "mul", "scale", "matmul", "matmul_backward", "record", "Program", "load", "profile", "Profile",
     "EvermindError", "DeviceError", "UnsupportedError", "ShapeError", "KernelError",
+    "ConfigError", "TokenError",
 ]

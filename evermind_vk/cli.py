@@ -3,30 +3,35 @@ from __future__ import annotations
 
 import argparse
 import codecs
+import errno
+import json
+import math
 import os
+import struct
 import sys
+import tempfile
 import time
+import zipfile
 from importlib.metadata import PackageNotFoundError, version
 
 import numpy as np
 
 from . import __version__
-from .errors import BlobError, EvermindError, FormatError
-from .files import load_model, save_model
+from .errors import EvermindError, FormatError
+from .files import export_safetensors, load
 from .io import framing
+from .io.atomic import atomic_write
 from .io.checkpoint import checkpoint_hash, decode
 from .io.checkpoint import verify as verify_checkpoint
 from .io.package import EvermindPackage, fnv1a32
-from .models import LMConfig, TransformerLM
+from .models import ConvAE, ConvAEConfig, LMConfig, TransformerLM
 from .ops import matmul
+from .files import save_model
 from .runtime import devices, get_device, tensor
 from .runtime.profiler import profile
-from .train import ByteTokenizer, LRSchedule, Trainer, default_corpus, generate
-from .train.plot import loss_curve_png
-
-# Image models (issue 17).
-from .models import ConvAE, ConvAEConfig  # noqa: E402
-from .train import ImageTrainer, image_grid_png, shapes_dataset  # noqa: E402
+from .train import ByteTokenizer, LRSchedule, Trainer, build_chunks, default_corpus, generate
+from .train.image import ImageTrainer, image_grid_png, shapes_dataset
+from .train.plot import loss_curve_png, plot_losses, write_losses_csv
 
 
 def cmd_devices(args) -> int:
@@ -38,20 +43,26 @@ def cmd_devices(args) -> int:
 
 
 def cmd_check(args) -> int:
-    """Run matmul on the device and compare with numpy (float64)."""
+    """Run matmul on the device and compare with numpy (float64), saying what it does as it goes."""
+    say = _say
+    say(f"opening Vulkan device {args.device if args.device is not None else '(default)'} ...")
     dev = get_device(args.device)
+    say(f"device: {dev.info.name} ({dev.info.type})")
     rng = np.random.default_rng(0)
     n = args.size
     ok = True
     for dtype in ("f32", "f16"):
         if dtype == "f16" and not dev.info.f16:
-            print(f"matmul {dtype}: skipped ({dev.info.name} has no 16-bit storage)")
+            say(f"matmul {dtype}: skipped ({dev.info.name} has no 16-bit storage)")
             continue
         np_dt = np.float16 if dtype == "f16" else np.float32
         a = rng.standard_normal((n, n)).astype(np_dt)
         b = rng.standard_normal((n, n)).astype(np_dt)
         ta, tb = tensor(a, device=dev), tensor(b, device=dev)
+        say(f"matmul {dtype} {n}x{n}x{n}: building the pipeline (the first run on lavapipe can take a minute) ...")
+        t0 = time.perf_counter()
         matmul(ta, tb).numpy()  # warm-up: pipeline creation
+        say(f"matmul {dtype}: pipeline ready in {time.perf_counter() - t0:.1f}s; timing one product ...")
         t0 = time.perf_counter()
         got = matmul(ta, tb).numpy().astype(np.float64)
         dt = time.perf_counter() - t0
@@ -59,58 +70,138 @@ def cmd_check(args) -> int:
         rel = np.abs(got - want).max() / np.abs(want).max()
         tol = 1e-5 if dtype == "f32" else 2e-3
         ok &= rel <= tol
-        print(f"matmul {dtype} {n}x{n}x{n} on {dev.info.name}: max rel. error {rel:.2e} "
-              f"({'ok' if rel <= tol else 'FAIL'}, tol {tol:g}), {2 * n**3 / dt / 1e9:.2f} GFLOP/s incl. readback")
+        say(f"matmul {dtype} {n}x{n}x{n} on {dev.info.name}: max rel. error {rel:.2e} "
+            f"({'ok' if rel <= tol else 'FAIL'}, tol {tol:g}), {2 * n**3 / dt / 1e9:.2f} GFLOP/s incl. readback")
     return 0 if ok else 1
+
+
+def _say(msg: str) -> None:
+    print(msg, flush=True)
+
+
+def _read_text(path: str) -> str:
+    """A training text: a readable UTF-8 file (OSError / UnicodeDecodeError name the file)."""
+    if os.path.isdir(path):
+        raise IsADirectoryError(errno.EISDIR, "is a directory, not a text file", path)
+    with open(path, "rb") as f:
+        raw = f.read()
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise CliError(f"--text {path}: not UTF-8 text (byte {e.start}: {raw[e.start:e.start + 1]!r}); "
+                       "convert it first, e.g. iconv -f latin1 -t utf-8") from e
+
+
+def _check_out_dir(out: str, names: list[str]) -> None:
+    """Make sure every output can be written BEFORE training (so a bad --out loses no training)."""
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise CliError(f"--out {out}: exists and is not a directory")
+    os.makedirs(out, exist_ok=True)
+    for name in names:
+        p = os.path.join(out, name)
+        if os.path.exists(p) and not os.path.isfile(p):
+            raise CliError(f"--out {out}: {name} exists and is not a regular file")
+        if os.path.exists(p) and not os.access(p, os.W_OK):
+            raise CliError(f"--out {out}: {name} exists and is not writable")
+    try:  # the directory itself must take new files (the atomic writes create temporaries there)
+        fd, probe = tempfile.mkstemp(prefix=".evermind-vk-probe-", dir=out)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        raise CliError(f"--out {out}: cannot create files there ({e.strerror})") from e
+
+
+HELD_OUT = 0.05  # the last 5% of the corpus is held out to measure perplexity before and after training
+HELD_OUT_MAX = 8_192  # bytes at most (keeps the two evaluations to a few seconds each on lavapipe)
 
 
 def cmd_train(args) -> int:
     """Train a TransformerLM (default: the embedded corpus), save it, plot the loss, print a sample."""
-    if getattr(args, "model", "lm") == "conv-ae":
+    if args.model == "conv-ae":
         return cmd_train_image(args)
-    dev = get_device(args.device)
-    text = open(args.text, encoding="utf-8").read() if args.text else default_corpus()
+    epochs = 1 if args.epochs is None else args.epochs
+    # Everything that can be checked is checked before the first step.
+    outputs = ["model.safetensors", "config.json", "loss.png", "losses.csv"] + (["model.evermind"] if args.package else [])
+    text = _read_text(args.text) if args.text else default_corpus()
+    tok = ByteTokenizer()
+    ids = np.asarray(tok.encode(text))
+    if ids.size < 2:
+        raise CliError(f"--text {args.text}: {ids.size} bytes; need at least 2 (one next-token pair)"
+                       if args.text else "the embedded corpus is empty")
     cfg = LMConfig(d_model=args.d_model, n_layers=args.layers, n_heads=args.heads, n_kv_heads=args.kv_heads,
                    d_ff=args.d_ff, max_seq_len=max(args.seq_len, 64), seed=args.seed)
-    tok = ByteTokenizer()
-    ids = tok.encode(text)
-    # -- resumable runs (issue 14): a checkpoint under --out, saved every --save-every steps, at the end
-    # and on SIGINT/SIGTERM (at the next step boundary); --resume continues it (same data and options).
+    n_held = min(int(ids.size * HELD_OUT), HELD_OUT_MAX) if ids.size >= 40 else 0
+    train_ids, held = (ids[:-n_held], ids[-n_held:]) if n_held >= 2 else (ids, None)
+    _check_out_dir(args.out, outputs)
+    dev = get_device(args.device)
+    # Resumable runs: a checkpoint under --out, saved every --save-every steps, at the end and on
+    # SIGINT/SIGTERM (at the next step boundary); --resume continues it (same data and options).
     key = args.checkpoint or os.path.join(args.out, "trainer-checkpoint")
-    os.makedirs(args.out, exist_ok=True)
     if args.resume:
         trainer = Trainer.from_checkpoint(key, device=dev, tokenizer=tok)
         model = trainer.model
-        print(f"resuming {key} at step {trainer.global_step}")
+        print(f"resuming {key} at step {trainer.global_step}", flush=True)
     else:
         model = TransformerLM(cfg, device=dev)
         trainer = Trainer(model, tok, seed=args.seed)
-    print(f"device: {dev.info.name} | corpus: {len(ids):,} bytes ({'--text ' + args.text if args.text else 'embedded default: Python stdlib docstrings'}) "
-          f"| model: {model.num_parameters():,} parameters")
+    print(f"device: {dev.info.name} | corpus: {ids.size:,} bytes "
+          f"({'--text ' + args.text if args.text else 'embedded default: Python stdlib docstrings'}; "
+          f"{'last ' + format(held.size, ',') + ' held out' if held is not None else 'too short to hold any out'}) "
+          f"| model: {model.num_parameters():,} parameters", flush=True)
+    eval_len = min(args.seq_len, model.config.max_seq_len)
+    t_eval = time.perf_counter()
+    ppl_before = trainer.evaluate(held, seq_len=eval_len, batch_size=args.batch_size) if held is not None else None
+    t_eval = time.perf_counter() - t_eval
+    steps_per_epoch = -(-len(build_chunks(train_ids, args.seq_len)) // args.batch_size)
+    planned = steps_per_epoch * epochs
     schedule = None
     if args.lr_schedule != "constant" or args.warmup_steps:
-        per_epoch = -(-(-(-(len(ids) - 1) // args.seq_len) // args.batch_size) // args.accum_steps)
         schedule = LRSchedule(type=args.lr_schedule, warmup_steps=args.warmup_steps,
-                              total_steps=max(1, args.max_steps or per_epoch * args.epochs))
+                              total_steps=max(1, args.max_steps or -(-planned // args.accum_steps)))
+
+    def epoch_done(e, loss, _norm):
+        run = sum(1 for h in trainer.history if h["epoch"] == e)
+        if run < steps_per_epoch:
+            print(f"epoch {e}: mean loss over the {run} of {steps_per_epoch} steps run {loss:.4f} "
+                  f"(stopped by --time-limit)", file=sys.stderr, flush=True)
+        else:
+            print(f"epoch {e}: mean loss {loss:.4f} ({run} steps)", file=sys.stderr, flush=True)
+
     t0 = time.perf_counter()
-    losses = trainer.train(ids, epochs=1 if args.epochs is None else args.epochs, seq_len=args.seq_len, batch_size=args.batch_size, lr=args.lr,
-                           max_grad_norm=args.max_grad_norm, progress=True, time_limit=args.time_limit,
-                           on_epoch_end=lambda e, l, g: print(f"epoch {e}: mean loss {l:.4f}", file=sys.stderr),
-                           schedule=schedule, accum_steps=args.accum_steps, max_steps=args.max_steps,
-                           save_key=key, save_every=args.save_every, stop_on_signal=True)
+    trainer.train(train_ids, epochs=epochs, seq_len=args.seq_len, batch_size=args.batch_size, lr=args.lr,
+                  max_grad_norm=args.max_grad_norm, progress=True, time_limit=args.time_limit,
+                  on_epoch_end=epoch_done, schedule=schedule, accum_steps=args.accum_steps,
+                  max_steps=args.max_steps, save_key=key, save_every=args.save_every, stop_on_signal=True)
     if trainer.interrupted is not None:
         print(f"interrupted by signal {trainer.interrupted} at step {trainer.global_step}; saved {key} "
-              f"(continue with --resume)")
+              f"(continue with --resume)", flush=True)
         return 128 + int(trainer.interrupted)
     dt = time.perf_counter() - t0
     steps = [h["loss"] for h in trainer.history]
     k = max(1, len(steps) // 10)
-    print(f"trained {len(steps)} steps in {dt:.1f}s: loss {np.mean(steps[:k]):.3f} (first {k} steps) -> "
-          f"{np.mean(steps[-k:]):.3f} (last {k}); epoch means {', '.join(f'{l:.3f}' for l in losses)}")
-    os.makedirs(args.out, exist_ok=True)
-    save_model(model, os.path.join(args.out, "model.npz"))
-    loss_curve_png(steps, os.path.join(args.out, "loss.png"))
-    print(f"wrote {os.path.join(args.out, 'model.npz')} and {os.path.join(args.out, 'loss.png')}")
+    how = (f"training stopped by --time-limit after {len(steps)} of {planned} steps" if len(steps) < planned
+           else f"trained all {planned} steps ({epochs} epoch{'s' if epochs > 1 else ''})")
+    print(f"{how} in {dt:.1f}s: loss {np.mean(steps[:k]):.3f} (mean of the first {k} steps) -> "
+          f"{np.mean(steps[-k:]):.3f} (mean of the last {k})")
+    if held is not None:
+        ppl_after = trainer.evaluate(held, seq_len=eval_len, batch_size=args.batch_size)
+        print(f"held-out perplexity (last {held.size:,} bytes, never trained on): {ppl_before:.2f} before training "
+              f"-> {ppl_after:.2f} after (a uniform guess over 256 bytes: 256; {t_eval:.1f}s per evaluation)")
+    paths = {n: os.path.join(args.out, n) for n in outputs}
+    export_safetensors(model, paths["model.safetensors"])
+    atomic_write(paths["config.json"], (json.dumps(model.config.to_dict(), indent=2, sort_keys=True) + "\n").encode())
+    write_losses_csv(trainer.history, paths["losses.csv"])
+    backend = plot_losses(trainer.history, paths["loss.png"],
+                          title=f"evermind-vk train: {model.num_parameters():,} parameters on {dev.info.name}",
+                          note=f"{how}, {dt:.0f}s; batch {args.batch_size} x {args.seq_len} tokens, lr {args.lr:g}")
+    if backend != "matplotlib":
+        print("loss.png: matplotlib is not installed, so the plot is the plain fallback (no axis labels or "
+              "numbers); install the `plot` extra (pip install 'evermind-vk[plot]') for a readable one",
+              file=sys.stderr)
+    if args.package:
+        pkg = EvermindPackage.from_model(model, "evermind-lm", card={"description": "an evermind-vk TransformerLM"})
+        pkg.to_file(paths["model.evermind"])
+    print("wrote " + ", ".join(paths[n] for n in outputs))
     prompt = args.prompt
     out = generate(model, tok.encode(prompt), max_new_tokens=args.sample_tokens, temperature=0.8, top_k=20,
                    seed=args.seed)
@@ -122,6 +213,7 @@ def cmd_train(args) -> int:
 def cmd_train_image(args) -> int:
     """Train a ConvAE on the seeded procedural image set; write its weights, the loss curve and a PNG
     grid of held-out images above their reconstructions."""
+    _check_out_dir(args.out, ["model.npz", "loss.png", "reconstructions.png"])
     dev = get_device(args.device)
     cfg = ConvAEConfig(image_size=args.image_size, seed=args.seed)
     model = ConvAE(cfg, device=dev)
@@ -138,8 +230,7 @@ def cmd_train_image(args) -> int:
     after = trainer.evaluate(held_out, batch_size=16)
     steps = [h["loss"] for h in trainer.history]
     print(f"trained {len(steps)} steps in {dt:.1f}s: held-out MSE {before:.4f} -> {after:.4f}")
-    out = args.out if args.out != "runs/default" else "runs/conv-ae"
-    os.makedirs(out, exist_ok=True)
+    out = args.out
     save_model(model, os.path.join(out, "model.npz"))  # weights + config JSON, as for the LM
     loss_curve_png(steps, os.path.join(out, "loss.png"))
     image_grid_png([held_out[:8], trainer.reconstruct(held_out[:8])], os.path.join(out, "reconstructions.png"))
@@ -147,9 +238,34 @@ def cmd_train_image(args) -> int:
     return 0
 
 
+def _load_model(path: str, device=None):
+    """Any model file we read (.safetensors, .npz, .evermind, or a run directory holding
+    model.safetensors or model.npz), with unreadable files as one typed error."""
+    if os.path.isdir(path):
+        for name in ("model.safetensors", "model.npz", "model.evermind"):
+            if os.path.isfile(os.path.join(path, name)):
+                path = os.path.join(path, name)
+                break
+        else:
+            raise IsADirectoryError(errno.EISDIR, "is a directory with no model.safetensors, model.npz or "
+                                    "model.evermind", path)
+    if not os.path.exists(path):
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), path)
+    try:
+        return load(path, device=device)
+    except EvermindError as e:
+        if str(path) in str(e):
+            raise
+        raise type(e)(f"{path}: {e}") from e  # name the file
+    except OSError:
+        raise
+    except (ValueError, KeyError, EOFError, zipfile.BadZipFile, struct.error) as e:
+        raise FormatError(f"{path}: not a model file we can read ({type(e).__name__}: {e})") from e
+
+
 def cmd_generate(args) -> int:
     """Stream a continuation of --prompt (text, through the byte tokenizer) to stdout, then tokens/s."""
-    model = load_model(args.model, device=get_device(args.device))
+    model = _load_model(args.model, device=get_device(args.device))
     tok = ByteTokenizer()
     dec = codecs.getincrementaldecoder("utf-8")(errors="replace")  # a byte at a time, multi-byte safe
     sys.stdout.write(args.prompt)
@@ -172,7 +288,7 @@ def cmd_generate(args) -> int:
 
 
 def cmd_pack(args) -> int:
-    model = load_model(args.model, device=args.device)
+    model = _load_model(args.model, device=args.device)
     pkg = EvermindPackage.from_model(model, args.name, version=args.version, fp16=args.fp16,
                                      card={"description": args.description or f"{args.name}: an evermind-vk TransformerLM"})
     pkg.to_file(args.out)
@@ -194,6 +310,14 @@ def _open_any(path):
 
 
 def cmd_inspect(args) -> int:
+    if str(args.file).endswith((".safetensors", ".npz")) or os.path.isdir(args.file):
+        model = _load_model(args.file)
+        print(f"{args.file}: model ({type(model).__name__}, {model.num_parameters():,} parameters)")
+        cfg = model.config.to_dict()
+        w = max(len(k) for k in cfg) + len("config.")
+        for k, v in cfg.items():
+            print(f"  {'config.' + k:<{w}}  {v}")
+        return 0
     kind, obj = _open_any(args.file)
     rows = []
     if kind == "package":
@@ -220,18 +344,18 @@ def cmd_inspect(args) -> int:
 
 
 def cmd_verify(args) -> int:
+    """Exit 1 (one error line) on any problem with the file, 0 when it checks out."""
     try:
         kind, obj = _open_any(args.file)
         if kind == "package":
             v = obj.validate()
             if not v["ok"]:
-                for e in v["errors"]:
-                    print(f"{args.file}: {e}", file=sys.stderr)
+                _error(f"{args.file}: " + "; ".join(v["errors"]))
                 return 1
         else:
             verify_checkpoint(obj)
-    except (BlobError, OSError) as e:
-        print(f"{args.file}: {type(e).__name__}: {e}", file=sys.stderr)
+    except (EvermindError, OSError, ValueError) as e:
+        _error(f"{args.file}: {_describe(e)}")
         return 1
     print(f"{args.file}: ok ({kind})")
     return 0
@@ -246,7 +370,7 @@ def cmd_profile(args) -> int:
     model = TransformerLM(cfg, device=dev)
     tok = ByteTokenizer()
     need = args.batch_size * (args.seq_len + 1) * 2
-    text = open(args.text, encoding="utf-8").read() if args.text else default_corpus()
+    text = _read_text(args.text) if args.text else default_corpus()
     ids = tok.encode(text)[:need]
     trainer = Trainer(model, tok, seed=args.seed)
     trainer.train(ids, epochs=1, seq_len=args.seq_len, batch_size=args.batch_size, lr=args.lr,
@@ -263,19 +387,20 @@ def cmd_profile(args) -> int:
 
 
 def _add_profile_parser(sub) -> None:
-    p = sub.add_parser("profile", help="GPU time per kernel variant of one recorded training step")
+    p = sub.add_parser("profile", help="GPU time per kernel variant of one recorded training step",
+                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--text", help="a UTF-8 text file for the sample batch (default: the embedded corpus)")
-    p.add_argument("--seq-len", type=int, default=64)
-    p.add_argument("--batch-size", type=int, default=8)
-    p.add_argument("--lr", type=float, default=3e-3)
-    p.add_argument("--max-grad-norm", type=float, default=1.0)
-    p.add_argument("--d-model", type=int, default=64)
-    p.add_argument("--layers", type=int, default=2)
-    p.add_argument("--heads", type=int, default=4)
-    p.add_argument("--kv-heads", type=int, default=2)
-    p.add_argument("--d-ff", type=int, default=128)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--repeats", type=int, default=3, help="timed runs of the step (median per operation)")
+    p.add_argument("--seq-len", type=POS_INT, default=64)
+    p.add_argument("--batch-size", type=POS_INT, default=8)
+    p.add_argument("--lr", type=NONNEG, default=3e-3)
+    p.add_argument("--max-grad-norm", type=FINITE, default=1.0)
+    p.add_argument("--d-model", type=POS_INT, default=64)
+    p.add_argument("--layers", type=POS_INT, default=2)
+    p.add_argument("--heads", type=POS_INT, default=4)
+    p.add_argument("--kv-heads", type=POS_INT, default=2)
+    p.add_argument("--d-ff", type=POS_INT, default=128)
+    p.add_argument("--seed", type=NONNEG_INT, default=0)
+    p.add_argument("--repeats", type=POS_INT, default=3, help="timed runs of the step (median per operation)")
     p.add_argument("--device", default=None)
     p.set_defaults(fn=cmd_profile)
 
@@ -289,84 +414,166 @@ def version_line() -> str:
     return f"evermind-vk {__version__} (kp {kp_version})"
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="evermind-vk", description="Train and run small models on Vulkan.")
+class CliError(EvermindError):
+    """A command-line argument or input that cannot work (reported as one line, exit 2)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line `evermind-vk: error: ...` (exit 2), never the usage block."""
+
+    def error(self, message):
+        raise CliError(f"{self.prog.removeprefix('evermind-vk').strip() + ': ' if self.prog != 'evermind-vk' else ''}"
+                       f"{message} (see --help)")
+
+
+def _number(kind, lo=None, lo_open=False, zero_ok=False, what=""):
+    """An argparse type: a finite number of `kind`, >= lo (> lo if lo_open)."""
+    def parse(text: str):
+        try:
+            v = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {'an integer' if kind is int else 'a number'}")
+        if not math.isfinite(v):
+            raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
+        if lo is not None and (v < lo or (lo_open and v == lo)) and not (zero_ok and v == 0):
+            raise argparse.ArgumentTypeError(f"{text} must be {'>' if lo_open else '>='} {lo}{what}")
+        return v
+    parse.__name__ = kind.__name__
+    return parse
+
+
+POS_INT = _number(int, 1)
+NONNEG_INT = _number(int, 0)
+NONNEG = _number(float, 0.0)
+FINITE = _number(float)
+
+
+def _describe(e: BaseException) -> str:
+    """One line for an exception: OSErrors name the file and the reason, others their message."""
+    if isinstance(e, OSError) and e.strerror:
+        return f"{e.filename}: {e.strerror}" if e.filename else e.strerror
+    msg = str(e) or type(e).__name__
+    if isinstance(e, UnicodeDecodeError):
+        msg = f"not UTF-8 text ({e.reason} at byte {e.start})"
+    return " ".join(msg.split())  # one line
+
+
+def _error(msg: str) -> None:
+    print(f"evermind-vk: error: {' '.join(msg.split())}", file=sys.stderr, flush=True)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    fmt = argparse.ArgumentDefaultsHelpFormatter
+    ap = _Parser(prog="evermind-vk", description="Train and run small models on Vulkan.", formatter_class=fmt)
     ap.add_argument("--version", action="version", version=version_line())
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    sub.add_parser("devices", help="list Vulkan devices and their capabilities").set_defaults(fn=cmd_devices)
-    p = sub.add_parser("check", help="run a matmul on the device and check it against numpy")
-    p.add_argument("--size", type=int, default=256)
-    p.add_argument("--device", default=None, help="index or name substring (default: EVERMIND_VK_DEVICE or 0)")
+    sub = ap.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
+    sub.add_parser("devices", help="list Vulkan devices and their capabilities", formatter_class=fmt
+                   ).set_defaults(fn=cmd_devices)
+    dev_help = "index or name substring (default: EVERMIND_VK_DEVICE, else 0)"
+    p = sub.add_parser("check", help="run a matmul on the device and check it against numpy", formatter_class=fmt)
+    p.add_argument("--size", type=POS_INT, default=256, help="matrix size N (N x N x N products)")
+    p.add_argument("--device", default=None, help=dev_help)
     p.set_defaults(fn=cmd_check)
-    p = sub.add_parser("train", help="train a small LM (default: on the embedded corpus) and sample from it")
-    p.add_argument("--text", help="a UTF-8 text file to train on instead of the embedded corpus")
-    p.add_argument("--epochs", type=int, default=None,
-                   help="default: 1 for lm; for conv-ae as many as --time-limit allows")
-    p.add_argument("--seq-len", type=int, default=64)
-    p.add_argument("--batch-size", type=int, default=8)
-    p.add_argument("--lr", type=float, default=3e-3)
-    p.add_argument("--max-grad-norm", type=float, default=1.0)
-    p.add_argument("--d-model", type=int, default=64)
-    p.add_argument("--layers", type=int, default=2)
-    p.add_argument("--heads", type=int, default=4)
-    p.add_argument("--kv-heads", type=int, default=2)
-    p.add_argument("--d-ff", type=int, default=128)
-    p.add_argument("--time-limit", type=float, default=60.0,
-                   help="stop training after this many seconds (0: none; the default keeps a lavapipe run under 2 minutes)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", default="runs/default")
-    p.add_argument("--prompt", default="The ")
-    p.add_argument("--sample-tokens", type=int, default=60)
-    p.add_argument("--device", default=None)
-    p.add_argument("--save-every", type=int, default=0, help="save a resumable checkpoint every N steps")
+    p = sub.add_parser("train", help="train a small LM (default: on the embedded corpus) and sample from it",
+                       formatter_class=fmt)
+    p.add_argument("--text", help="a UTF-8 text file to train on (default: the embedded corpus, stdlib docstrings)")
+    p.add_argument("--epochs", type=POS_INT, default=None,
+                   help="passes over the training data (default: 1 for lm; for conv-ae as many as --time-limit allows)")
+    p.add_argument("--seq-len", type=POS_INT, default=64, help="tokens (bytes) per training sequence")
+    p.add_argument("--batch-size", type=POS_INT, default=8, help="sequences per step")
+    p.add_argument("--lr", type=NONNEG, default=3e-3, help="AdamW learning rate")
+    p.add_argument("--max-grad-norm", type=FINITE, default=1.0, help="clip the gradient norm to this (<= 0: no clipping)")
+    p.add_argument("--d-model", type=POS_INT, default=64, help="model width")
+    p.add_argument("--layers", type=POS_INT, default=2, help="transformer layers")
+    p.add_argument("--heads", type=POS_INT, default=4, help="attention heads")
+    p.add_argument("--kv-heads", type=POS_INT, default=2, help="key/value heads (grouped-query attention)")
+    p.add_argument("--d-ff", type=POS_INT, default=128, help="MLP hidden width")
+    p.add_argument("--time-limit", type=NONNEG, default=60.0,
+                   help="stop training after this many seconds (0: no limit; the default keeps a lavapipe run under 2 minutes)")
+    p.add_argument("--seed", type=NONNEG_INT, default=0, help="initialisation and data-order seed")
+    p.add_argument("--out", default="runs/default",
+                   help="output directory: model.safetensors, config.json, loss.png, losses.csv (checked before training)")
+    p.add_argument("--package", action="store_true", help="also write OUT/model.evermind (an .evermind package)")
+    p.add_argument("--prompt", default="The ", help="prompt of the sample printed at the end")
+    p.add_argument("--sample-tokens", type=NONNEG_INT, default=60, help="tokens of that sample")
+    p.add_argument("--device", default=None, help=dev_help)
+    p.add_argument("--save-every", type=NONNEG_INT, default=0, help="save a resumable checkpoint every N steps (0: at the end only)")
     p.add_argument("--resume", action="store_true", help="continue the run saved under --checkpoint")
     p.add_argument("--checkpoint", default=None, help="checkpoint path (default: OUT/trainer-checkpoint)")
-    p.add_argument("--accum-steps", type=int, default=1, help="micro-batches per optimizer step")
-    p.add_argument("--max-steps", type=int, default=None, help="stop after this many optimizer steps")
+    p.add_argument("--accum-steps", type=POS_INT, default=1, help="micro-batches per optimizer step")
+    p.add_argument("--max-steps", type=NONNEG_INT, default=None, help="stop after this many optimizer steps")
     p.add_argument("--lr-schedule", default="constant", choices=("constant", "cosine", "step_decay"))
-    p.add_argument("--warmup-steps", type=int, default=0)
-    # Image models (issue 17): `--model conv-ae` trains a conv autoencoder on generated images instead.
+    p.add_argument("--warmup-steps", type=NONNEG_INT, default=0, help="linear warm-up steps")
+    # Image models: `--model conv-ae` trains a conv autoencoder on generated images instead.
     p.add_argument("--model", choices=("lm", "conv-ae"), default="lm",
                    help="lm: the TransformerLM on text; conv-ae: a conv autoencoder on procedural images")
-    p.add_argument("--images", type=int, default=256, help="conv-ae: training images")
-    p.add_argument("--image-size", type=int, default=16, help="conv-ae: image side (a multiple of 4)")
+    p.add_argument("--images", type=POS_INT, default=256, help="conv-ae: training images")
+    p.add_argument("--image-size", type=POS_INT, default=16, help="conv-ae: image side (a multiple of 4)")
     p.set_defaults(fn=cmd_train)
-    p = sub.add_parser("generate", help="sample from a model saved by `train`")
-    p.add_argument("--model", default="runs/default/model.npz")
-    p.add_argument("--prompt", default="The ")
-    p.add_argument("--tokens", type=int, default=200)
-    p.add_argument("--temperature", type=float, default=0.8)
-    p.add_argument("--top-k", type=int, default=20)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--device", default=None)
-    p.add_argument("--top-p", type=float, default=None, help="nucleus sampling: keep this much probability mass")
-    p.add_argument("--repetition-penalty", type=float, default=1.0)
+    model_help = "a .safetensors (with config metadata), .npz or .evermind model file, or a run directory"
+    p = sub.add_parser("generate", help="sample from a saved model", formatter_class=fmt)
+    p.add_argument("--model", default="runs/default", help=model_help)
+    p.add_argument("--prompt", default="The ", help="text to continue")
+    p.add_argument("--tokens", type=NONNEG_INT, default=200, help="tokens (bytes) to generate")
+    p.add_argument("--temperature", type=NONNEG, default=0.8, help="sampling temperature (0: greedy)")
+    p.add_argument("--top-k", type=NONNEG_INT, default=20, help="sample among the k most likely (0: all)")
+    p.add_argument("--seed", type=NONNEG_INT, default=0, help="sampling seed")
+    p.add_argument("--device", default=None, help=dev_help)
+    p.add_argument("--top-p", type=NONNEG, default=None, help="nucleus sampling: keep this much probability mass")
+    p.add_argument("--repetition-penalty", type=NONNEG, default=1.0, help="> 1 discourages repeated tokens")
     p.add_argument("--stop", action="append", default=[], help="stop at this character (repeatable)")
     p.add_argument("--no-cache", action="store_true", help="re-run the whole context per token (no KV cache)")
     p.set_defaults(fn=cmd_generate)
-    p = sub.add_parser("pack", help="package a saved model as .evermind (EVM1, zstd-framed)")
-    p.add_argument("--model", default="runs/default/model.npz")
-    p.add_argument("--name", default="evermind-lm")
-    p.add_argument("--version", default="1.0.0")
-    p.add_argument("--description", default=None)
+    p = sub.add_parser("pack", help="package a saved model as .evermind (EVM1, zstd-framed)", formatter_class=fmt)
+    p.add_argument("--model", default="runs/default", help=model_help)
+    p.add_argument("--name", default="evermind-lm", help="package name")
+    p.add_argument("--version", default="1.0.0", help="package version")
+    p.add_argument("--description", default=None, help="model card description (default: NAME: an evermind-vk TransformerLM)")
     p.add_argument("--fp16", action="store_true", help="store weights as f16 (round-to-nearest-even)")
-    p.add_argument("--out", default="model.evermind")
-    p.add_argument("--device", default=None)
+    p.add_argument("--out", default="model.evermind", help="package file to write")
+    p.add_argument("--device", default=None, help=dev_help)
     p.set_defaults(fn=cmd_pack)
-    p = sub.add_parser("inspect", help="show an .evermind package's manifest, sizes, checksums (or a checkpoint's metadata)")
-    p.add_argument("file")
+    p = sub.add_parser("inspect", help="show a package's manifest, sizes, checksums, a checkpoint's metadata, "
+                       "or a model file's config", formatter_class=fmt)
+    p.add_argument("file", help=".evermind, checkpoint, .safetensors or .npz")
     p.set_defaults(fn=cmd_inspect)
-    p = sub.add_parser("verify", help="exit non-zero on any problem in an .evermind package or checkpoint")
-    p.add_argument("file")
+    p = sub.add_parser("verify", help="exit 1 on any problem in an .evermind package or checkpoint", formatter_class=fmt)
+    p.add_argument("file", help=".evermind package or checkpoint")
     p.set_defaults(fn=cmd_verify)
     _add_profile_parser(sub)
-    args = ap.parse_args(argv)
+    return ap
+
+
+def main(argv=None) -> int:
+    """Run the command; every failure is one line `evermind-vk: error: ...` on stderr and exit code 2
+    (1 for a failed `verify`), never a traceback (EVERMIND_VK_TRACEBACK=1 shows it, for bug reports)."""
+    try:
+        args = build_parser().parse_args(argv)
+    except CliError as e:
+        _error(str(e))
+        return 2
+    except SystemExit as e:  # --help, --version
+        return e.code if isinstance(e.code, int) else 0
     if getattr(args, "time_limit", None) == 0:
         args.time_limit = None
+    if getattr(args, "top_k", None) == 0:
+        args.top_k = None
     try:
         return args.fn(args)
-    except EvermindError as e:
-        print(f"evermind-vk: {type(e).__name__}: {e}", file=sys.stderr)
+    except KeyboardInterrupt:
+        _error("interrupted")
+        return 130
+    except (EvermindError, OSError, UnicodeDecodeError, ValueError, MemoryError) as e:
+        if os.environ.get("EVERMIND_VK_TRACEBACK", "").strip() not in ("", "0"):
+            raise
+        prefix = "" if isinstance(e, (CliError, OSError)) else f"{type(e).__name__}: "
+        _error(prefix + _describe(e))
+        return 2
+    except Exception as e:  # a bug: still one line, with how to see more
+        if os.environ.get("EVERMIND_VK_TRACEBACK", "").strip() not in ("", "0"):
+            raise
+        _error(f"internal error {type(e).__name__}: {_describe(e)} (please report it; "
+               "EVERMIND_VK_TRACEBACK=1 shows the traceback)")
         return 2
 
 

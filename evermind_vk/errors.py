@@ -45,6 +45,14 @@ class CheckpointMismatchError(EvermindError):
     """A checkpoint's metadata differs from what the caller expected (and no forced resume)."""
 
 
+class ConfigError(EvermindError, ValueError):
+    """A configuration or hyperparameter value is out of its domain (non-finite, negative, zero, ...)."""
+
+
+class TokenError(EvermindError, ValueError):
+    """Token ids that are not integers in [0, vocab_size)."""
+
+
 # -- io hardening (checkpoint store) ---------------------------------------------------------------
 class CheckpointKeyCollisionError(CheckpointMismatchError):
     """Two checkpoint keys map to one file name (e.g. "run é" and "run ü" -> run__.json): refused, so the

@@ -1,7 +1,11 @@
 """Model configurations: plain frozen dataclasses that validate themselves and round-trip through dicts."""
 from __future__ import annotations
 
+import math
+import numbers
 from dataclasses import asdict, dataclass, fields
+
+from ..errors import ConfigError
 
 
 @dataclass(frozen=True)
@@ -20,15 +24,29 @@ class LMConfig:
     seed: int = 0
 
     def __post_init__(self):
+        for name in ("vocab_size", "d_model", "n_layers", "n_heads", "n_kv_heads", "d_ff", "max_seq_len", "seed"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, numbers.Integral):
+                raise ConfigError(f"LMConfig.{name} must be an integer, got {v!r}")
         for name in ("vocab_size", "d_model", "n_layers", "n_heads", "n_kv_heads", "d_ff", "max_seq_len"):
-            if int(getattr(self, name)) < 1:
-                raise ValueError(f"LMConfig.{name} must be >= 1, got {getattr(self, name)}")
+            if getattr(self, name) < 1:
+                raise ConfigError(f"LMConfig.{name} must be >= 1, got {getattr(self, name)}")
+        for name in ("rope_theta", "norm_eps", "swiglu_limit"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(v):
+                raise ConfigError(f"LMConfig.{name} must be a finite number, got {v!r}")
+        if not self.rope_theta > 0:
+            raise ConfigError(f"LMConfig.rope_theta must be > 0, got {self.rope_theta}")
+        if not self.norm_eps > 0:
+            raise ConfigError(f"LMConfig.norm_eps must be > 0, got {self.norm_eps}")
+        if self.swiglu_limit < 0:
+            raise ConfigError(f"LMConfig.swiglu_limit must be >= 0 (0: off), got {self.swiglu_limit}")
         if self.d_model % self.n_heads:
-            raise ValueError(f"d_model {self.d_model} is not a multiple of n_heads {self.n_heads}")
+            raise ConfigError(f"d_model {self.d_model} is not a multiple of n_heads {self.n_heads}")
         if self.n_heads % self.n_kv_heads:
-            raise ValueError(f"n_kv_heads {self.n_kv_heads} must divide n_heads {self.n_heads}")
+            raise ConfigError(f"n_kv_heads {self.n_kv_heads} must divide n_heads {self.n_heads}")
         if (self.d_model // self.n_heads) % 2:
-            raise ValueError("head dimension must be even (RoPE rotates pairs)")
+            raise ConfigError("head dimension must be even (RoPE rotates pairs)")
 
     @property
     def head_dim(self) -> int:
@@ -41,11 +59,11 @@ class LMConfig:
     def from_dict(cls, d: dict) -> "LMConfig":
         """The config from to_dict()'s output; ValueError names missing or unknown fields."""
         if not isinstance(d, dict):
-            raise ValueError(f"config must be an object, got {type(d).__name__}")
+            raise ConfigError(f"config must be an object, got {type(d).__name__}")
         known = {f.name for f in fields(cls)}
         if set(d) != known:
-            raise ValueError(f"config fields: missing {sorted(known - set(d))}, unknown {sorted(set(d) - known)}")
+            raise ConfigError(f"config fields: missing {sorted(known - set(d))}, unknown {sorted(set(d) - known)}")
         try:
             return cls(**d)
         except TypeError as e:
-            raise ValueError(str(e)) from e
+            raise ConfigError(str(e)) from e

@@ -16,5 +16,6 @@ def adamw_step(p: Tensor, g: Tensor, m: Tensor, v: Tensor, hyper: Tensor, nonfin
 
 
 def clip_scale(g: Tensor, state: Tensor, max_norm: float) -> None:
-    """g *= min(max_norm / (sqrt(state[0]) + 1e-6), 1) in place; a non-finite state[0] leaves g untouched."""
+    """g *= min(max_norm / (state[0] + 1e-6), 1) in place (state[0]: the norm, from l2_norm); a
+    non-finite state[0] leaves g untouched."""
     per_thread("clip_scale", "f32", [g, state], {"n": g.numel, "max_norm": float(max_norm)}, g.numel)

@@ -76,3 +76,28 @@ def sum_squares(xs: list, out: Tensor, index: int = 0) -> None:
     for x in xs:
         off += partial_sums(x, part, off, square=True)
     final_sum(part, off, out, index=index)
+
+
+# -- overflow-free L2 norm (harden-user) -------------------------------------------------------------
+__all__ += ["l2_norm"]
+
+
+def l2_norm(xs: list, out: Tensor, index: int = 0) -> None:
+    """out[index] = the L2 norm of every element of every tensor in xs (one vector), on the device and
+    deterministic, never overflowing for finite inputs: m = max |x| first, then m * sqrt(sum (x/m)^2).
+    A NaN anywhere gives NaN, an infinity (and no NaN) gives inf."""
+    if not xs:
+        raise ShapeError("l2_norm: no tensors")
+    for x in xs:
+        want(x, "x", dtype=FLOATS)
+    if out.dtype != "f32" or not 0 <= index < out.numel:
+        raise ShapeError(f"l2_norm: out[{index}] of a {out.shape}/{out.dtype} tensor (want f32)")
+    part = empty((sum(n_partials(x.numel) for x in xs),), "f32", out.device)
+    for pass_ in (0, 1):
+        off = 0
+        for x in xs:
+            groups = n_partials(x.numel)
+            run("norm_partials", x.dtype, [x, part, out],
+                dict(n=x.numel, chunk=CHUNK, poff=off, oidx=index, pass_=pass_), groups)
+            off += groups
+        run("norm_final", "f32", [part, out], dict(n=off, oidx=index, pass_=pass_), 1)

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import itertools
 import math
+import operator
 import weakref
 
 import numpy as np
 
-from ..errors import EvermindError, ShapeError, UnsupportedError
+from ..errors import DeviceError, EvermindError, ShapeError, UnsupportedError
 from . import dtypes
 from .device import get_device, kp_module
 from .kernels import copy_words, fill_words
@@ -22,12 +23,21 @@ _uids = itertools.count(1)
 
 
 def _shape(shape) -> tuple[int, ...]:
-    if isinstance(shape, (int, np.integer)):
+    if isinstance(shape, (int, np.integer)) and not isinstance(shape, bool):
         shape = (int(shape),)
     try:
-        out = tuple(int(s) for s in shape)
+        dims = tuple(shape)
     except TypeError as e:
-        raise ShapeError(f"bad shape {shape!r}") from e
+        raise ShapeError(f"bad shape {shape!r}: want a tuple of integers") from e
+    out = []
+    for s in dims:
+        if isinstance(s, (bool, np.bool_)):
+            raise ShapeError(f"bad shape {shape!r}: dimension {s!r} is a bool")
+        try:
+            out.append(operator.index(s))  # integers only: 3.5 or "3" is an error, never truncated
+        except TypeError as e:
+            raise ShapeError(f"bad shape {shape!r}: dimension {s!r} is not an integer") from e
+    out = tuple(out)
     if any(s < 0 for s in out):
         raise ShapeError(f"negative dimension in shape {out}")
     return out
@@ -69,7 +79,18 @@ class Tensor:
 
     def __repr__(self) -> str:
         kind = "host-visible" if self.host_visible else "device-only"
-        return f"Tensor(shape={self.shape}, dtype={self.dtype}, {kind}, device={self.device.index})"
+        return (f"Tensor(shape={self.shape}, dtype={self.dtype}, device='{self.device.index}: "
+                f"{self.device.info.name}', {kind})")
+
+    def __array__(self, dtype=None, copy=None):
+        """np.asarray(t): a host copy (always a copy: the elements live on the device)."""
+        if copy is False:
+            raise ValueError("a Tensor's elements live on the device: np.asarray needs a copy")
+        arr = self.numpy()
+        return arr if dtype is None else arr.astype(dtype)
+
+    # + - * @ and unary -: installed by evermind_vk.ops at import (the runtime layer cannot import ops);
+    # they run eagerly (or are recorded inside record()) like the functions ev.add, ev.mul, ev.matmul.
 
     def reshape(self, *shape) -> "Tensor":
         """The same buffer under another shape (no copy)."""
@@ -120,19 +141,45 @@ class Tensor:
 
 def _as_array(data, dtype: str | None) -> np.ndarray:
     if dtype is None:
-        arr = np.asarray(data)
+        try:
+            arr = np.asarray(data)
+        except (ValueError, OverflowError) as e:  # ragged lists, ints past int64
+            raise UnsupportedError(f"cannot make a tensor from {type(data).__name__}: {e}") from e
         if not isinstance(data, np.ndarray):  # Python scalars / lists: float -> f32, int -> i32
             if arr.dtype.kind == "f":
                 arr = arr.astype(np.float32)
             elif arr.dtype.kind in "iub" and arr.dtype != np.uint32:
+                if arr.dtype.kind in "iu" and arr.size and (int(arr.min()) < -2**31 or int(arr.max()) >= 2**31):
+                    raise UnsupportedError(f"integers [{int(arr.min())}, {int(arr.max())}] do not fit i32 "
+                                           "(refused rather than wrapped; pass a numpy array of the dtype you want)")
                 arr = arr.astype(np.int32)
         dtypes.canonical(arr.dtype)  # raises UnsupportedError for float64, int64, ...
         return np.ascontiguousarray(arr)
     target = dtypes.DTYPES[dtypes.canonical(dtype)]
-    arr = np.asarray(data)
+    try:
+        arr = np.asarray(data)
+    except (ValueError, OverflowError) as e:  # ragged lists, ints past int64
+        raise UnsupportedError(f"cannot make a {dtype} tensor from {type(data).__name__}: {e}") from e
+    if arr.dtype.kind not in "biuf":
+        raise UnsupportedError(f"cannot make a {dtype} tensor from {arr.dtype} data (integers past 64 bits, "
+                               "strings, objects?)")
     if arr.dtype.kind == "f" and target.kind in "iu":
         raise UnsupportedError(f"will not cast floating data ({arr.dtype}) to {dtype}: round it first")
+    if arr.dtype.kind in "iu" and target.kind in "iu" and arr.size:
+        info = np.iinfo(target)
+        lo, hi = int(arr.min()), int(arr.max())
+        if lo < info.min or hi > info.max:
+            raise UnsupportedError(f"values [{lo}, {hi}] do not fit {dtype} [{info.min}, {info.max}] "
+                                   "(refused rather than wrapped)")
     return np.ascontiguousarray(arr.astype(target))
+
+
+def _allocate(dev, host_words: np.ndarray, kind, nbytes: int):
+    """A kp tensor from host words; out of memory is a DeviceError (ci/patches/0006 makes kp raise)."""
+    try:
+        return dev.manager.tensor_t(host_words, kind)
+    except RuntimeError as e:
+        raise DeviceError(f"could not allocate a tensor of {nbytes:,} bytes on {dev.info.name}: {e}") from e
 
 
 def _to_words(arr: np.ndarray, n_words: int) -> np.ndarray:
@@ -155,7 +202,7 @@ def tensor(data, dtype=None, device=None) -> Tensor:
     dev = get_device(device)
     _check_size(dev, arr.nbytes)
     kp = kp_module()
-    t = dev.manager.tensor_t(_to_words(arr, dtypes.words(arr.size, name)).copy(), kp.TensorTypes.device)
+    t = _allocate(dev, _to_words(arr, dtypes.words(arr.size, name)).copy(), kp.TensorTypes.device, arr.nbytes)
     dev.run_ops([kp.OpTensorSyncDevice([t])])
     return Tensor(dev, arr.shape, name, t, host_visible=True)
 
@@ -177,7 +224,11 @@ def _new(dev, shape, name, host_visible) -> Tensor:
     _check_size(dev, 4 * n_words)
     kp = kp_module()
     kind = kp.TensorTypes.device if host_visible else kp.TensorTypes.storage
-    t = dev.manager.tensor_t(np.zeros(n_words, dtype=np.uint32), kind)
+    try:
+        host = np.zeros(n_words, dtype=np.uint32)  # kp 0.9.0 creates tensors from host data only
+    except MemoryError as e:
+        raise DeviceError(f"out of host memory staging a tensor of {4 * n_words:,} bytes") from e
+    t = _allocate(dev, host, kind, 4 * n_words)
     return Tensor(dev, shape, name, t, host_visible=host_visible)
 
 

@@ -2,10 +2,13 @@
 penalty), seeded, with a KV cache (one token's work per step) and stop tokens, streaming each token."""
 from __future__ import annotations
 
+import math
+import numbers
+
 import numpy as np
 
 from .. import ops
-from ..errors import EvermindError
+from ..errors import ConfigError, TokenError
 from ..runtime import tensor
 
 
@@ -45,12 +48,19 @@ def generate(model, prompt_ids, max_new_tokens: int = 64, temperature: float = 0
     use_cache (models with forward_cached): the prompt is run once and each new token then costs one
     token's work against the KV cache; when the context reaches max_seq_len the cache is refilled with
     the last max_seq_len tokens (the same context the uncached path sees, so greedy output is identical)."""
-    ids = [int(i) for i in prompt_ids]
+    ids = check_ids(prompt_ids, model.config.vocab_size, "generate: prompt")
     if not ids:
-        raise EvermindError("generate needs a non-empty prompt")
-    if repetition_penalty <= 0 or (top_p is not None and not 0 < top_p <= 1):
-        raise EvermindError(f"repetition_penalty must be > 0 and top_p in (0, 1], got {repetition_penalty}, {top_p}")
-    stop = {int(t) for t in stop_tokens}
+        raise TokenError("generate needs a non-empty prompt")
+    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, (int, np.integer)) or max_new_tokens < 0:
+        raise ConfigError(f"generate: max_new_tokens must be an integer >= 0, got {max_new_tokens!r}")
+    if not (isinstance(temperature, (int, float, np.floating)) and math.isfinite(temperature) and temperature >= 0):
+        raise ConfigError(f"generate: temperature must be finite and >= 0, got {temperature!r}")
+    if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, (int, np.integer)) or top_k < 0):
+        raise ConfigError(f"generate: top_k must be None or an integer >= 0, got {top_k!r}")
+    if not (math.isfinite(repetition_penalty) and repetition_penalty > 0) or \
+            (top_p is not None and not (math.isfinite(top_p) and 0 < top_p <= 1)):
+        raise ConfigError(f"generate: repetition_penalty must be > 0 and top_p in (0, 1], got {repetition_penalty}, {top_p}")
+    stop = set(check_ids(list(stop_tokens), model.config.vocab_size, "generate: stop_tokens"))
     rng = np.random.default_rng(seed)
     L = model.config.max_seq_len
     cached = use_cache and hasattr(model, "forward_cached")
@@ -75,4 +85,18 @@ def generate(model, prompt_ids, max_new_tokens: int = 64, temperature: float = 0
         pending = [nxt]
         if on_token is not None:
             on_token(nxt)
+    return out
+
+
+def check_ids(ids, vocab_size: int, what: str = "token ids") -> list[int]:
+    """ids as a list of Python ints, each an integer in [0, vocab_size); TokenError names the first bad one
+    (an id >= vocab would read past the embedding; one past 32 bits would wrap in a u32 tensor)."""
+    out = []
+    for k, i in enumerate(ids.tolist() if isinstance(ids, np.ndarray) else ids):
+        if isinstance(i, bool) or not isinstance(i, numbers.Integral):
+            raise TokenError(f"{what}: id #{k} is {i!r}, not an integer")
+        i = int(i)
+        if not 0 <= i < vocab_size:
+            raise TokenError(f"{what}: id #{k} is {i}, outside the vocabulary [0, {vocab_size})")
+        out.append(i)
     return out

@@ -16,7 +16,7 @@ import math
 import numpy as np
 
 from .. import ops
-from ..errors import ShapeError, UnsupportedError
+from ..errors import ConfigError, ShapeError, UnsupportedError
 from ..runtime import Tensor, empty, tensor, zeros
 from ..runtime.kernels import copy_words, fill_words
 from .schedule import LRSchedule, lr_at
@@ -28,16 +28,13 @@ class AdamW:
 
     def __init__(self, params: dict, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8,
                  weight_decay: float = 1e-2, max_delta: float = 0.0):
-        if not lr >= 0 or not eps >= 0 or not weight_decay >= 0:
-            raise ValueError(f"AdamW: lr, eps, weight_decay must be >= 0 (got {lr}, {eps}, {weight_decay})")
-        if not all(0.0 <= b < 1.0 for b in betas):
-            raise ValueError(f"AdamW: betas must be in [0, 1), got {betas}")
         self.params = dict(params)
         for name, p in self.params.items():
             if p.dtype != "f32":
                 raise UnsupportedError(f"AdamW keeps f32 master weights; parameter {name!r} is {p.dtype}")
-        self.lr, self.betas, self.eps = float(lr), tuple(float(b) for b in betas), float(eps)
-        self.weight_decay, self.max_delta = float(weight_decay), float(max_delta)
+        self.lr = self.eps = self.weight_decay = self.max_delta = 0.0
+        self.betas = (0.0, 0.0)
+        self.set_hyper(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, max_delta=max_delta)
         self.step_count = 0
         self.state: dict[str, tuple[Tensor, Tensor]] = {}
         dev = next(iter(self.params.values())).device if self.params else None
@@ -52,6 +49,30 @@ class AdamW:
         self.schedule: LRSchedule | None = None
         self.param_groups: list[dict] = []  # [{"params": [names], "lr": float, "weight_decay": float}]
         self._hypers: list[Tensor] = [self._hyper] if dev else []
+
+    # -- hyperparameters -----------------------------------------------------------------------
+    def set_hyper(self, *, lr=None, betas=None, eps=None, weight_decay=None, max_delta=None) -> None:
+        """Change hyperparameters (those given), each checked: lr, eps, weight_decay, max_delta finite
+        and >= 0, betas in [0, 1). Every path (constructor, Trainer, schedules, load_state_dict) goes
+        through here, so a NaN or infinite value can never reach the kernel (inf * 0 = NaN there)."""
+        new = {}
+        for name, val in (("lr", lr), ("eps", eps), ("weight_decay", weight_decay), ("max_delta", max_delta)):
+            if val is None:
+                continue
+            f = _real(name, val)
+            if not (math.isfinite(f) and f >= 0):
+                raise ConfigError(f"AdamW: {name} must be finite and >= 0, got {val!r}")
+            new[name] = f
+        if betas is not None:
+            try:
+                b = tuple(_real("betas", x) for x in betas)
+            except TypeError as e:
+                raise ConfigError(f"AdamW: betas must be two numbers, got {betas!r}") from e
+            if len(b) != 2 or not all(0.0 <= x < 1.0 for x in b):  # NaN fails the comparison too
+                raise ConfigError(f"AdamW: betas must be two numbers in [0, 1), got {betas!r}")
+            new["betas"] = b
+        for k, v in new.items():  # all checked before any is set
+            setattr(self, k, v)
 
     # -- per-step scalars ---------------------------------------------------------------------
     def hyper(self, t: int) -> np.ndarray:
@@ -157,8 +178,8 @@ class AdamW:
 
     def load_state_dict(self, sd: dict) -> None:
         h = sd["hyper"]
-        self.lr, self.betas, self.eps = float(h["lr"]), tuple(h["betas"]), float(h["eps"])
-        self.weight_decay, self.max_delta = float(h["weight_decay"]), float(h["max_delta"])
+        self.set_hyper(lr=h["lr"], betas=h["betas"], eps=h["eps"], weight_decay=h["weight_decay"],
+                       max_delta=h["max_delta"])
         self.step_count = int(sd["step"])
         if "param_groups" in sd:
             self.set_param_groups(sd["param_groups"])
@@ -185,11 +206,18 @@ class AdamW:
                     self.state[name] = (tensor(m, device=self._device), tensor(v, device=self._device))
 
 
+def _real(name: str, val) -> float:
+    if isinstance(val, (bool, np.bool_)) or not isinstance(val, (int, float, np.integer, np.floating)):
+        raise ConfigError(f"AdamW: {name} must be a number, got {val!r}")
+    return float(val)
+
+
 # -- gradient clipping ------------------------------------------------------------------------------
 class ClipMetrics:
     """clip_grad_norm's result. norm_before / norm_after / clipped are read from the device on first
     access (or at once with track=True); total_params is known on the host. `state` is the device
-    tensor [norm_before^2, norm_after^2] (copy it inside a recording to read it without a sync)."""
+    tensor [norm_before, norm_after] (norms, not squares: a finite gradient whose sum of squares would
+    overflow f32 still has a finite norm; copy it inside a recording to read it without a sync)."""
 
     def __init__(self, state: Tensor, max_norm: float, total_params: int, track: bool):
         self.state, self.max_norm, self.total_params = state, max_norm, total_params
@@ -200,7 +228,7 @@ class ClipMetrics:
     def _read(self):
         if self._vals is None:
             s = self.state.numpy().astype(np.float64)
-            self._vals = (math.sqrt(s[0]) if s[0] >= 0 else float("nan"), math.sqrt(s[1]) if s[1] >= 0 else float("nan"))
+            self._vals = (float(s[0]), float(s[1]))
         return self._vals
 
     @property
@@ -229,7 +257,7 @@ def clip_grad_norm(grads, max_norm: float, track: bool = False) -> ClipMetrics:
     """Scale all gradients (one vector) by min(max_norm / (norm + 1e-6), 1) on the device.
 
     norm_before is the L2 norm before clipping; norm_after is measured after. max_norm <= 0 disables
-    clipping (the norm is still computed). A non-finite norm leaves every gradient untouched and is
+    clipping (the norm is still computed; it cannot overflow for finite gradients). A non-finite norm leaves every gradient untouched and is
     reported (finite = False). Reading the metrics is a host sync; with track=False it happens only
     when an attribute is read."""
     gl = list(grads.values()) if isinstance(grads, dict) else list(grads)
@@ -240,7 +268,7 @@ def clip_grad_norm(grads, max_norm: float, track: bool = False) -> ClipMetrics:
             raise UnsupportedError(f"clip_grad_norm takes f32 gradients, got {g.dtype}")
     dev = gl[0].device
     state = empty((2,), "f32", dev)
-    ops.sum_squares(gl, state, 0)  # every parameter's gradient counts, shared ones once per parameter
+    ops.l2_norm(gl, state, 0)  # overflow-free; every parameter's gradient counts, shared ones once per parameter
     if max_norm > 0:
         # A gradient buffer shared by several parameters (the tape hands add's output gradient to both
         # inputs, so a residual add's two parameters get one tensor) is scaled once, not once per name.
@@ -249,5 +277,5 @@ def clip_grad_norm(grads, max_norm: float, track: bool = False) -> ClipMetrics:
             if id(g.kp) not in seen:
                 seen.add(id(g.kp))
                 ops.clip_scale(g, state, max_norm)
-    ops.sum_squares(gl, state, 1)
+    ops.l2_norm(gl, state, 1)
     return ClipMetrics(state, float(max_norm), sum(g.numel for g in gl), track)

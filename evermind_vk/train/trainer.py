@@ -14,7 +14,6 @@ import hashlib
 import json
 import math
 import signal
-import sys
 import threading
 import time
 
@@ -22,7 +21,7 @@ import numpy as np
 
 from .. import ops
 from ..autodiff import Tape
-from ..errors import CheckpointMismatchError, EvermindError
+from ..errors import CheckpointMismatchError, ConfigError, EvermindError, TokenError
 from ..io.checkpoint import load_checkpoint, save_checkpoint
 from ..models import LMConfig, TransformerLM
 from ..models.lora import LoRAConfig, add_lora, load_lora_state_dict, lora_state_dict
@@ -30,6 +29,7 @@ from ..runtime import empty, record, zeros
 from ..runtime.kernels import copy_words, fill_words
 from .data import batches, build_chunks
 from .optim import AdamW, clip_grad_norm
+from .progress import Progress
 from .schedule import LRSchedule
 from .tokenizer import ByteTokenizer
 
@@ -116,7 +116,7 @@ class _Step:
         loss = float(self.loss_host.read_staging()[0]) if self.kind != "apply" else None
         norm = None
         if self.updates and (self.max_norm > 0 or self.track):
-            norm = math.sqrt(max(float(self.norm_host.read_staging()[0]), 0.0))
+            norm = float(self.norm_host.read_staging()[0])  # the norm itself (clip_grad_norm's state)
         return loss, norm
 
 
@@ -149,8 +149,10 @@ class Trainer:
         else:
             ids = text_or_ids
         ids = np.asarray(ids)
-        if ids.dtype.kind not in "iu" or (ids.size and (ids.min() < 0 or ids.max() >= self.model.config.vocab_size)):
-            raise EvermindError(f"token ids must be integers in [0, {self.model.config.vocab_size})")
+        if ids.size < 2:  # say what is wrong with an empty or 1-token text
+            raise TokenError(f"need at least 2 tokens to train or evaluate on (one next-token pair), got {ids.size}")
+        if ids.dtype.kind not in "iu" or ids.min() < 0 or ids.max() >= self.model.config.vocab_size:
+            raise TokenError(f"token ids must be integers in [0, {self.model.config.vocab_size})")
         return ids.astype(np.uint32)
 
     def _step(self, B, L, names, max_norm, track, kind) -> _Step:
@@ -197,6 +199,8 @@ class Trainer:
         checkpoint every N steps and at the end; stop_on_signal makes SIGINT/SIGTERM stop at the next
         step boundary (saving when save_key is set) and sets self.interrupted.
         """
+        _check_train_args(epochs=epochs, seq_len=seq_len, batch_size=batch_size, max_grad_norm=max_grad_norm,
+                          time_limit=time_limit)
         if seq_len > self.model.config.max_seq_len:
             raise EvermindError(f"seq_len {seq_len} exceeds the model's max_seq_len {self.model.config.max_seq_len}")
         if accum_steps < 1 or (max_steps is not None and max_steps < 0) or eval_every < 0 or save_every < 0:
@@ -214,8 +218,8 @@ class Trainer:
         names = self.trainable(freeze, wsla)
         opt = self.optimizer
         opt.params.update({n: p for n, p in self.model.parameters().items() if n not in opt.params})  # LoRA added later
-        opt.lr, opt.weight_decay = float(lr), float(weight_decay)
-        opt.max_delta = float(max_delta if max_delta is not None else (WSLA_MAX_DELTA if wsla else 0.0))
+        opt.set_hyper(lr=lr, weight_decay=weight_decay,  # checked: finite, >= 0
+                      max_delta=max_delta if max_delta is not None else (WSLA_MAX_DELTA if wsla else 0.0))
         opt.schedule = schedule
         groups = []
         for g in param_groups or ():
@@ -246,6 +250,7 @@ class Trainer:
         t0 = time.perf_counter()
         tokens = 0
         stop = False
+        bar = Progress(epochs, n_batches, time_limit) if progress else None
         old_handlers = self._install_signals() if stop_on_signal else None
         self.interrupted = self._stop_signal = None
         try:
@@ -293,13 +298,15 @@ class Trainer:
                                       "count": count, "norms": norms, "losses": list(losses), "data": data}
                     if on_step is not None:
                         on_step(self.global_step, dict(entry))
-                    if progress:
-                        _progress(epoch, epochs, done, n_batches, loss,
-                                  tokens, time.perf_counter() - t0, time_limit, lr=entry["effective_lr"])
+                    if bar is not None:
+                        bar.update(epoch, done, loss, tokens, time.perf_counter() - t0, lr=entry["effective_lr"])
                     if save_key and save_every and self.global_step % save_every == 0:
                         self.save(save_key, directory=save_dir)
                     if time_limit is not None and time.perf_counter() - t0 > time_limit:
                         stop = True
+                if done >= len(batch_list) or stop:
+                    if bar is not None:
+                        bar.end_epoch()  # the summary below gets a line of its own
                 if done >= len(batch_list):
                     losses.append(total / max(count, 1))
                     self._position = {"epoch": epoch + 1, "batch": 0, "order": None, "total": 0.0, "count": 0,
@@ -313,8 +320,6 @@ class Trainer:
             if old_handlers is not None:
                 for sig, h in old_handlers.items():
                     signal.signal(sig, h)
-            if progress:
-                print(file=sys.stderr)
         if save_key and self._position is not None:
             self.save(save_key, directory=save_dir)
         return losses
@@ -345,6 +350,9 @@ class Trainer:
 
     def evaluate(self, text_or_ids, seq_len: int = 64, batch_size: int = 1) -> float:
         """Perplexity exp(mean next-token loss) over every pair of the text."""
+        _check_train_args(seq_len=seq_len, batch_size=batch_size)
+        if seq_len > self.model.config.max_seq_len:
+            raise EvermindError(f"seq_len {seq_len} exceeds the model's max_seq_len {self.model.config.max_seq_len}")
         chunks = build_chunks(self._ids(text_or_ids), seq_len)
         step = self._step(batch_size, seq_len, (), 0.0, False, "eval")
         total, count = 0.0, 0
@@ -410,13 +418,17 @@ class Trainer:
         return cls(model, tokenizer, seed=int(rec["seed"])).resume(key, directory)
 
 
-def _progress(epoch, epochs, i, n, loss, tokens, elapsed, time_limit=None, lr=None):
-    frac = ((epoch + i / n) / epochs)
-    eta = elapsed / frac - elapsed if frac > 0 else 0.0
-    if time_limit is not None:
-        eta = max(0.0, min(eta, time_limit - elapsed))
-    bar = "#" * int(20 * i / n) + "." * (20 - int(20 * i / n))
-    sys.stderr.write(f"\repoch {epoch + 1}/{epochs} [{bar}] {i}/{n} loss {loss:.3f} "
-                     + (f"lr {lr:.2e} " if lr is not None else "")
-                     + f"{tokens / max(elapsed, 1e-9):,.0f} tok/s ETA {eta:4.0f}s ")
-    sys.stderr.flush()
+def _check_train_args(**kw) -> None:
+    """Refuse settings that would divide by zero, train nothing or never stop, up front."""
+    for name in ("epochs", "seq_len", "batch_size"):
+        if name in kw:
+            v = kw[name]
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+                raise ConfigError(f"{name} must be an integer >= 1, got {v!r}")
+    v = kw.get("max_grad_norm", 0.0)
+    if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)) or not math.isfinite(v):
+        raise ConfigError(f"max_grad_norm must be a finite number (<= 0: no clipping), got {v!r}")
+    v = kw.get("time_limit")
+    if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating))
+                          or not math.isfinite(v) or v < 0):
+        raise ConfigError(f"time_limit must be None or a finite number of seconds >= 0, got {v!r}")

@@ -19,16 +19,21 @@ void main() {
     // AdamW (decoupled decay, bias-corrected moments) with a per-element trust region.
     // hyper = [lr, beta1, beta2, eps, weight_decay, 1 - beta1^t, 1 - beta2^t, max_delta]: written by the
     // host each step into a device buffer, so a recorded step replays unchanged.
-    // A non-finite gradient leaves this element's parameter and moments untouched and is counted.
+    // A non-finite gradient leaves this element's parameter and moments untouched and is counted; so
+    // does a finite gradient whose moments or step would overflow (g^2 = inf for |g| >~ 1e19: stored,
+    // v = inf would freeze the element forever), checked before anything is stored.
     const float g = grad[i];
     if (isnan(g) || isinf(g)) { atomicAdd(nonfinite[0], 1u); return; }
     const float lr = hyper[0], b1 = hyper[1], b2 = hyper[2], eps = hyper[3], wd = hyper[4];
     const float mi = b1 * m[i] + (1.0 - b1) * g;
     const float vi = b2 * v[i] + (1.0 - b2) * g * g;
+    float step = lr * (mi / hyper[5]) / (sqrt(vi / hyper[6]) + eps);
+    if (isnan(mi) || isinf(mi) || isnan(vi) || isinf(vi) || isnan(step) || isinf(step)) {
+        atomicAdd(nonfinite[0], 1u);
+        return;
+    }
     m[i] = mi;
     v[i] = vi;
-    float step = lr * (mi / hyper[5]) / (sqrt(vi / hyper[6]) + eps);
-    if (isnan(step) || isinf(step)) step = 0.0;
     const float md = hyper[7];
     if (md > 0.0) step = clamp(step, -md, md);  // the trust region bounds the Adam step, not the decay
     param[i] = param[i] * (1.0 - lr * wd) - step;
