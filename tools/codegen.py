@@ -124,6 +124,9 @@ VARIANTS = [
     simple("reduce", "final_sum", "f32", 256),
     simple("optim", "adamw_step", "f32", 256),
     simple("optim", "clip_scale", "f32", 256),
+    # Causal depthwise conv1d (EvermindLM, Mamba): one thread per output element; dkernel in two stages.
+    *(simple("conv1d", op, dt, 256) for op in ("conv1d_causal", "conv1d_causal_backward",
+                                               "conv1d_causal_weight_partials") for dt in F),
 ]
 
 GLSL_TYPES = {"f32": "float", "f16": "float16_t", "u32": "uint", "i32": "int"}

@@ -88,3 +88,14 @@ def cross_entropy(logits: Tensor, targets: Tensor) -> Tensor:
     loss, count = ops.cross_entropy(logits, targets)
     return track("cross_entropy", (logits, targets), loss,
                   lambda g: (ops.cross_entropy_backward(logits, targets, count, g), None))
+
+
+# -- causal depthwise conv1d (EvermindLM, Mamba) ------------------------------------------------------
+def conv1d_causal(x: Tensor, kernel: Tensor, bias: Tensor | None = None, seq_len: int | None = None,
+                  taps: str = "lag") -> Tensor:
+    y = ops.conv1d_causal(x, kernel, bias, seq_len, taps)
+
+    def rule(g):
+        dx, dk, db = ops.conv1d_causal_backward(x, kernel, g, seq_len, taps, bias=bias is not None)
+        return (dx, dk) if bias is None else (dx, dk, db)
+    return track("conv1d_causal", (x, kernel) if bias is None else (x, kernel, bias), y, rule)
