@@ -15,6 +15,7 @@ from __future__ import annotations
 from ..errors import ShapeError, UnsupportedError
 from ..runtime.tensor import Tensor, empty
 from ._util import FLOATS, like, per_thread, want
+from .elementwise import copy2d
 from .reduce import colsum
 
 __all__ = ["conv1d_causal", "conv1d_causal_backward", "conv1d_causal_weight_partials"]
@@ -61,27 +62,36 @@ def _chunk(T: int) -> int:
 
 
 def conv1d_causal_weight_partials(x: Tensor, dy: Tensor, kernel_shape, seq_len: int | None = None,
-                                  taps: str = "lag") -> Tensor:
-    """Stage 1 of dkernel: [chunks, C*K] f32 partial sums over chunks of tokens (colsum gives dkernel)."""
+                                  taps: str = "lag", bias: bool = False) -> Tensor:
+    """Stage 1 of dkernel (and dbias): [chunks, C*K (+ C)] f32 partial sums over chunks of tokens; their
+    column sums are dkernel (flattened [C, K]) followed, with `bias`, by dbias."""
     C, K = kernel_shape
     g = _geometry(x, (C, K), seq_len, taps)
     want(dy, "dy", shape=x.shape, dtype=x.dtype)
     chunk = _chunk(g["T"])
     chunks = -(-g["T"] // chunk)
-    part = empty((chunks, C * K), "f32", x.device)
-    per_thread("conv1d_causal_weight_partials", x.dtype, [x, dy, part], dict(g, chunk=chunk), chunks * C * K)
+    width = C * K + (C if bias else 0)
+    part = empty((chunks, width), "f32", x.device)
+    per_thread("conv1d_causal_weight_partials", x.dtype, [x, dy, part], dict(g, chunk=chunk, with_bias=int(bias)),
+               chunks * width)
     return part
 
 
 def conv1d_causal_backward(x: Tensor, kernel: Tensor, dy: Tensor, seq_len: int | None = None,
                            taps: str = "lag", bias: bool = False):
     """(dx, dkernel, dbias) of conv1d_causal; dkernel and dbias in f32 (dbias None unless `bias`).
-    dkernel is a two-stage reduction over tokens (chunks of >= 256 tokens, then their column sums)."""
+    dkernel and dbias are two-stage reductions over tokens (chunks of >= 256 tokens, then the column
+    sums of at most MAX_CHUNKS chunk partials), so no invocation loops over all T tokens."""
     want(kernel, "kernel", ndim=2, dtype="f32")
     g = _geometry(x, kernel.shape, seq_len, taps)
     want(dy, "dy", shape=x.shape, dtype=x.dtype)
     dx = like(x)
     per_thread("conv1d_causal_backward", x.dtype, [dy, kernel, dx], g, g["T"] * g["C"])
-    part = conv1d_causal_weight_partials(x, dy, kernel.shape, seq_len, taps)
-    dk = colsum(part).reshape(*kernel.shape)
-    return dx, dk, (colsum(dy) if bias else None)
+    sums = colsum(conv1d_causal_weight_partials(x, dy, kernel.shape, seq_len, taps, bias))
+    if not bias:
+        return dx, sums.reshape(*kernel.shape), None
+    C, K = kernel.shape
+    dk, db = empty((C, K), "f32", x.device), empty((C,), "f32", x.device)
+    copy2d(sums, dk, 1, C * K, 0, 0, 0, 0)
+    copy2d(sums, db, 1, C, C * K, 0, 0, 0)
+    return dx, dk, db

@@ -99,18 +99,20 @@ def test_builderforce_convention(device):
 
 def test_dkernel_past_the_loop_cap(device):
     # 70,000 tokens in one sequence: a per-invocation loop over T would be cut at 65,535 by lavapipe.
+    # Small integers make every product and partial sum exact in f32, so the result must be exact.
     rng = np.random.default_rng(3)
     T, C, K = 70_000, 2, 3
-    x = rng.standard_normal((T, C)).astype(np.float32)
-    dy = rng.standard_normal((T, C)).astype(np.float32)
+    x = rng.integers(-2, 3, (T, C)).astype(np.float32)
+    dy = rng.integers(-2, 3, (T, C)).astype(np.float32)
     k = rng.standard_normal((C, K)).astype(np.float32)
     dx, dk, db = ops.conv1d_causal_backward(ev.tensor(x), ev.tensor(k), ev.tensor(dy), bias=True)
     X, DY = x.astype(np.float64), dy.astype(np.float64)
     want = np.stack([(DY[j:] * X[:T - j]).sum(0) for j in range(K)], 1)
-    mag = np.stack([(np.abs(DY[j:]) * np.abs(X[:T - j])).sum(0) for j in range(K)], 1)
-    # two-stage: 256-term chunks, then 274 chunk sums
-    close(dk.numpy(), want, mag, 256 + 274, "f32", "dkernel T=70000")
-    close(db.numpy(), DY.sum(0), np.abs(DY).sum(0), T, "f32", "dbias T=70000")
+    assert np.array_equal(dk.numpy(), want)
+    assert np.array_equal(db.numpy(), DY.sum(0))
+    ones = ops.conv1d_causal_backward(ev.tensor(np.ones((T, 1), np.float32)), ev.tensor(np.ones((1, 1), np.float32)),
+                                      ev.tensor(np.ones((T, 1), np.float32)), bias=True)
+    assert ones[1].numpy()[0, 0] == T and ones[2].numpy()[0] == T
 
 
 def test_chunking_rule():
