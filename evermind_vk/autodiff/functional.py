@@ -99,3 +99,18 @@ def conv1d_causal(x: Tensor, kernel: Tensor, bias: Tensor | None = None, seq_len
         dx, dk, db = ops.conv1d_causal_backward(x, kernel, g, seq_len, taps, bias=bias is not None)
         return (dx, dk) if bias is None else (dx, dk, db)
     return track("conv1d_causal", (x, kernel) if bias is None else (x, kernel, bias), y, rule)
+
+
+# -- shared-expert mixture of experts (builderforce's SharedExpertMoE) -------------------------------
+def moe_ffn(x: Tensor, wr: Tensor, w1: Tensor, b1: Tensor, w2: Tensor, b2: Tensor, k: int, aux_scale: float = 0.0):
+    """(out, context, aux): the MoE of evermind_vk.ops.moe on x [N, d]. With aux_scale != 0 the load-balance
+    loss of these tokens is returned (aux, 1 element) and its gradient, scaled by aux_scale, reaches the
+    router weights only (builderforce's auxGradStep: the dispatch fractions are constants, x gets none)."""
+    out, ctx = ops.moe_ffn(x, wr, w1, b1, w2, b2, k)
+    f = aux = None
+    if aux_scale != 0.0:
+        f, aux = ops.moe_load_stats(ctx)
+
+    def rule(g):
+        return ops.moe_ffn_backward(ctx, wr, w1, w2, b2, g, aux_scale, f)
+    return track("moe_ffn", (x, wr, w1, b1, w2, b2), out, rule), ctx, aux

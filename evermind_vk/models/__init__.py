@@ -4,3 +4,9 @@ from .config import LMConfig
 from .transformer import TransformerLM, init_params
 
 __all__ = ["LMConfig", "TransformerLM", "init_params"]
+
+# builderforce's models (evermind-lm, shared-expert-moe packages).
+from .evermind_lm import EvermindLM, EvermindLMConfig  # noqa: E402
+from .moe import MoEConfig, SharedExpertMoE  # noqa: E402
+
+__all__ += ["EvermindLM", "EvermindLMConfig", "MoEConfig", "SharedExpertMoE"]
