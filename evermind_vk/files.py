@@ -93,3 +93,38 @@ def load(path: str, device=None):
     if str(path).endswith(".npz"):
         return load_model(path, device)
     return EvermindPackage.from_file(path).load_model(device)
+
+
+# -- builderforce's model types: evermind-lm (EVL0) and shared-expert-moe (MoE0) ------------------------
+from dataclasses import replace  # noqa: E402
+
+from .io.layouts import build_evl0, build_moe0  # noqa: E402
+from .io.package import MODEL_TYPES  # noqa: E402
+from .models import EvermindLM, EvermindLMConfig, MoEConfig, SharedExpertMoE  # noqa: E402
+
+
+def _register_builderforce_types() -> None:
+    def pack_lm(m, fp16):
+        cfg = m.config.to_builderforce()
+        return cfg, build_evl0(cfg, m.state_dict(), fp16), m.num_parameters()
+
+    def unpack_lm(config, params, device=None):
+        model = EvermindLM(EvermindLMConfig.from_builderforce(config), device=device)
+        model.load_state_dict(params)
+        return model
+
+    def pack_moe(m, fp16):
+        cfg = m.config.to_builderforce()
+        return cfg, build_moe0(cfg, m.state_dict(), fp16), m.num_parameters()
+
+    def unpack_moe(config, params, device=None):
+        model = SharedExpertMoE(MoEConfig.from_builderforce(config), device=device)
+        model.load_state_dict(params)
+        return model
+
+    register_model_type(replace(MODEL_TYPES["evermind-lm"], model_class=EvermindLM, pack=pack_lm, unpack=unpack_lm))
+    register_model_type(replace(MODEL_TYPES["shared-expert-moe"], model_class=SharedExpertMoE, pack=pack_moe,
+                                unpack=unpack_moe))
+
+
+_register_builderforce_types()

@@ -211,3 +211,12 @@ def parse_evt0(buf: bytes) -> tuple[dict, bool]:
         out[name] = a.reshape(dims)
     _exact_end(body, off, "EVT0")
     return out, ver == 2
+
+
+# -- MoE0 writer (builderforce's SharedExpertMoE.exportWeights layout) -------------------------------
+def build_moe0(cfg: dict, params: dict, fp16: bool = False) -> bytes:
+    """MoE0 bytes: 6 u32 [magic, 1 = f32 | 2 = fp16, modelDim, hiddenDim, numExperts, topK] and the
+    parameters in builderforce's order (wr, shared.*, expert{e}.*); no checksum (the format has none)."""
+    d, h, E, k = (cfg[n] for n in ("modelDim", "hiddenDim", "numExperts", "topK"))
+    head = struct.pack("<6I", MOE0, 2 if fp16 else 1, d, h, E, k)
+    return head + _flat(fp16, [np.asarray(params[n], np.float32).reshape(s) for n, s in _moe_shapes("", d, h, E)])
