@@ -9,3 +9,8 @@ from .trainer import Trainer
 
 __all__ = ["Trainer", "AdamW", "ClipMetrics", "clip_grad_norm", "LRSchedule", "lr_at", "ByteTokenizer", "generate",
            "build_chunks", "batches", "default_corpus"]
+
+# builderforce's trainers (EvermindLM, SharedExpertMoE).
+from .bf_trainers import EvermindLMTrainer, MoETrainer  # noqa: E402
+
+__all__ += ["EvermindLMTrainer", "MoETrainer"]

@@ -213,3 +213,41 @@ def lm_loss_and_grads(p, tokens, cfg):
     for t in range(T):
         g["emb"][tokens[t]] += dX[t]
     return loss, g, logits
+
+
+def adamw_step(p, g, state, t, lr, b1=0.9, b2=0.999, eps=1e-8, wd=0.0):
+    """builderforce's CPU AdamW, one step over every parameter (float64)."""
+    for k in p:
+        m, v = state.setdefault(k, (np.zeros(p[k].shape), np.zeros(p[k].shape)))
+        m[...] = b1 * m + (1 - b1) * g[k]
+        v[...] = b2 * v + (1 - b2) * g[k] ** 2
+        p[k] = p[k] - lr * ((m / (1 - b1 ** t)) / (np.sqrt(v / (1 - b2 ** t)) + eps) + wd * p[k])
+
+
+def lm_fit(p, seqs, cfg, lr, epochs, accum):
+    """EvermindLMTrainer.fit without mixed precision: per-epoch mean sequence loss."""
+    p, state, t, hist = dict(p), {}, 0, []
+    for _ in range(epochs):
+        total, n, window = 0.0, 0, []
+
+        def flush():
+            nonlocal t
+            g = zeros_like(p)
+            for s in window:
+                for k, v in s.items():
+                    g[k] += v / len(window)
+            t += 1
+            adamw_step(p, g, state, t, lr)
+        for s in seqs:
+            if len(s) < 2:
+                continue
+            loss, g, _ = lm_loss_and_grads(p, s, cfg)
+            total, n = total + loss, n + 1
+            window.append(g)
+            if len(window) >= accum:
+                flush()
+                window = []
+        if window:
+            flush()
+        hist.append(total / n if n else 0.0)
+    return hist, p
