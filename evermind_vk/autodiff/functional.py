@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from .. import ops
 from ..runtime.tensor import Tensor
-from .tape import track
+from .tape import Tape, track
 
 
 def add(a: Tensor, b: Tensor) -> Tensor:
@@ -114,3 +114,19 @@ def moe_ffn(x: Tensor, wr: Tensor, w1: Tensor, b1: Tensor, w2: Tensor, b2: Tenso
     def rule(g):
         return ops.moe_ffn_backward(ctx, wr, w1, w2, b2, g, aux_scale, f)
     return track("moe_ffn", (x, wr, w1, b1, w2, b2), out, rule), ctx, aux
+
+
+# -- activation checkpointing ----------------------------------------------------------------------------
+def checkpoint(fn, inputs: tuple) -> Tensor:
+    """out = fn(*inputs) without keeping fn's intermediates: the forward runs under a throwaway tape, and
+    the backward runs fn again under a fresh tape (same kernels, same order: identical gradients). Every
+    tensor fn reads that needs a gradient (parameters included) must be among `inputs`."""
+    with Tape():
+        out = fn(*inputs)
+
+    def rule(g):
+        with Tape() as tape:
+            again = fn(*inputs)
+        grads = tape.backward({again: g})
+        return tuple(grads.get(x) if x.dtype in ("f32", "f16") else None for x in inputs)
+    return track("checkpoint", tuple(inputs), out, rule)

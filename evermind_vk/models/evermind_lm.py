@@ -135,25 +135,33 @@ class EvermindLM:
         return self._named(lambda t: grads[t].numpy() if t in grads else np.zeros(t.shape, np.float32))
 
     # -- compute --------------------------------------------------------------------------------
-    def forward(self, ids: Tensor, seq_len: int | None = None) -> Tensor:
-        """Logits [T, V] for token ids (u32 [T]): one sequence, or T / seq_len packed sequences of seq_len."""
+    def _layer(self, i: int, seq_len, x, conv, n_conv, n_moe, wr, w1, b1, w2, b2) -> Tensor:
+        n = F.rms_norm(x, n_conv, RMS_EPS)
+        a = F.add(x, F.conv1d_causal(n, conv, seq_len=seq_len))
+        m = F.rms_norm(a, n_moe, RMS_EPS)
+        return F.add(a, F.moe_ffn(m, wr, w1, b1, w2, b2, self.config.top_k)[0])
+
+    def forward(self, ids: Tensor, seq_len: int | None = None, checkpoint: bool = False) -> Tensor:
+        """Logits [T, V] for token ids (u32 [T]): one sequence, or T / seq_len packed sequences of seq_len.
+        checkpoint: keep only each layer's input; the backward recomputes the layer (same gradients)."""
         c, P = self.config, self.plain
         T = ids.numel
         if T < 1:
             raise ShapeError("EvermindLM.forward needs at least one token")
         x = F.embedding(ids, P["emb"])
         for i in range(c.num_layers):
-            n = F.rms_norm(x, P[f"layer{i}.nConv"], RMS_EPS)
-            a = F.add(x, F.conv1d_causal(n, P[f"layer{i}.conv"], seq_len=seq_len))
-            m = F.rms_norm(a, P[f"layer{i}.nMoe"], RMS_EPS)
-            x = F.add(a, self.moe[i](m, c.top_k)[0])
+            t = self.moe[i].t
+            args = (x, P[f"layer{i}.conv"], P[f"layer{i}.nConv"], P[f"layer{i}.nMoe"],
+                    t["wr"], t["w1"], t["b1"], t["w2"], t["b2"])
+            fn = lambda *a, i=i: self._layer(i, seq_len, *a)  # noqa: E731
+            x = F.checkpoint(fn, args) if checkpoint else fn(*args)
         return F.matmul(x, P["emb"], transpose_b=True)
 
     __call__ = forward
 
-    def loss(self, ids: Tensor, targets: Tensor, seq_len: int | None = None) -> Tensor:
+    def loss(self, ids: Tensor, targets: Tensor, seq_len: int | None = None, checkpoint: bool = False) -> Tensor:
         """Mean cross-entropy over targets < vocab (next_token_targets gives builderforce's T - 1 positions)."""
-        return F.cross_entropy(self.forward(ids, seq_len), targets)
+        return F.cross_entropy(self.forward(ids, seq_len, checkpoint), targets)
 
     def next_token_targets(self, tokens, seq_len: int | None = None) -> np.ndarray:
         """u32 targets: tokens[t + 1] within each sequence, vocab_size (ignored) at each sequence's end."""
@@ -172,15 +180,16 @@ class EvermindLM:
             raise ShapeError(f"token ids must be in 0..{self.config.vocab_size - 1}")
         return tok.astype(np.uint32)
 
-    def loss_and_grads(self, tokens):
-        """builderforce's lossAndBackward on one sequence: (mean loss over T - 1 positions, named grads)."""
+    def loss_and_grads(self, tokens, checkpoint: bool = False):
+        """builderforce's lossAndBackward (lossAndBackwardCheckpointed with checkpoint) on one sequence:
+        (mean loss over T - 1 positions, named grads)."""
         tok = self.check_tokens(tokens)
         if tok.size < 2:
             raise ShapeError("a training sequence needs at least 2 tokens")
         ids = tensor(tok, device=self.device)
         tg = tensor(self.next_token_targets(tok), device=self.device)
         with Tape() as tape:
-            loss = self.loss(ids, tg)
+            loss = self.loss(ids, tg, checkpoint=checkpoint)
         grads = tape.backward(loss)
         return float(loss.numpy()[0]), self.named_grads(grads)
 

@@ -31,8 +31,9 @@ __all__ = ["EvermindLMTrainer", "MoETrainer"]
 
 class EvermindLMTrainer:
     def __init__(self, model, lr: float = 0.01, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 0.0,
-                 epochs: int = 1, accum_steps: int = 1, max_delta: float = 0.0):
+                 epochs: int = 1, accum_steps: int = 1, max_delta: float = 0.0, checkpoint: bool = False):
         self.model, self.epochs, self.accum = model, int(epochs), max(1, int(accum_steps))
+        self.checkpoint = bool(checkpoint)
         self.optimizer = AdamW(model.parameters(), lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
                                max_delta=max_delta)
         self._programs: dict[tuple, tuple] = {}
@@ -59,7 +60,7 @@ class EvermindLMTrainer:
                 dev.upload(ids)
                 dev.upload(tgt)
                 with Tape() as tape:
-                    loss = self.model.loss(ids, tgt)
+                    loss = self.model.loss(ids, tgt, checkpoint=self.checkpoint)
                 g = tape.backward(loss).by_name(params)
                 acc = g if acc is None else {n: ops.add(acc[n], g[n]) for n in acc}
                 ops.copy2d(loss, losses, 1, 1, 0, 0, i, 0)

@@ -264,3 +264,14 @@ def test_moe_equals_builderforce(device):
     g = m.named_grads(tape.backward({out: ev.tensor((o - Tg).astype(np.float32))}))
     for (k_, v), js in zip(g.items(), got["grads"]):
         assert np.abs(v.ravel() - np.array(js)).max() <= 1e-4, k_
+
+
+def test_checkpointed_backward_is_identical(device):
+    m = EvermindLM(EvermindLMConfig(11, 6, 3, 3, 5, 4, 2, seed=8))
+    m.load_state_dict(perturbed(m.state_dict(), np.random.default_rng(3)))
+    toks = [3, 1, 4, 1, 5, 9, 2, 6]
+    la, ga = m.loss_and_grads(toks)
+    lb, gb = m.loss_and_grads(toks, checkpoint=True)
+    assert la == lb
+    for k in ga:
+        assert np.array_equal(ga[k], gb[k]), k

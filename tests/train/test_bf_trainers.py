@@ -95,3 +95,12 @@ def test_trainers_equal_builderforce(device):
     ours = MoETrainer(m, lr=0.02, epochs=3, batch_size=3, aux_weight=0.5).fit(S)
     for o, w in zip(ours, got["mh"]):
         assert abs(o["loss"] - w["loss"]) < 1e-4 and abs(o["aux_loss"] - w["auxLoss"]) < 1e-4
+
+
+def test_checkpointed_training_is_identical(device):
+    a = EvermindLM(EvermindLMConfig.from_builderforce(dict(CFG, seed=6)))
+    b = EvermindLM(EvermindLMConfig.from_builderforce(dict(CFG, seed=6)))
+    assert EvermindLMTrainer(a, epochs=2, accum_steps=2).fit(SEQS) == \
+        EvermindLMTrainer(b, epochs=2, accum_steps=2, checkpoint=True).fit(SEQS)
+    sa, sb = a.state_dict(), b.state_dict()
+    assert all(np.array_equal(sa[k], sb[k]) for k in sa)
