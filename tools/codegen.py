@@ -132,6 +132,8 @@ VARIANTS = [
                                            "moe_combine_backward", "moe_gate_grad", "moe_router_backward")
       for dt in F),
     simple("moe", "moe_aux", "f32", 64),
+    # Dynamic loss scaling (mixed precision of builderforce's EvermindLMTrainer).
+    *(simple("loss_scale", op, "f32", 256) for op in ("loss_scale_round", "loss_unscale")),
 ]
 
 GLSL_TYPES = {"f32": "float", "f16": "float16_t", "u32": "uint", "i32": "int"}

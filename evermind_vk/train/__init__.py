@@ -11,6 +11,6 @@ __all__ = ["Trainer", "AdamW", "ClipMetrics", "clip_grad_norm", "LRSchedule", "l
            "build_chunks", "batches", "default_corpus"]
 
 # builderforce's trainers (EvermindLM, SharedExpertMoE).
-from .bf_trainers import EvermindLMTrainer, MoETrainer  # noqa: E402
+from .bf_trainers import DynamicLossScaler, EvermindLMTrainer, MoETrainer  # noqa: E402
 
-__all__ += ["EvermindLMTrainer", "MoETrainer"]
+__all__ += ["DynamicLossScaler", "EvermindLMTrainer", "MoETrainer"]

@@ -26,14 +26,41 @@ from ..errors import ShapeError
 from ..runtime import empty, record
 from .optim import AdamW
 
-__all__ = ["EvermindLMTrainer", "MoETrainer"]
+__all__ = ["EvermindLMTrainer", "MoETrainer", "DynamicLossScaler"]
+
+
+class DynamicLossScaler:
+    """builderforce's loss scaler: init 16384, x growth_factor after growth_interval clean steps, x backoff
+    on overflow (floor min_scale), no maximum. update(overflow) -> whether the step proceeds."""
+
+    def __init__(self, init_scale: float = 16384.0, growth_factor: float = 2.0, backoff_factor: float = 0.5,
+                 growth_interval: int = 200, min_scale: float = 1.0):
+        self.scale, self.growth_factor, self.backoff_factor = float(init_scale), float(growth_factor), float(backoff_factor)
+        self.growth_interval, self.min_scale = int(growth_interval), float(min_scale)
+        self.clean_streak = self.overflows = self.skipped = 0
+
+    def update(self, overflow: bool) -> bool:
+        if overflow:
+            self.overflows += 1
+            self.skipped += 1
+            self.scale = max(self.min_scale, self.scale * self.backoff_factor)
+            self.clean_streak = 0
+            return False
+        self.clean_streak += 1
+        if self.clean_streak >= self.growth_interval:
+            self.scale *= self.growth_factor
+            self.clean_streak = 0
+        return True
 
 
 class EvermindLMTrainer:
     def __init__(self, model, lr: float = 0.01, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 0.0,
-                 epochs: int = 1, accum_steps: int = 1, max_delta: float = 0.0, checkpoint: bool = False):
+                 epochs: int = 1, accum_steps: int = 1, max_delta: float = 0.0, checkpoint: bool = False,
+                 mixed_precision=False):
         self.model, self.epochs, self.accum = model, int(epochs), max(1, int(accum_steps))
         self.checkpoint = bool(checkpoint)
+        self.scaler = (DynamicLossScaler(**mixed_precision) if isinstance(mixed_precision, dict)
+                       else DynamicLossScaler() if mixed_precision else None)
         self.optimizer = AdamW(model.parameters(), lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
                                max_delta=max_delta)
         self._programs: dict[tuple, tuple] = {}
@@ -46,13 +73,13 @@ class EvermindLMTrainer:
             dev = self.model.device
             bufs = [(empty((L,), "u32", dev, host_visible=True), empty((L,), "u32", dev, host_visible=True))
                     for L in lengths]
-            losses = empty((len(lengths),), "f32", dev, host_visible=True)
-            hit = [None, bufs, losses]
+            losses = empty((len(lengths) + 1,), "f32", dev, host_visible=True)  # + the overflow probe
+            hit = [None, bufs, losses, empty((2,), "f32", dev, host_visible=True)]
             self._programs[lengths] = hit
         return hit
 
     def _record(self, entry):
-        _, bufs, losses = entry
+        _, bufs, losses, scale = entry
         dev, params = self.model.device, self.model.parameters()
         with record(dev) as prog:
             acc = None
@@ -65,7 +92,20 @@ class EvermindLMTrainer:
                 acc = g if acc is None else {n: ops.add(acc[n], g[n]) for n in acc}
                 ops.copy2d(loss, losses, 1, 1, 0, 0, i, 0)
             n = len(bufs)
-            if n > 1:
+            if self.scaler is not None:
+                # Mixed precision: each sequence's gradient scaled once by the window's scale S (builderforce
+                # multiplies the whole accumulated buffer by S after every sequence), averaged, rounded to f16;
+                # any non-finite value skips the step; else unscaled by 1/S.
+                dev.upload(scale)
+                gl = list(acc.values())
+                for g in gl:
+                    ops.loss_scale_round(g, scale)
+                state = empty((1,), "f32", dev)
+                ops.sum_squares(gl, state, 0)
+                for g in gl:
+                    ops.loss_unscale(g, scale, state)
+                ops.copy2d(state, losses, 1, 1, 0, 0, n, 0)
+            elif n > 1:
                 acc = {k: ops.scale(v, 1.0 / n) for k, v in acc.items()}
             self.optimizer.record_updates(acc)
             dev.sync_local(losses)
@@ -77,13 +117,21 @@ class EvermindLMTrainer:
             tok = self.model.check_tokens(s)
             ids.write_staging(tok)
             tgt.write_staging(self.model.next_token_targets(tok))
+        if self.scaler is not None:
+            S = self.scaler.scale
+            entry[3].write_staging(np.array([S / len(seqs), 1.0 / S], np.float32))
         self.optimizer.begin_step()
         if entry[0] is None:
             self._record(entry)  # records and runs the first window of this shape
         else:
             entry[0].run()
         self.steps += 1
-        return [float(v) for v in entry[2].read_staging()]
+        vals = entry[2].read_staging()
+        if self.scaler is not None:
+            overflow = not np.isfinite(vals[-1])
+            if not self.scaler.update(overflow):
+                self.optimizer.step_count -= 1  # a skipped step does not advance AdamW's bias correction
+        return [float(v) for v in vals[:len(seqs)]]
 
     def fit(self, sequences) -> list[float]:
         history = []
