@@ -92,7 +92,10 @@ def load(path: str, device=None):
         return import_safetensors(path, device)
     if str(path).endswith(".npz"):
         return load_model(path, device)
-    return EvermindPackage.from_file(path).load_model(device)
+    pkg = EvermindPackage.from_file(path)
+    if pkg.manifest.get("modality", "text") in ("video", "image"):
+        return load_media_lm(pkg, device)  # (EvermindLM, VideoRVQCodec)
+    return pkg.load_model(device)
 
 
 # -- builderforce's model types: evermind-lm (EVL0) and shared-expert-moe (MoE0) ------------------------
@@ -128,3 +131,46 @@ def _register_builderforce_types() -> None:
 
 
 _register_builderforce_types()
+
+
+# -- media packages: EvermindLM + VideoRVQ codec (VRQ0 section) ------------------------------------------
+from .io.layouts import build_vrq0, parse_vrq0  # noqa: E402
+from .io.package import SCHEMA, fnv1a32  # noqa: E402
+from .models.video_rvq import VideoRVQCodec  # noqa: E402
+
+
+def serialize_codec(codec: VideoRVQCodec) -> bytes:
+    """builderforce's VideoRVQCodec.serialize(): the VRQ0 bytes."""
+    return build_vrq0(codec.header(), codec.banks[0], codec.banks[1])
+
+
+def deserialize_codec(blob: bytes) -> VideoRVQCodec:
+    """VideoRVQCodec.deserialize(), refusing short or long bodies (builderforce loads a short one partially)."""
+    return VideoRVQCodec.from_parsed(parse_vrq0(bytes(blob)))
+
+
+def from_media_lm(lm: EvermindLM, codec: VideoRVQCodec, name: str, version: str = "1.0.0", modality: str = "video",
+                  card: dict | None = None, fp16: bool = False, created_at: str | None = None) -> EvermindPackage:
+    """builderforce's EvermindModelPackage.fromMediaLM: the LM's EVL0 and the codec's VRQ0 in one package."""
+    if modality not in ("video", "image"):
+        raise FormatError(f"fromMediaLM: modality must be 'video' or 'image', got {modality!r}")
+    if lm.config.vocab_size != codec.vocab_size:
+        raise FormatError(f"fromMediaLM: LM vocabSize ({lm.config.vocab_size}) must equal codec.vocabSize "
+                          f"({codec.vocab_size})")
+    cfg = lm.config.to_builderforce()
+    cp, cb = build_evl0(cfg, lm.state_dict(), fp16), serialize_codec(codec)
+    manifest = EvermindPackage.make_manifest(
+        schema=SCHEMA, name=name, version=version, modelType="evermind-lm", modality=modality, config=cfg,
+        paramCount=lm.num_parameters(), checkpointFormat="EVL0", checkpointFp16=fp16, checkpointBytes=len(cp),
+        checksum=fnv1a32(cp), codecFormat="VRQ0", codecChecksum=fnv1a32(cb),
+        card=card or {"description": f"{name}: an evermind-vk media EvermindLM"}, createdAt=created_at)
+    return EvermindPackage(manifest, cp, cb)
+
+
+def load_media_lm(pkg: EvermindPackage, device=None):
+    """(EvermindLM, VideoRVQCodec) of a validated video/image package (builderforce's loadMediaLM)."""
+    modality = pkg.manifest.get("modality", "text")
+    if modality not in ("video", "image"):
+        raise FormatError(f"loadMediaLM: package modality is '{modality}', use load_model()")
+    lm = pkg.load_model(device)  # validates, codec checksum included
+    return lm, deserialize_codec(pkg.codec)

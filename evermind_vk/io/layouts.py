@@ -220,3 +220,13 @@ def build_moe0(cfg: dict, params: dict, fp16: bool = False) -> bytes:
     d, h, E, k = (cfg[n] for n in ("modelDim", "hiddenDim", "numExperts", "topK"))
     head = struct.pack("<6I", MOE0, 2 if fp16 else 1, d, h, E, k)
     return head + _flat(fp16, [np.asarray(params[n], np.float32).reshape(s) for n, s in _moe_shapes("", d, h, E)])
+
+
+# -- VRQ0 writer (builderforce's VideoRVQCodec.serialize layout) -----------------------------------------
+def build_vrq0(header: dict, intra: np.ndarray, inter: np.ndarray) -> bytes:
+    """9 u32 [magic, H, W, C, patch, levels, K, keyframeInterval, textVocabSize] + f32 INTRA then INTER
+    codebooks, each [levels, K, patch^2 C]; no version or checksum (the format has none)."""
+    h = header
+    head = struct.pack("<9I", VRQ0, h["height"], h["width"], h["channels"], h["patch"], h["levels"], h["K"],
+                       h["keyframeInterval"], h["textVocabSize"])
+    return head + np.asarray(intra, "<f4").tobytes() + np.asarray(inter, "<f4").tobytes()
