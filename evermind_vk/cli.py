@@ -60,6 +60,8 @@ def cmd_check(args) -> int:
 
 def cmd_train(args) -> int:
     """Train a TransformerLM (default: the embedded corpus), save it, plot the loss, print a sample."""
+    if getattr(args, "model", "transformer") != "transformer":
+        return cmd_train_builderforce(args)
     dev = get_device(args.device)
     text = open(args.text, encoding="utf-8").read() if args.text else default_corpus()
     cfg = LMConfig(d_model=args.d_model, n_layers=args.layers, n_heads=args.heads, n_kv_heads=args.kv_heads,
@@ -91,6 +93,8 @@ def cmd_train(args) -> int:
 
 
 def cmd_generate(args) -> int:
+    if not str(args.model).endswith(".npz"):
+        return cmd_generate_any(args)
     model = load_model(args.model, device=get_device(args.device))
     tok = ByteTokenizer()
     out = generate(model, tok.encode(args.prompt), max_new_tokens=args.tokens, temperature=args.temperature,
@@ -202,8 +206,10 @@ def main(argv=None) -> int:
     p.add_argument("--prompt", default="The ")
     p.add_argument("--sample-tokens", type=int, default=60)
     p.add_argument("--device", default=None)
+    p.add_argument("--model", choices=["transformer", "evermind-lm", "moe"], default="transformer",
+                   help="transformer (ours) or builderforce's evermind-lm / moe (written as .evermind)")
     p.set_defaults(fn=cmd_train)
-    p = sub.add_parser("generate", help="sample from a model saved by `train`")
+    p = sub.add_parser("generate", help="sample from a model saved by `train` (.npz) or any text .evermind package")
     p.add_argument("--model", default="runs/default/model.npz")
     p.add_argument("--prompt", default="The ")
     p.add_argument("--tokens", type=int, default=200)
@@ -235,6 +241,85 @@ def main(argv=None) -> int:
     except EvermindError as e:
         print(f"evermind-vk: {type(e).__name__}: {e}", file=sys.stderr)
         return 2
+
+
+# -- builderforce's models: train --model evermind-lm|moe, generate --model any.evermind ------------------
+from .files import load as load_any  # noqa: E402
+from .models import EvermindLM, EvermindLMConfig, MoEConfig, SharedExpertMoE  # noqa: E402
+from .train import EvermindLMTrainer, MoETrainer  # noqa: E402
+
+
+def cmd_train_builderforce(args) -> int:
+    """Train builderforce's EvermindLM (next byte) or SharedExpertMoE (next byte's embedding from this
+    byte's: a fixed seeded table) on the corpus with its trainer, write out/model.evermind, report."""
+    dev = get_device(args.device)
+    text = open(args.text, encoding="utf-8").read() if args.text else default_corpus()
+    tok = ByteTokenizer()
+    ids = np.asarray(tok.encode(text), np.int64)
+    L, limit = args.seq_len, args.time_limit
+    rng = np.random.default_rng(args.seed)
+    if args.model == "evermind-lm":
+        model = EvermindLM(EvermindLMConfig(256, args.d_model, args.layers, 3, args.d_ff, seed=args.seed), device=dev)
+        trainer = EvermindLMTrainer(model, lr=args.lr, accum_steps=args.batch_size)
+        chunks = [ids[s:s + L + 1].tolist() for s in range(0, len(ids) - L - 1, L)]
+    else:
+        model = SharedExpertMoE(MoEConfig(args.d_model, args.d_ff, 8, 2, seed=args.seed), device=dev)
+        trainer = MoETrainer(model, lr=args.lr, batch_size=args.batch_size * L)
+        table = np.random.default_rng(1234).standard_normal((256, args.d_model)).astype(np.float32)
+        chunks = [ids[s:s + args.batch_size * L + 1] for s in range(0, len(ids) - args.batch_size * L - 1,
+                                                                     args.batch_size * L)]
+    print(f"device: {dev.info.name} | {args.model}: {model.num_parameters():,} parameters | {len(chunks)} chunks")
+    order = rng.permutation(len(chunks))
+    t0, losses, step = time.perf_counter(), [], 0
+    group = args.batch_size if args.model == "evermind-lm" else 1
+    for e in range(args.epochs):
+        for i in range(0, len(order), group):
+            part = [chunks[j] for j in order[i:i + group]]
+            if args.model == "evermind-lm":
+                loss = trainer.fit(part)[0]
+            else:
+                c = part[0]
+                loss = trainer.fit(list(zip(table[c[:-1]], table[c[1:]])))[0]["loss"]
+            losses.append(loss)
+            step += 1
+            if step % 10 == 0:
+                print(f"epoch {e} step {step}: loss {np.mean(losses[-10:]):.4f} ({time.perf_counter() - t0:.0f}s)",
+                      file=sys.stderr)
+            if limit and time.perf_counter() - t0 > limit:
+                break
+        if limit and time.perf_counter() - t0 > limit:
+            break
+    k = max(1, len(losses) // 10)
+    print(f"trained {len(losses)} steps in {time.perf_counter() - t0:.1f}s: loss {np.mean(losses[:k]):.3f} "
+          f"(first {k}) -> {np.mean(losses[-k:]):.3f} (last {k})")
+    os.makedirs(args.out, exist_ok=True)
+    path = os.path.join(args.out, "model.evermind")
+    EvermindPackage.from_model(model, name=f"evermind-vk-{args.model}", version="1.0.0").to_file(path)
+    print(f"wrote {path}")
+    if args.model == "evermind-lm":
+        out = model.generate(tok.encode(args.prompt), args.sample_tokens, temperature=0.8, seed=args.seed + 1)
+        print("sample: " + repr(args.prompt + tok.decode(out)))
+    return 0
+
+
+def cmd_generate_any(args) -> int:
+    """generate --model any .evermind package (or .safetensors) holding a text model."""
+    model = load_any(args.model, device=get_device(args.device))
+    if isinstance(model, tuple):
+        raise FormatError(f"{args.model} is a media package (EvermindLM + codec), not a text model")
+    tok = ByteTokenizer()
+    if isinstance(model, EvermindLM):
+        if model.config.vocab_size < 256:
+            raise FormatError(f"{args.model}: vocabulary of {model.config.vocab_size} is not the byte tokenizer's 256")
+        out = model.generate(tok.encode(args.prompt), args.tokens, temperature=args.temperature, seed=args.seed or 1)
+        print(args.prompt + tok.decode([t for t in out if t < 256]))
+        return 0
+    if not isinstance(model, TransformerLM):
+        raise FormatError(f"{args.model} holds a {type(model).__name__}, which does not generate text")
+    out = generate(model, tok.encode(args.prompt), max_new_tokens=args.tokens, temperature=args.temperature,
+                   top_k=args.top_k, seed=args.seed)
+    print(args.prompt + tok.decode(out))
+    return 0
 
 
 if __name__ == "__main__":
