@@ -100,6 +100,12 @@ class EvermindLM:
     def num_parameters(self) -> int:
         return sum(t.numel for t in self.parameters().values())
 
+    def wsla_parameters(self) -> list[str]:
+        """The narrow set WSLA (write-through adaptation) trains: each layer's conv taps and its two RMSNorm
+        gains (3d + dK values a layer: how much of each channel's past and present a layer passes on), leaving
+        the embedding, the routers and the experts frozen. builderforce defines no WSLA set for EvermindLM."""
+        return [f"layer{i}.{k}" for i in range(self.config.num_layers) for k in ("conv", "nConv", "nMoe")]
+
     def _named(self, get) -> dict[str, np.ndarray]:
         c = self.config
         out = {"emb": get(self.plain["emb"])}

@@ -158,6 +158,11 @@ class SharedExpertMoE:
     def num_parameters(self) -> int:
         return sum(t.numel for t in self.layer.t.values())
 
+    def wsla_parameters(self) -> list[str]:
+        """The narrow set WSLA trains: the router and the output biases (which experts fire, and a per-expert
+        offset), experts' weights frozen. builderforce defines no WSLA set for SharedExpertMoE."""
+        return ["wr", "b2"]
+
     def state_dict(self) -> dict[str, np.ndarray]:
         """builderforce's names, layouts and order (wr, shared.*, expert{e}.*)."""
         return unstack_experts({k: t.numpy() for k, t in self.layer.t.items()}, self.config.num_experts)

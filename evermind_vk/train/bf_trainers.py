@@ -1,5 +1,8 @@
 """builderforce's trainers on the device (spec §7): EvermindLMTrainer and MoETrainer.
 
+wsla=True trains only the model's wsla_parameters() with the per-element trust region max_delta (default
+0.05 under WSLA, else 0 = off), moments kept by name as for the TransformerLM trainer.
+
 Both use evermind_vk.train.AdamW (builderforce's defaults: lr 0.01, betas 0.9/0.999, eps 1e-8, weight
 decay 0, no trust region unless max_delta > 0) and run each optimizer step as one recorded program,
 replayed with one submit for every later step of the same shape.
@@ -25,6 +28,7 @@ from ..autodiff import Tape
 from ..errors import ShapeError
 from ..runtime import empty, record
 from .optim import AdamW
+from .trainer import WSLA_MAX_DELTA
 
 __all__ = ["EvermindLMTrainer", "MoETrainer", "DynamicLossScaler"]
 
@@ -55,9 +59,11 @@ class DynamicLossScaler:
 
 class EvermindLMTrainer:
     def __init__(self, model, lr: float = 0.01, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 0.0,
-                 epochs: int = 1, accum_steps: int = 1, max_delta: float = 0.0, checkpoint: bool = False,
-                 mixed_precision=False):
+                 epochs: int = 1, accum_steps: int = 1, max_delta: float | None = None, checkpoint: bool = False,
+                 mixed_precision=False, wsla: bool = False):
         self.model, self.epochs, self.accum = model, int(epochs), max(1, int(accum_steps))
+        self.names = model.wsla_parameters() if wsla else list(model.parameters())
+        max_delta = (WSLA_MAX_DELTA if wsla else 0.0) if max_delta is None else max_delta
         self.checkpoint = bool(checkpoint)
         self.scaler = (DynamicLossScaler(**mixed_precision) if isinstance(mixed_precision, dict)
                        else DynamicLossScaler() if mixed_precision else None)
@@ -80,7 +86,8 @@ class EvermindLMTrainer:
 
     def _record(self, entry):
         _, bufs, losses, scale = entry
-        dev, params = self.model.device, self.model.parameters()
+        dev = self.model.device
+        params = {n: self.model.parameters()[n] for n in self.names}
         with record(dev) as prog:
             acc = None
             for i, (ids, tgt) in enumerate(bufs):
@@ -154,7 +161,9 @@ class EvermindLMTrainer:
 class MoETrainer:
     def __init__(self, model, lr: float = 0.01, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 0.0,
                  aux_weight: float = 0.01, batch_size: int = 0, epochs: int = 1, aux_divided_twice: bool = True,
-                 max_delta: float = 0.0):
+                 max_delta: float | None = None, wsla: bool = False):
+        self.names = model.wsla_parameters() if wsla else list(model.parameters())
+        max_delta = (WSLA_MAX_DELTA if wsla else 0.0) if max_delta is None else max_delta
         self.model, self.aux_weight, self.batch_size, self.epochs = model, float(aux_weight), int(batch_size), int(epochs)
         self.aux_divided_twice = bool(aux_divided_twice)
         self.optimizer = AdamW(model.parameters(), lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
@@ -166,7 +175,7 @@ class MoETrainer:
         m, dev = self.model, self.model.device
         E = m.config.num_experts
         aux_scale = self.aux_weight * E / (B if self.aux_divided_twice else 1)
-        params = m.parameters()
+        params = {n: m.parameters()[n] for n in self.names}
         with record(dev) as prog:
             dev.upload(x)
             dev.upload(t)

@@ -155,3 +155,25 @@ def test_mixed_precision_equals_builderforce(device):
     tr = EvermindLMTrainer(m, lr=0.03, epochs=6, mixed_precision={"init_scale": 2.0 ** 22, "growth_interval": 3})
     np.testing.assert_allclose(tr.fit(SEQS), got["h"], atol=1e-4)
     assert tr.scaler.scale == got["scale"] and tr.scaler.skipped == got["skipped"] > 0
+
+
+@pytest.mark.parametrize("kind", ["lm", "moe"])
+def test_wsla_trains_only_its_set_within_the_trust_region(device, kind):
+    if kind == "lm":
+        m = EvermindLM(EvermindLMConfig.from_builderforce(dict(CFG, seed=4)))
+        before = {k: t.numpy() for k, t in m.parameters().items()}
+        EvermindLMTrainer(m, lr=0.5, epochs=2, wsla=True).fit(SEQS)
+        steps = 2 * 4  # 4 sequences of >= 2 tokens, one step each
+    else:
+        m = SharedExpertMoE(MoEConfig(4, 5, 4, 2, seed=3))
+        before = {k: t.numpy() for k, t in m.parameters().items()}
+        S = [([np.sin(i + j) for j in range(4)], [np.cos(i * j) for j in range(4)]) for i in range(6)]
+        MoETrainer(m, lr=0.5, epochs=2, wsla=True).fit(S)
+        steps = 2  # one batch of all samples per epoch
+    after = {k: t.numpy() for k, t in m.parameters().items()}
+    for k in before:
+        delta = np.abs(after[k] - before[k]).max()
+        if k in m.wsla_parameters():
+            assert 0 < delta <= steps * 0.05 + 1e-6, k  # at most max_delta a step (weight decay 0)
+        else:
+            assert delta == 0, k
