@@ -200,9 +200,10 @@ class EvermindLM:
         return float(loss.numpy()[0]), self.named_grads(grads)
 
     def generate(self, prompt, max_new_tokens: int, temperature: float = 0.0, seed: int = 1,
-                 stop_token: int | None = None) -> list[int]:
+                 stop_token: int | None = None, top_k: int = 0) -> list[int]:
         """builderforce's generate: greedy argmax (first maximum) unless temperature > 0, then its seeded
-        sampler (SeededRng(seed), one draw per token, cumulative subtraction); an empty prompt starts from [0]."""
+        sampler (SeededRng(seed), one draw per token, cumulative subtraction); an empty prompt starts from [0].
+        top_k > 0 (ours; builderforce has none) samples among the k largest logits only."""
         tokens = [int(t) for t in self.check_tokens(prompt)]
         rng = SeededRng(seed) if temperature > 0 else None
         out: list[int] = []
@@ -214,6 +215,8 @@ class EvermindLM:
             else:
                 z = last.astype(np.float64) / temperature
                 pr = np.exp(z - z.max()).astype(np.float32).astype(np.float64)
+                if 0 < top_k < len(pr):
+                    pr[np.argsort(-z, kind="stable")[top_k:]] = 0.0
                 r = rng.uniforms(1)[0] * pr.sum()
                 nxt = len(pr) - 1
                 for i, v in enumerate(pr):

@@ -275,3 +275,32 @@ def test_checkpointed_backward_is_identical(device):
     assert la == lb
     for k in ga:
         assert np.array_equal(ga[k], gb[k]), k
+
+
+def test_generate_greedy_sampled_topk(device):
+    m = EvermindLM(EvermindLMConfig(12, 6, 1, 3, 5, 3, 2, seed=2))
+    m.load_state_dict(perturbed(m.state_dict(), np.random.default_rng(5), s=2.0))
+    logits = m.forward(ev.tensor(np.array([3, 4], np.uint32))).numpy()[-1]
+    assert m.generate([3, 4], 1) == [int(np.argmax(logits))]
+    a = m.generate([3, 4], 6, temperature=1.5, seed=7)
+    assert a == m.generate([3, 4], 6, temperature=1.5, seed=7) and all(0 <= t < 12 for t in a)
+    assert m.generate([3, 4], 1, temperature=5.0, seed=3, top_k=1) == [int(np.argmax(logits))]
+    assert m.generate([3, 4], 3, stop_token=m.generate([3, 4], 1)[0]) == m.generate([3, 4], 1)
+
+
+@pytest.mark.skipif(bf_missing, reason="node or the builderforce npm package (BUILDERFORCE_MEMORY_ENGINE=dir) absent")
+def test_generate_equals_builderforce(device):
+    cfg = dict(vocabSize=12, dModel=6, numLayers=1, convKernel=3, hiddenDim=5, numExperts=3, topK=2)
+    m = EvermindLM(EvermindLMConfig.from_builderforce(dict(cfg, seed=2)))
+    sd = perturbed(m.state_dict(), np.random.default_rng(5), s=2.0)
+    m.load_state_dict(sd)
+    flat = np.concatenate([v.ravel() for v in sd.values()]).tolist()
+    got = run_node(f"""
+        const lm = new bf.EvermindLM({json.dumps(dict(cfg, seed=2))});
+        const flat = {json.dumps(flat)}; let o = 0;
+        for (const p of lm.parameters()) {{ p.data.set(flat.slice(o, o + p.data.length)); o += p.data.length; }}
+        console.log(JSON.stringify({{g: lm.generate([3, 4], {{maxNewTokens: 6}}),
+                                    s: lm.generate([3, 4], {{maxNewTokens: 6, temperature: 1.5, seed: 7}})}}));
+    """)
+    assert m.generate([3, 4], 6) == got["g"]
+    assert m.generate([3, 4], 6, temperature=1.5, seed=7) == got["s"]
