@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -233,6 +234,7 @@ def main(argv=None) -> int:
     p = sub.add_parser("verify", help="exit non-zero on any problem in an .evermind package or checkpoint")
     p.add_argument("file")
     p.set_defaults(fn=cmd_verify)
+    add_video_parser(sub)
     args = ap.parse_args(argv)
     if getattr(args, "time_limit", None) == 0:
         args.time_limit = None
@@ -320,6 +322,82 @@ def cmd_generate_any(args) -> int:
                    top_k=args.top_k, seed=args.seed)
     print(args.prompt + tok.decode(out))
     return 0
+
+
+# -- video: VideoRVQ encode / decode (frames as PNG: a folder, or one horizontal strip) ---------------------
+from .files import deserialize_codec, serialize_codec  # noqa: E402
+from .io.atomic import atomic_write  # noqa: E402
+from .models.video_rvq import VideoRVQCodec  # noqa: E402
+
+
+def _read_frames(path: str, n_strip: int) -> list:
+    import matplotlib.image as mpimg  # optional dependency
+    files = sorted(os.path.join(path, f) for f in os.listdir(path) if f.lower().endswith(".png")) \
+        if os.path.isdir(path) else [path]
+    imgs = [np.asarray(mpimg.imread(f), np.float32)[..., :3] for f in files]
+    if not os.path.isdir(path):
+        strip = imgs[0]
+        if n_strip < 1 or strip.shape[1] % n_strip:
+            raise FormatError(f"{path}: width {strip.shape[1]} is not {n_strip} equal frames (--frames)")
+        w = strip.shape[1] // n_strip
+        imgs = [strip[:, i * w:(i + 1) * w] for i in range(n_strip)]
+    if not imgs:
+        raise FormatError(f"{path}: no PNG frames")
+    return imgs
+
+
+def _write_frames(frames: list, out: str) -> None:
+    import matplotlib.image as mpimg  # optional dependency
+    if out.lower().endswith(".png"):
+        mpimg.imsave(out, np.concatenate(frames, axis=1))
+    else:
+        os.makedirs(out, exist_ok=True)
+        for i, f in enumerate(frames):
+            mpimg.imsave(os.path.join(out, f"frame{i:04d}.png"), f)
+
+
+def cmd_video(args) -> int:
+    if args.action == "encode":
+        frames = _read_frames(args.input, args.frames)
+        H, W, C = frames[0].shape
+        if args.codec and os.path.exists(args.codec):
+            codec = deserialize_codec(open(args.codec, "rb").read())
+        else:
+            codec = VideoRVQCodec(H, W, C, patch=args.patch, levels=args.levels, codebook_size=args.codebook,
+                                  keyframe_interval=args.keyframe_interval)
+            mse = codec.fit([frames], iterations=args.iterations)
+            path = args.codec or os.path.splitext(args.out)[0] + ".vrq0"
+            atomic_write(path, serialize_codec(codec))
+            print(f"fitted a codec on {len(frames)} frames (reconstruction MSE {mse:.5f}); wrote {path}")
+        toks = codec.encode(frames)
+        atomic_write(args.out, json.dumps(toks).encode())
+        print(f"{len(frames)} frames {W}x{H} -> {len(toks)} tokens; wrote {args.out}")
+        return 0
+    if not args.codec:
+        raise FormatError("video decode needs --codec FILE.vrq0")
+    codec = deserialize_codec(open(args.codec, "rb").read())
+    toks = json.loads(open(args.input).read())
+    frames = codec.decode(toks)
+    if not frames:
+        raise FormatError(f"{args.input}: no frames in the token stream")
+    _write_frames(frames, args.out)
+    print(f"{len(toks)} tokens -> {len(frames)} frames; wrote {args.out}")
+    return 0
+
+
+def add_video_parser(sub) -> None:
+    p = sub.add_parser("video", help="VideoRVQ: encode PNG frames (a folder or a strip) to tokens, or decode tokens")
+    p.add_argument("action", choices=["encode", "decode"])
+    p.add_argument("input", help="encode: a folder of PNGs or one horizontal strip; decode: a JSON token list")
+    p.add_argument("--out", required=True, help="encode: tokens JSON; decode: a folder, or a .png strip")
+    p.add_argument("--codec", help="VRQ0 file (encode: fitted and written here if absent)")
+    p.add_argument("--frames", type=int, default=1, help="frames in an input strip")
+    p.add_argument("--patch", type=int, default=4)
+    p.add_argument("--levels", type=int, default=2)
+    p.add_argument("--codebook", type=int, default=16)
+    p.add_argument("--keyframe-interval", type=int, default=12)
+    p.add_argument("--iterations", type=int, default=8)
+    p.set_defaults(fn=cmd_video)
 
 
 if __name__ == "__main__":
