@@ -32,6 +32,8 @@ from .trainer import WSLA_MAX_DELTA
 
 __all__ = ["EvermindLMTrainer", "MoETrainer", "DynamicLossScaler"]
 
+MAX_PROGRAMS = 16  # recorded window shapes kept (sequences of many different lengths would otherwise pile up)
+
 
 class DynamicLossScaler:
     """builderforce's loss scaler: init 16384, x growth_factor after growth_interval clean steps, x backoff
@@ -81,6 +83,8 @@ class EvermindLMTrainer:
                     for L in lengths]
             losses = empty((len(lengths) + 1,), "f32", dev, host_visible=True)  # + the overflow probe
             hit = [None, bufs, losses, empty((2,), "f32", dev, host_visible=True)]
+            if len(self._programs) >= MAX_PROGRAMS:  # each program keeps its step's tensors alive
+                self._programs.pop(next(iter(self._programs)))
             self._programs[lengths] = hit
         return hit
 
