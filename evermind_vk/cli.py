@@ -119,6 +119,8 @@ def cmd_train(args) -> int:
     """Train a TransformerLM (default: the embedded corpus), save it, plot the loss, print a sample."""
     if args.model == "conv-ae":
         return cmd_train_image(args)
+    if args.model in ("evermind-lm", "moe"):
+        return cmd_train_builderforce(args)
     epochs = 1 if args.epochs is None else args.epochs
     # Everything that can be checked is checked before the first step.
     outputs = ["model.safetensors", "config.json", "loss.png", "losses.csv"] + (["model.evermind"] if args.package else [])
@@ -267,6 +269,16 @@ def cmd_generate(args) -> int:
     """Stream a continuation of --prompt (text, through the byte tokenizer) to stdout, then tokens/s."""
     model = _load_model(args.model, device=get_device(args.device))
     tok = ByteTokenizer()
+    if isinstance(model, tuple):
+        raise FormatError(f"{args.model} is a media package (EvermindLM + codec), not a text model")
+    if isinstance(model, EvermindLM):
+        if model.config.vocab_size < 256:
+            raise FormatError(f"{args.model}: vocabulary of {model.config.vocab_size} is not the byte tokenizer's 256")
+        out = model.generate(tok.encode(args.prompt), args.tokens, temperature=args.temperature, seed=args.seed or 1)
+        print(args.prompt + tok.decode([t for t in out if t < 256]))
+        return 0
+    if not isinstance(model, TransformerLM):
+        raise FormatError(f"{args.model} holds a {type(model).__name__}, which does not generate text")
     dec = codecs.getincrementaldecoder("utf-8")(errors="replace")  # a byte at a time, multi-byte safe
     sys.stdout.write(args.prompt)
     sys.stdout.flush()
@@ -505,8 +517,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--lr-schedule", default="constant", choices=("constant", "cosine", "step_decay"))
     p.add_argument("--warmup-steps", type=NONNEG_INT, default=0, help="linear warm-up steps")
     # Image models: `--model conv-ae` trains a conv autoencoder on generated images instead.
-    p.add_argument("--model", choices=("lm", "conv-ae"), default="lm",
-                   help="lm: the TransformerLM on text; conv-ae: a conv autoencoder on procedural images")
+    p.add_argument("--model", choices=("lm", "conv-ae", "evermind-lm", "moe"), default="lm",
+                   help="lm: our TransformerLM on text; conv-ae: a conv autoencoder on procedural images; "
+                        "evermind-lm / moe: builderforce's models with their trainers (written as .evermind)")
     p.add_argument("--images", type=POS_INT, default=256, help="conv-ae: training images")
     p.add_argument("--image-size", type=POS_INT, default=16, help="conv-ae: image side (a multiple of 4)")
     p.set_defaults(fn=cmd_train)
@@ -541,6 +554,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file", help=".evermind package or checkpoint")
     p.set_defaults(fn=cmd_verify)
     _add_profile_parser(sub)
+    add_video_parser(sub)
     return ap
 
 
@@ -575,6 +589,140 @@ def main(argv=None) -> int:
         _error(f"internal error {type(e).__name__}: {_describe(e)} (please report it; "
                "EVERMIND_VK_TRACEBACK=1 shows the traceback)")
         return 2
+
+
+# -- builderforce's models: train --model evermind-lm|moe, generate --model any.evermind ------------------
+from .models import EvermindLM, EvermindLMConfig, MoEConfig, SharedExpertMoE  # noqa: E402
+from .train import EvermindLMTrainer, MoETrainer  # noqa: E402
+
+
+def cmd_train_builderforce(args) -> int:
+    """Train builderforce's EvermindLM (next byte) or SharedExpertMoE (next byte's embedding from this
+    byte's: a fixed seeded table) on the corpus with its trainer, write out/model.evermind, report."""
+    _check_out_dir(args.out, ["model.evermind"])
+    dev = get_device(args.device)
+    text = _read_text(args.text) if args.text else default_corpus()
+    tok = ByteTokenizer()
+    ids = np.asarray(tok.encode(text), np.int64)
+    L, limit = args.seq_len, args.time_limit
+    rng = np.random.default_rng(args.seed)
+    if args.model == "evermind-lm":
+        model = EvermindLM(EvermindLMConfig(256, args.d_model, args.layers, 3, args.d_ff, seed=args.seed), device=dev)
+        trainer = EvermindLMTrainer(model, lr=args.lr, accum_steps=args.batch_size)
+        chunks = [ids[s:s + L + 1].tolist() for s in range(0, len(ids) - L - 1, L)]
+    else:
+        model = SharedExpertMoE(MoEConfig(args.d_model, args.d_ff, 8, 2, seed=args.seed), device=dev)
+        trainer = MoETrainer(model, lr=args.lr, batch_size=args.batch_size * L)
+        table = np.random.default_rng(1234).standard_normal((256, args.d_model)).astype(np.float32)
+        chunks = [ids[s:s + args.batch_size * L + 1] for s in range(0, len(ids) - args.batch_size * L - 1,
+                                                                     args.batch_size * L)]
+    print(f"device: {dev.info.name} | {args.model}: {model.num_parameters():,} parameters | {len(chunks)} chunks")
+    order = rng.permutation(len(chunks))
+    t0, losses, step = time.perf_counter(), [], 0
+    group = args.batch_size if args.model == "evermind-lm" else 1
+    for e in range(args.epochs or 1):
+        for i in range(0, len(order), group):
+            part = [chunks[j] for j in order[i:i + group]]
+            if args.model == "evermind-lm":
+                loss = trainer.fit(part)[0]
+            else:
+                c = part[0]
+                loss = trainer.fit(list(zip(table[c[:-1]], table[c[1:]])))[0]["loss"]
+            losses.append(loss)
+            step += 1
+            if step % 10 == 0:
+                print(f"epoch {e} step {step}: loss {np.mean(losses[-10:]):.4f} ({time.perf_counter() - t0:.0f}s)",
+                      file=sys.stderr)
+            if limit and time.perf_counter() - t0 > limit:
+                break
+        if limit and time.perf_counter() - t0 > limit:
+            break
+    k = max(1, len(losses) // 10)
+    print(f"trained {len(losses)} steps in {time.perf_counter() - t0:.1f}s: loss {np.mean(losses[:k]):.3f} "
+          f"(first {k}) -> {np.mean(losses[-k:]):.3f} (last {k})")
+    path = os.path.join(args.out, "model.evermind")
+    EvermindPackage.from_model(model, name=f"evermind-vk-{args.model}", version="1.0.0").to_file(path)
+    print(f"wrote {path}")
+    if args.model == "evermind-lm":
+        out = model.generate(tok.encode(args.prompt), args.sample_tokens, temperature=0.8, seed=args.seed + 1)
+        print("sample: " + repr(args.prompt + tok.decode(out)))
+    return 0
+
+
+# -- video: VideoRVQ encode / decode (frames as PNG: a folder, or one horizontal strip) ---------------------
+from .files import deserialize_codec, serialize_codec  # noqa: E402
+from .models.video_rvq import VideoRVQCodec  # noqa: E402
+
+
+def _read_frames(path: str, n_strip: int) -> list:
+    import matplotlib.image as mpimg  # optional dependency
+    files = sorted(os.path.join(path, f) for f in os.listdir(path) if f.lower().endswith(".png")) \
+        if os.path.isdir(path) else [path]
+    imgs = [np.asarray(mpimg.imread(f), np.float32)[..., :3] for f in files]
+    if not os.path.isdir(path):
+        strip = imgs[0]
+        if n_strip < 1 or strip.shape[1] % n_strip:
+            raise FormatError(f"{path}: width {strip.shape[1]} is not {n_strip} equal frames (--frames)")
+        w = strip.shape[1] // n_strip
+        imgs = [strip[:, i * w:(i + 1) * w] for i in range(n_strip)]
+    if not imgs:
+        raise FormatError(f"{path}: no PNG frames")
+    return imgs
+
+
+def _write_frames(frames: list, out: str) -> None:
+    import matplotlib.image as mpimg  # optional dependency
+    if out.lower().endswith(".png"):
+        mpimg.imsave(out, np.concatenate(frames, axis=1))
+    else:
+        os.makedirs(out, exist_ok=True)
+        for i, f in enumerate(frames):
+            mpimg.imsave(os.path.join(out, f"frame{i:04d}.png"), f)
+
+
+def cmd_video(args) -> int:
+    if args.action == "encode":
+        frames = _read_frames(args.input, args.frames)
+        H, W, C = frames[0].shape
+        if args.codec and os.path.exists(args.codec):
+            codec = deserialize_codec(open(args.codec, "rb").read())
+        else:
+            codec = VideoRVQCodec(H, W, C, patch=args.patch, levels=args.levels, codebook_size=args.codebook,
+                                  keyframe_interval=args.keyframe_interval)
+            mse = codec.fit([frames], iterations=args.iterations)
+            path = args.codec or os.path.splitext(args.out)[0] + ".vrq0"
+            atomic_write(path, serialize_codec(codec))
+            print(f"fitted a codec on {len(frames)} frames (reconstruction MSE {mse:.5f}); wrote {path}")
+        toks = codec.encode(frames)
+        atomic_write(args.out, json.dumps(toks).encode())
+        print(f"{len(frames)} frames {W}x{H} -> {len(toks)} tokens; wrote {args.out}")
+        return 0
+    if not args.codec:
+        raise FormatError("video decode needs --codec FILE.vrq0")
+    codec = deserialize_codec(open(args.codec, "rb").read())
+    toks = json.loads(open(args.input).read())
+    frames = codec.decode(toks)
+    if not frames:
+        raise FormatError(f"{args.input}: no frames in the token stream")
+    _write_frames(frames, args.out)
+    print(f"{len(toks)} tokens -> {len(frames)} frames; wrote {args.out}")
+    return 0
+
+
+def add_video_parser(sub) -> None:
+    p = sub.add_parser("video", help="VideoRVQ: encode PNG frames (a folder or a strip) to tokens, or decode tokens",
+                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("action", choices=["encode", "decode"])
+    p.add_argument("input", help="encode: a folder of PNGs or one horizontal strip; decode: a JSON token list")
+    p.add_argument("--out", required=True, help="encode: tokens JSON; decode: a folder, or a .png strip")
+    p.add_argument("--codec", help="VRQ0 file (encode: fitted and written here if absent)")
+    p.add_argument("--frames", type=POS_INT, default=1, help="frames in an input strip")
+    p.add_argument("--patch", type=POS_INT, default=4)
+    p.add_argument("--levels", type=POS_INT, default=2)
+    p.add_argument("--codebook", type=POS_INT, default=16)
+    p.add_argument("--keyframe-interval", type=POS_INT, default=12)
+    p.add_argument("--iterations", type=POS_INT, default=8)
+    p.set_defaults(fn=cmd_video)
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ import zipfile
 
 import numpy as np
 
-from .errors import FormatError, LimitError, ShapeError, TruncatedError, UnsupportedError
+from .errors import FormatError, LimitError, ShapeError, UnsupportedError
 from .io import framing
 from .io.atomic import atomic_write
 from .io.layouts import build_evt0, nonfinite_count
@@ -226,4 +226,85 @@ def load(path: str, device=None, allow_nonfinite: bool = False):
         return import_safetensors(path, device, allow_nonfinite)
     if str(path).endswith(".npz"):
         return load_model(path, device, allow_nonfinite)
-    return EvermindPackage.from_file(path).load_model(device, allow_nonfinite=allow_nonfinite)
+    pkg = EvermindPackage.from_file(path)
+    if pkg.manifest.get("modality", "text") in ("video", "image"):
+        return load_media_lm(pkg, device, allow_nonfinite)  # (EvermindLM, VideoRVQCodec)
+    return pkg.load_model(device, allow_nonfinite=allow_nonfinite)
+
+
+# -- builderforce's model types: evermind-lm (EVL0) and shared-expert-moe (MoE0) ------------------------
+from dataclasses import replace  # noqa: E402
+
+from .io.layouts import build_evl0, build_moe0  # noqa: E402
+from .io.package import MODEL_TYPES  # noqa: E402
+from .models import EvermindLM, EvermindLMConfig, MoEConfig, SharedExpertMoE  # noqa: E402
+
+
+def _register_builderforce_types() -> None:
+    def pack_lm(m, fp16):
+        cfg = m.config.to_builderforce()
+        return cfg, build_evl0(cfg, m.state_dict(), fp16), m.num_parameters()
+
+    def unpack_lm(config, params, device=None):
+        model = EvermindLM(EvermindLMConfig.from_builderforce(config), device=device)
+        model.load_state_dict(params)
+        return model
+
+    def pack_moe(m, fp16):
+        cfg = m.config.to_builderforce()
+        return cfg, build_moe0(cfg, m.state_dict(), fp16), m.num_parameters()
+
+    def unpack_moe(config, params, device=None):
+        model = SharedExpertMoE(MoEConfig.from_builderforce(config), device=device)
+        model.load_state_dict(params)
+        return model
+
+    register_model_type(replace(MODEL_TYPES["evermind-lm"], model_class=EvermindLM, pack=pack_lm, unpack=unpack_lm))
+    register_model_type(replace(MODEL_TYPES["shared-expert-moe"], model_class=SharedExpertMoE, pack=pack_moe,
+                                unpack=unpack_moe))
+
+
+_register_builderforce_types()
+
+
+# -- media packages: EvermindLM + VideoRVQ codec (VRQ0 section) ------------------------------------------
+from .io.layouts import build_vrq0, parse_vrq0  # noqa: E402
+from .io.package import SCHEMA, fnv1a32  # noqa: E402
+from .models.video_rvq import VideoRVQCodec  # noqa: E402
+
+
+def serialize_codec(codec: VideoRVQCodec) -> bytes:
+    """builderforce's VideoRVQCodec.serialize(): the VRQ0 bytes."""
+    return build_vrq0(codec.header(), codec.banks[0], codec.banks[1])
+
+
+def deserialize_codec(blob: bytes) -> VideoRVQCodec:
+    """VideoRVQCodec.deserialize(), refusing short or long bodies (builderforce loads a short one partially)."""
+    return VideoRVQCodec.from_parsed(parse_vrq0(bytes(blob)))
+
+
+def from_media_lm(lm: EvermindLM, codec: VideoRVQCodec, name: str, version: str = "1.0.0", modality: str = "video",
+                  card: dict | None = None, fp16: bool = False, created_at: str | None = None) -> EvermindPackage:
+    """builderforce's EvermindModelPackage.fromMediaLM: the LM's EVL0 and the codec's VRQ0 in one package."""
+    if modality not in ("video", "image"):
+        raise FormatError(f"fromMediaLM: modality must be 'video' or 'image', got {modality!r}")
+    if lm.config.vocab_size != codec.vocab_size:
+        raise FormatError(f"fromMediaLM: LM vocabSize ({lm.config.vocab_size}) must equal codec.vocabSize "
+                          f"({codec.vocab_size})")
+    cfg = lm.config.to_builderforce()
+    cp, cb = build_evl0(cfg, lm.state_dict(), fp16), serialize_codec(codec)
+    manifest = EvermindPackage.make_manifest(
+        schema=SCHEMA, name=name, version=version, modelType="evermind-lm", modality=modality, config=cfg,
+        paramCount=lm.num_parameters(), checkpointFormat="EVL0", checkpointFp16=fp16, checkpointBytes=len(cp),
+        checksum=fnv1a32(cp), codecFormat="VRQ0", codecChecksum=fnv1a32(cb),
+        card=card or {"description": f"{name}: an evermind-vk media EvermindLM"}, createdAt=created_at)
+    return EvermindPackage(manifest, cp, cb)
+
+
+def load_media_lm(pkg: EvermindPackage, device=None, allow_nonfinite: bool = False):
+    """(EvermindLM, VideoRVQCodec) of a validated video/image package (builderforce's loadMediaLM)."""
+    modality = pkg.manifest.get("modality", "text")
+    if modality not in ("video", "image"):
+        raise FormatError(f"loadMediaLM: package modality is '{modality}', use load_model()")
+    lm = pkg.load_model(device, allow_nonfinite=allow_nonfinite)  # validates, codec checksum included
+    return lm, deserialize_codec(pkg.codec)

@@ -138,6 +138,16 @@ VARIANTS = [
                                              "pixel_shuffle", "pixel_shuffle_backward") for dt in F),
     *(simple("image", op, "f32", 256) for op in ("group_norm_stats", "channel_totals", "group_norm_backward_stats")),
     *(simple("mse_loss", op, dt, 256) for op in ("mse_diff", "mse_loss_backward") for dt in F),
+    # Causal depthwise conv1d (EvermindLM, Mamba): one thread per output element; dkernel in two stages.
+    *(simple("conv1d", op, dt, 256) for op in ("conv1d_causal", "conv1d_causal_backward",
+                                               "conv1d_causal_weight_partials") for dt in F),
+    # Shared-expert mixture of experts (builderforce's SharedExpertMoE): routing, dense expert combine, aux loss.
+    *(simple("moe", op, dt, 64) for op in ("moe_route", "moe_bias_relu", "moe_relu_backward", "moe_combine",
+                                           "moe_combine_backward", "moe_gate_grad", "moe_router_backward")
+      for dt in F),
+    simple("moe", "moe_aux", "f32", 64),
+    # Dynamic loss scaling (mixed precision of builderforce's EvermindLMTrainer).
+    *(simple("loss_scale", op, "f32", 256) for op in ("loss_scale_round", "loss_unscale")),
 ]
 
 GLSL_TYPES = {"f32": "float", "f16": "float16_t", "u32": "uint", "i32": "int"}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from .. import ops
 from ..runtime.tensor import Tensor
-from .tape import track
+from .tape import Tape, track
 
 
 def add(a: Tensor, b: Tensor) -> Tensor:
@@ -115,3 +115,43 @@ def pixel_shuffle(x: Tensor, upscale_factor: int, layout: str = "nchw", grid=Non
 def mse_loss(y: Tensor, target: Tensor) -> Tensor:
     """Mean squared error (a 1-element f32 tensor); the target gets no gradient."""
     return track("mse_loss", (y, target), ops.mse_loss(y, target), lambda g: (ops.mse_loss_backward(y, target, g), None))
+# -- causal depthwise conv1d (EvermindLM, Mamba) ------------------------------------------------------
+def conv1d_causal(x: Tensor, kernel: Tensor, bias: Tensor | None = None, seq_len: int | None = None,
+                  taps: str = "lag") -> Tensor:
+    y = ops.conv1d_causal(x, kernel, bias, seq_len, taps)
+
+    def rule(g):
+        dx, dk, db = ops.conv1d_causal_backward(x, kernel, g, seq_len, taps, bias=bias is not None)
+        return (dx, dk) if bias is None else (dx, dk, db)
+    return track("conv1d_causal", (x, kernel) if bias is None else (x, kernel, bias), y, rule)
+
+
+# -- shared-expert mixture of experts (builderforce's SharedExpertMoE) -------------------------------
+def moe_ffn(x: Tensor, wr: Tensor, w1: Tensor, b1: Tensor, w2: Tensor, b2: Tensor, k: int, aux_scale: float = 0.0):
+    """(out, context, aux): the MoE of evermind_vk.ops.moe on x [N, d]. With aux_scale != 0 the load-balance
+    loss of these tokens is returned (aux, 1 element) and its gradient, scaled by aux_scale, reaches the
+    router weights only (builderforce's auxGradStep: the dispatch fractions are constants, x gets none)."""
+    out, ctx = ops.moe_ffn(x, wr, w1, b1, w2, b2, k)
+    f = aux = None
+    if aux_scale != 0.0:
+        f, aux = ops.moe_load_stats(ctx)
+
+    def rule(g):
+        return ops.moe_ffn_backward(ctx, wr, w1, w2, b2, g, aux_scale, f)
+    return track("moe_ffn", (x, wr, w1, b1, w2, b2), out, rule), ctx, aux
+
+
+# -- activation checkpointing ----------------------------------------------------------------------------
+def checkpoint(fn, inputs: tuple) -> Tensor:
+    """out = fn(*inputs) without keeping fn's intermediates: the forward runs under a throwaway tape, and
+    the backward runs fn again under a fresh tape (same kernels, same order: identical gradients). Every
+    tensor fn reads that needs a gradient (parameters included) must be among `inputs`."""
+    with Tape():
+        out = fn(*inputs)
+
+    def rule(g):
+        with Tape() as tape:
+            again = fn(*inputs)
+        grads = tape.backward({again: g})
+        return tuple(grads.get(x) if x.dtype in ("f32", "f16") else None for x in inputs)
+    return track("checkpoint", tuple(inputs), out, rule)

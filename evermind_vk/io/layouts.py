@@ -228,3 +228,22 @@ def parse_evt0(buf: bytes) -> tuple[dict, bool]:
         out[name] = a.reshape(dims)
     _exact_end(body, off, "EVT0")
     return out, ver == 2
+
+
+# -- MoE0 writer (builderforce's SharedExpertMoE.exportWeights layout) -------------------------------
+def build_moe0(cfg: dict, params: dict, fp16: bool = False) -> bytes:
+    """MoE0 bytes: 6 u32 [magic, 1 = f32 | 2 = fp16, modelDim, hiddenDim, numExperts, topK] and the
+    parameters in builderforce's order (wr, shared.*, expert{e}.*); no checksum (the format has none)."""
+    d, h, E, k = (cfg[n] for n in ("modelDim", "hiddenDim", "numExperts", "topK"))
+    head = struct.pack("<6I", MOE0, 2 if fp16 else 1, d, h, E, k)
+    return head + _flat(fp16, [np.asarray(params[n], np.float32).reshape(s) for n, s in _moe_shapes("", d, h, E)])
+
+
+# -- VRQ0 writer (builderforce's VideoRVQCodec.serialize layout) -----------------------------------------
+def build_vrq0(header: dict, intra: np.ndarray, inter: np.ndarray) -> bytes:
+    """9 u32 [magic, H, W, C, patch, levels, K, keyframeInterval, textVocabSize] + f32 INTRA then INTER
+    codebooks, each [levels, K, patch^2 C]; no version or checksum (the format has none)."""
+    h = header
+    head = struct.pack("<9I", VRQ0, h["height"], h["width"], h["channels"], h["patch"], h["levels"], h["K"],
+                       h["keyframeInterval"], h["textVocabSize"])
+    return head + np.asarray(intra, "<f4").tobytes() + np.asarray(inter, "<f4").tobytes()

@@ -13,3 +13,9 @@ __all__ = ["LMConfig", "TransformerLM", "init_params",
 from .conv_ae import ConvAE, ConvAEConfig  # noqa: E402
 
 __all__ += ["ConvAE", "ConvAEConfig"]
+
+# builderforce's models (evermind-lm, shared-expert-moe packages).
+from .evermind_lm import EvermindLM, EvermindLMConfig  # noqa: E402
+from .moe import MoEConfig, SharedExpertMoE  # noqa: E402
+
+__all__ += ["EvermindLM", "EvermindLMConfig", "MoEConfig", "SharedExpertMoE"]

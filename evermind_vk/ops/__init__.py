@@ -13,6 +13,10 @@ from .optim import *  # noqa: F401,F403
 from .reduce import *  # noqa: F401,F403
 from .regression import *  # noqa: F401,F403
 from .elementwise import add as residual_add  # noqa: F401
+# Causal depthwise conv1d (EvermindLM, Mamba).
+from .conv import *  # noqa: F401,F403
+# Shared-expert mixture of experts (builderforce's SharedExpertMoE).
+from .moe import *  # noqa: F401,F403
 
 # -- Tensor operators (harden-user) ----------------------------------------------------------------
 # The runtime layer cannot import ops, so the ops layer installs `+ - * @` and unary `-` on Tensor when

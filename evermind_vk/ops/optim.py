@@ -19,3 +19,17 @@ def clip_scale(g: Tensor, state: Tensor, max_norm: float) -> None:
     """g *= min(max_norm / (state[0] + 1e-6), 1) in place (state[0]: the norm, from l2_norm); a
     non-finite state[0] leaves g untouched."""
     per_thread("clip_scale", "f32", [g, state], {"n": g.numel, "max_norm": float(max_norm)}, g.numel)
+
+
+# -- dynamic loss scaling ----------------------------------------------------------------------------
+def loss_scale_round(g: Tensor, scale: Tensor) -> None:
+    """g = f16-nearest(g * scale[0]) in place (ties to even; |x| >= 65520 gives inf)."""
+    per_thread("loss_scale_round", "f32", [g, scale], {"n": g.numel}, g.numel)
+
+
+def loss_unscale(g: Tensor, scale: Tensor, state: Tensor) -> None:
+    """g *= scale[1] in place if state[0] is finite, else g = NaN (AdamW then skips every element)."""
+    per_thread("loss_unscale", "f32", [g, scale, state], {"n": g.numel}, g.numel)
+
+
+__all__ += ["loss_scale_round", "loss_unscale"]

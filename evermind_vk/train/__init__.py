@@ -14,3 +14,7 @@ __all__ = ["Trainer", "AdamW", "ClipMetrics", "clip_grad_norm", "LRSchedule", "l
 from .image import ImageTrainer, image_grid_png, shapes_dataset  # noqa: E402
 
 __all__ += ["ImageTrainer", "image_grid_png", "shapes_dataset"]
+# builderforce's trainers (EvermindLM, SharedExpertMoE).
+from .bf_trainers import DynamicLossScaler, EvermindLMTrainer, MoETrainer  # noqa: E402
+
+__all__ += ["DynamicLossScaler", "EvermindLMTrainer", "MoETrainer"]
