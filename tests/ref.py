@@ -143,3 +143,75 @@ def attention_bwd(q, k, v, do, causal, scale, rnd=same):
         dq[:, h] = scale * ds @ k[:, kv]
         dk[:, kv] += scale * ds.T @ q[:, h]
     return dq, dk, dv
+
+
+# -- selective scan (Mamba-1), a plain sequential recurrence (issue 12) --------------------------------
+def softplus(x):
+    return np.maximum(x, 0) + np.log1p(np.exp(-np.abs(x)))
+
+
+def scan_A(A_log):
+    return -np.exp(np.clip(A_log, -10, 5))
+
+
+def selective_scan(u, dt, A_log, B, C, D, z=None, batch=1, h0=None):
+    """y [M, Dc] and the final states [batch, Dc, N] of h_t = exp(Δ A) h_{t-1} + Δ B_t u_t,
+    y_t = (C_t h_t + D u_t) silu(z_t), one token at a time."""
+    M, Dc = u.shape
+    N = A_log.shape[1]
+    L = M // batch
+    A = scan_A(A_log)
+    y = np.zeros((M, Dc))
+    hl = np.zeros((batch, Dc, N))
+    for b in range(batch):
+        h = np.zeros((Dc, N)) if h0 is None else np.array(h0[b], np.float64)
+        for t in range(L):
+            r = b * L + t
+            dl = softplus(dt[r])
+            h = np.exp(dl[:, None] * A) * h + (dl * u[r])[:, None] * B[r][None, :]
+            y[r] = h @ C[r] + D * u[r]
+            if z is not None:
+                y[r] *= act(z[r], "silu")
+        hl[b] = h
+    return y, hl
+
+
+def selective_scan_bwd(u, dt, A_log, B, C, D, z, dy, batch=1, h0=None):
+    """(du, ddt, dA_log, dB, dC, dD, dz, dh0) by the reverse-time recurrence."""
+    M, Dc = u.shape
+    N = A_log.shape[1]
+    L = M // batch
+    A = scan_A(A_log)
+    mask = (A_log > -10) & (A_log < 5)
+    du, ddt, dB, dC = np.zeros_like(u), np.zeros_like(u), np.zeros_like(B), np.zeros_like(C)
+    dA, dD = np.zeros((Dc, N)), np.zeros(Dc)
+    dz = np.zeros_like(u) if z is not None else None
+    dh0 = np.zeros((batch, Dc, N))
+    for b in range(batch):
+        hs = [np.zeros((Dc, N)) if h0 is None else np.array(h0[b], np.float64)]
+        for t in range(L):
+            r = b * L + t
+            dl = softplus(dt[r])
+            hs.append(np.exp(dl[:, None] * A) * hs[-1] + (dl * u[r])[:, None] * B[r][None, :])
+        K = np.zeros((Dc, N))
+        for t in range(L - 1, -1, -1):
+            r = b * L + t
+            dl = softplus(dt[r])
+            a = np.exp(dl[:, None] * A)
+            h, hp = hs[t + 1], hs[t]
+            yy = h @ C[r] + D * u[r]
+            dyy = dy[r]
+            if z is not None:
+                dyy = dy[r] * act(z[r], "silu")
+                dz[r] = dy[r] * yy * act_d(z[r], "silu")
+            dD += dyy * u[r]
+            dC[r] = dyy @ h
+            g = K + C[r][None, :] * dyy[:, None]
+            du[r] = D * dyy + (g * B[r][None, :]).sum(1) * dl
+            dB[r] = (g * (dl * u[r])[:, None]).sum(0)
+            ddl = (g * (A * a * hp + B[r][None, :] * u[r][:, None])).sum(1)
+            ddt[r] = ddl / (1 + np.exp(-dt[r]))
+            dA += g * a * hp * dl[:, None]
+            K = a * g
+        dh0[b] = K
+    return du, ddt, np.where(mask, dA * A, 0.0), dB, dC, dD, dz, dh0

@@ -124,6 +124,9 @@ VARIANTS = [
     simple("reduce", "final_sum", "f32", 256),
     simple("optim", "adamw_step", "f32", 256),
     simple("optim", "clip_scale", "f32", 256),
+    # Mamba-1 selective scan, chunked (issue 12): f32; NMAX = the most states one thread keeps in registers.
+    *(Variant("scan", op, "f32", (("WG", 64), ("NMAX", 64)))
+      for op in ("scan_chunk", "scan_carry", "scan_output", "scan_backward_chunk", "scan_backward", "scan_channel_sum")),
 ]
 
 GLSL_TYPES = {"f32": "float", "f16": "float16_t", "u32": "uint", "i32": "int"}

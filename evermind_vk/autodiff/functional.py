@@ -88,3 +88,16 @@ def cross_entropy(logits: Tensor, targets: Tensor) -> Tensor:
     loss, count = ops.cross_entropy(logits, targets)
     return track("cross_entropy", (logits, targets), loss,
                   lambda g: (ops.cross_entropy_backward(logits, targets, count, g), None))
+
+
+# -- Mamba (issue 12) ----------------------------------------------------------------------------------
+def selective_scan(u: Tensor, dt: Tensor, A_log: Tensor, B: Tensor, C: Tensor, D: Tensor, z: Tensor | None = None,
+                   batch: int = 1, chunk: int = ops.SCAN_CHUNK) -> Tensor:
+    """y = (C·h + D u) ⊙ silu(z) of the selective scan from a zero state (ops.selective_scan)."""
+    y, _, H0 = ops.selective_scan(u, dt, A_log, B, C, D, z, batch=batch, chunk=chunk)
+
+    def rule(g):
+        du, ddt, dA, dB, dC, dD, dz, _ = ops.selective_scan_backward(u, dt, A_log, B, C, D, z, g, H0,
+                                                                      batch=batch, chunk=chunk)
+        return (du, ddt, dA, dB, dC, dD, dz)
+    return track("selective_scan", (u, dt, A_log, B, C, D, z), y, rule)

@@ -10,3 +10,4 @@ from .norms import *  # noqa: F401,F403
 from .optim import *  # noqa: F401,F403
 from .reduce import *  # noqa: F401,F403
 from .elementwise import add as residual_add  # noqa: F401
+from .scan import *  # noqa: F401,F403

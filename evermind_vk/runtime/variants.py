@@ -18,6 +18,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from ..errors import ShapeError, UnsupportedError
+
 # -- features ----------------------------------------------------------------------------------------
 # Device features a dtype or a code-changing flag needs (names as in Device.caps).
 DTYPE_FEATURES = {"f16": ("storage_buffer_16bit_access",)}
@@ -207,3 +209,27 @@ def pick_matmul(cands, M: int, N: int, K: int, lay: Layout, device_type: str, sh
     tiles = sorted({(v.spec["BM"], v.spec["BN"], v.spec["BK"]) for v in pool})
     tile = matmul_tile(M, N, K, tiles, shared_memory, device_type, batch, buffers=MATMUL_BUFFERS[kind])
     return next(v for v in pool if (v.spec["BM"], v.spec["BN"], v.spec["BK"]) == tile)
+
+
+# -- selective scan (issue 12) ------------------------------------------------------------------------
+# lavapipe ends any shader loop after 65,535 iterations, so no scan invocation may walk a whole
+# sequence: the chunk pass loops over one chunk (<= SCAN_MAX_CHUNK tokens), the carry pass over the
+# chunk summaries (<= SCAN_MAX_CHUNKS of them). One (batch, chunk, channel) thread keeps its N states
+# in registers: N <= the variant's NMAX.
+SCAN_MAX_CHUNK = 4096
+SCAN_MAX_CHUNKS = 4096
+
+
+def scan_chunk_len(seq_len: int, requested: int) -> int:
+    """Tokens per chunk: `requested`, raised just enough that seq_len needs <= SCAN_MAX_CHUNKS chunks."""
+    if requested < 1:
+        raise ShapeError(f"scan chunk length must be >= 1, got {requested}")
+    ch = max(requested, -(-seq_len // SCAN_MAX_CHUNKS))
+    if ch > SCAN_MAX_CHUNK:
+        raise UnsupportedError(f"a sequence of {seq_len} tokens needs chunks of {ch} > {SCAN_MAX_CHUNK} tokens")
+    return ch
+
+
+def scan_errors(n_state: int, nmax: int) -> list[str]:
+    """Why a scan variant with NMAX registers of state cannot run N states (empty: it can)."""
+    return [] if 1 <= n_state <= nmax else [f"d_state {n_state} outside 1..{nmax} (the scan keeps the states in registers)"]

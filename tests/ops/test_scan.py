@@ -1,0 +1,147 @@
+"""The Mamba-1 selective scan (chunked) against a float64 sequential recurrence on the same f32 inputs,
+forward and backward; finite differences; chunked == unchunked; causality; a sequence past lavapipe's
+65,535-iteration loop cut."""
+import numpy as np
+import pytest
+from hypothesis import given, strategies as st
+
+import evermind_vk as ev
+from evermind_vk import ops
+from evermind_vk.errors import ShapeError, UnsupportedError
+import ref
+from oracle import U32, assert_within
+
+
+def inputs(rng, batch, L, Dc, N, with_z=True, with_h0=False):
+    M = batch * L
+    f = lambda *s, sc=1.0: (rng.standard_normal(s) * sc).astype(np.float32)  # noqa: E731
+    d = dict(u=f(M, Dc), dt=f(M, Dc, sc=1.5) - 1.0, A_log=(rng.uniform(-1, 2.5, (Dc, N))).astype(np.float32),
+             B=f(M, N), C=f(M, N), D=f(Dc), z=f(M, Dc) if with_z else None,
+             h0=f(batch, Dc, N) if with_h0 else None)
+    return d
+
+
+def T(a):
+    return None if a is None else ev.tensor(np.ascontiguousarray(a, np.float32))
+
+
+def f64(a):
+    return None if a is None else a.astype(np.float64)
+
+
+def run_fwd(x, batch, chunk):
+    y, hl, H0 = ops.selective_scan(T(x["u"]), T(x["dt"]), T(x["A_log"]), T(x["B"]), T(x["C"]), T(x["D"]),
+                                   T(x["z"]), batch=batch, chunk=chunk, h0=T(x["h0"]))
+    return y, hl, H0
+
+
+def close(got, want, n, what):
+    """Errors of f32 recurrences grow with the number of steps each output depends on (n)."""
+    want = np.asarray(want, np.float64)
+    mag = np.abs(want).max() if want.size else 0.0
+    tol = 32 * (n + 8) * U32
+    assert_within(np.asarray(got, np.float64), want, tol * (np.abs(want) + mag) + 1e-30, what)
+
+
+@given(batch=st.integers(1, 3), L=st.integers(1, 40), Dc=st.integers(1, 6), N=st.integers(1, 9),
+       chunk=st.integers(1, 50), with_z=st.booleans(), with_h0=st.booleans(), seed=st.integers(0, 2**31))
+def test_scan_forward_backward(device, batch, L, Dc, N, chunk, with_z, with_h0, seed):
+    rng = np.random.default_rng(seed)
+    x = inputs(rng, batch, L, Dc, N, with_z, with_h0)
+    y, hl, H0 = run_fwd(x, batch, chunk)
+    wy, whl = ref.selective_scan(*(f64(x[k]) for k in ("u", "dt", "A_log", "B", "C", "D", "z")), batch=batch, h0=f64(x["h0"]))
+    close(y.numpy(), wy, L * N, "y")
+    close(hl.numpy(), whl, L, "h_last")
+    dy = rng.standard_normal((batch * L, Dc)).astype(np.float32)
+    got = ops.selective_scan_backward(T(x["u"]), T(x["dt"]), T(x["A_log"]), T(x["B"]), T(x["C"]), T(x["D"]),
+                                      T(x["z"]), T(dy), H0, batch=batch, chunk=chunk)
+    want = ref.selective_scan_bwd(*(f64(x[k]) for k in ("u", "dt", "A_log", "B", "C", "D", "z")), f64(dy),
+                                  batch=batch, h0=f64(x["h0"]))
+    for name, g, w in zip(("du", "ddt", "dA_log", "dB", "dC", "dD", "dz", "dh0"), got, want):
+        if w is None:
+            assert g is None
+            continue
+        close(g.numpy(), w, L * (N + Dc) * batch, name)
+
+
+@given(L=st.integers(1, 70), chunk=st.integers(1, 80), seed=st.integers(0, 2**31))
+def test_chunked_equals_unchunked(device, L, chunk, seed):
+    """Any chunk length gives the one-chunk result (up to f32 reassociation of the carry)."""
+    rng = np.random.default_rng(seed)
+    x = inputs(rng, 2, L, 3, 4)
+    y1 = run_fwd(x, 2, chunk)[0].numpy()
+    y0 = run_fwd(x, 2, L)[0].numpy()
+    close(y1, y0.astype(np.float64), 4 * L, "chunked vs one chunk")
+
+
+def test_causality(device, rng):
+    """Changing token t's inputs never changes outputs before t."""
+    L, t = 23, 11
+    x = inputs(rng, 1, L, 4, 5)
+    y = run_fwd(x, 1, 4)[0].numpy()
+    for k in ("u", "dt", "B", "C", "z"):
+        x2 = {kk: (v.copy() if v is not None else None) for kk, v in x.items()}
+        x2[k][t] += 3.0
+        y2 = run_fwd(x2, 1, 4)[0].numpy()
+        np.testing.assert_array_equal(y2[:t], y[:t], err_msg=k)
+        assert not np.array_equal(y2[t:], y[t:]), k
+
+
+def test_long_sequence_past_loop_limit(device):
+    """70,000 steps (past lavapipe's 65,535-iteration loop cut): still the sequential recurrence."""
+    rng = np.random.default_rng(7)
+    L, Dc, N = 70_000, 2, 2
+    x = inputs(rng, 1, L, Dc, N, with_z=False)
+    x["dt"] = (rng.standard_normal((L, Dc)) * 0.5 - 4.0).astype(np.float32)  # slow decay: long memory
+    y, hl, _ = run_fwd(x, 1, 64)
+    wy, whl = ref_fast(x)
+    close(y.numpy(), wy, 2000, "y over 70k steps")
+    close(hl.numpy(), whl, 2000, "h_last over 70k steps")
+
+
+def ref_fast(x):
+    """The same sequential recurrence, vectorised over channels and states only (float64)."""
+    u, dt, A_log, B, C, D = (x[k].astype(np.float64) for k in ("u", "dt", "A_log", "B", "C", "D"))
+    A = ref.scan_A(A_log)
+    dl = ref.softplus(dt)
+    a = np.exp(dl[:, :, None] * A[None])
+    bu = (dl * u)[:, :, None] * B[:, None, :]
+    h = np.zeros(A.shape)
+    y = np.empty(u.shape)
+    for t in range(u.shape[0]):
+        h = a[t] * h + bu[t]
+        y[t] = h @ C[t]
+    return y + D * u, h[None]
+
+
+def test_errors(device, rng):
+    x = inputs(rng, 1, 5, 2, 3)
+    with pytest.raises(ShapeError):
+        ops.selective_scan(T(x["u"]), T(x["dt"][:4]), T(x["A_log"]), T(x["B"]), T(x["C"]), T(x["D"]))
+    with pytest.raises(ShapeError):
+        ops.selective_scan(T(x["u"]), T(x["dt"]), T(x["A_log"]), T(x["B"]), T(x["C"]), T(x["D"]), batch=2)
+    big = np.zeros((2, 65), np.float32)
+    with pytest.raises(UnsupportedError):
+        ops.selective_scan(T(x["u"]), T(x["dt"]), T(big), T(np.zeros((5, 65))), T(np.zeros((5, 65))), T(x["D"]))
+
+
+def test_finite_differences(device):
+    """Every gradient of the scan against central differences of the device's own f32 forward."""
+    from test_finite_differences import check
+    rng = np.random.default_rng(3)
+    batch, L, Dc, N = 2, 7, 3, 4
+    x = inputs(rng, batch, L, Dc, N, with_z=True, with_h0=True)
+    x["dt"] *= 0.5
+    names = ("u", "dt", "A_log", "B", "C", "D", "z", "h0")
+
+    def fwd(*a):
+        y, hl, _ = ops.selective_scan(*map(T, a[:7]), batch=batch, chunk=3, h0=T(a[7]))
+        return y.numpy()
+
+    def bwd(*a):
+        *args, g = a
+        _, _, H0 = ops.selective_scan(*map(T, args[:7]), batch=batch, chunk=3, h0=T(args[7]))
+        grads = ops.selective_scan_backward(*map(T, args[:7]), T(g), H0, batch=batch, chunk=3)
+        return [t.numpy() for t in grads]
+
+    check(fwd, bwd, [x[k] for k in names], rtol=3e-2, atol=3e-3)
