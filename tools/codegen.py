@@ -124,6 +124,9 @@ VARIANTS = [
     simple("reduce", "final_sum", "f32", 256),
     simple("optim", "adamw_step", "f32", 256),
     simple("optim", "clip_scale", "f32", 256),
+    # Causal depthwise conv1d (EvermindLM, Mamba): one thread per output element; dkernel in two stages.
+    *(simple("conv1d", op, dt, 256) for op in ("conv1d_causal", "conv1d_causal_backward",
+                                               "conv1d_causal_weight_partials") for dt in F),
     # Mamba-1 selective scan, chunked (issue 12): f32; NMAX = the most states one thread keeps in registers.
     *(Variant("scan", op, "f32", (("WG", 64), ("NMAX", 64)))
       for op in ("scan_chunk", "scan_carry", "scan_output", "scan_backward_chunk", "scan_backward", "scan_channel_sum")),

@@ -90,6 +90,17 @@ def cross_entropy(logits: Tensor, targets: Tensor) -> Tensor:
                   lambda g: (ops.cross_entropy_backward(logits, targets, count, g), None))
 
 
+# -- causal depthwise conv1d (EvermindLM, Mamba) ------------------------------------------------------
+def conv1d_causal(x: Tensor, kernel: Tensor, bias: Tensor | None = None, seq_len: int | None = None,
+                  taps: str = "lag") -> Tensor:
+    y = ops.conv1d_causal(x, kernel, bias, seq_len, taps)
+
+    def rule(g):
+        dx, dk, db = ops.conv1d_causal_backward(x, kernel, g, seq_len, taps, bias=bias is not None)
+        return (dx, dk) if bias is None else (dx, dk, db)
+    return track("conv1d_causal", (x, kernel) if bias is None else (x, kernel, bias), y, rule)
+
+
 # -- Mamba (issue 12) ----------------------------------------------------------------------------------
 def selective_scan(u: Tensor, dt: Tensor, A_log: Tensor, B: Tensor, C: Tensor, D: Tensor, z: Tensor | None = None,
                    batch: int = 1, chunk: int = ops.SCAN_CHUNK) -> Tensor:

@@ -10,4 +10,6 @@ from .norms import *  # noqa: F401,F403
 from .optim import *  # noqa: F401,F403
 from .reduce import *  # noqa: F401,F403
 from .elementwise import add as residual_add  # noqa: F401
+# Causal depthwise conv1d (EvermindLM, Mamba).
+from .conv import *  # noqa: F401,F403
 from .scan import *  # noqa: F401,F403
