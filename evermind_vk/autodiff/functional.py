@@ -112,3 +112,9 @@ def selective_scan(u: Tensor, dt: Tensor, A_log: Tensor, B: Tensor, C: Tensor, D
                                                                       batch=batch, chunk=chunk)
         return (du, ddt, dA, dB, dC, dD, dz)
     return track("selective_scan", (u, dt, A_log, B, C, D, z), y, rule)
+
+
+def col_slice(x: Tensor, start: int, width: int) -> Tensor:
+    """Columns [start, start + width) of every row of a 2-D x (a per-token split of a projection)."""
+    return track("col_slice", (x,), ops.col_slice(x, start, width),
+                  lambda g: (ops.col_slice_backward(g, x.shape[1], start),))

@@ -145,3 +145,19 @@ def test_finite_differences(device):
         return [t.numpy() for t in grads]
 
     check(fwd, bwd, [x[k] for k in names], rtol=3e-2, atol=3e-3)
+
+
+@given(R=st.integers(1, 9), C=st.integers(1, 12), data=st.data())
+def test_col_slice(device, R, C, data):
+    """The per-token split of a projection: columns of every row, and its backward (zeros elsewhere)."""
+    start = data.draw(st.integers(0, C - 1))
+    width = data.draw(st.integers(1, C - start))
+    x = np.random.default_rng(R * 100 + C).standard_normal((R, C)).astype(np.float32)
+    y = ops.col_slice(T(x), start, width).numpy()
+    np.testing.assert_array_equal(y, x[:, start:start + width])
+    dx = ops.col_slice_backward(T(y), C, start).numpy()
+    want = np.zeros_like(x)
+    want[:, start:start + width] = y
+    np.testing.assert_array_equal(dx, want)
+    with pytest.raises(ShapeError):
+        ops.col_slice(T(x), start, C - start + 1)

@@ -1,0 +1,247 @@
+"""HybridMambaModel (issue 12): builderforce's hybrid state-space LM, causal and on the device.
+
+Token embedding -> numLayers blocks, each a pre-norm residual block of one type -> RMSNorm -> tied head
+(logits = h · embeddingᵀ; builderforce's head bias is all zeros and no parameter, so it is left out).
+
+  mamba1     h = RMSNorm(x); [x | z] = h W_in + b_in (split per token); u = silu(conv1d_causal(x));
+             [dt_raw | B | C] = u W_x + b_x (per token); dt = dt_raw W_dt + b_dt;
+             y = selective_scan(u, dt, A_log, B, C, D) ⊙ silu(z); x += y W_out + b_out
+  attention  h = RMSNorm(x); [q | k | v] = h W_qkv + b_qkv (per token); x += causal_attention(q, k, v) W_o + b_o
+             (nHeads heads, no positional encoding, as builderforce)
+
+Parameters are named as builderforce names them (`embedding`, `layer{i}.wInProj`, ..., `final_norm`), in
+its order (which is also the MBJS order), f32, shaped [out, in] for projections (y = x Wᵀ + b).
+Initialisation reproduces builderforce's seeded draw: one LCG (s = 1664525 s + 1013904223 mod 2^32,
+u = s / 2^32), Box–Muller from two draws per value (u1 = max(u, 1e-12)), arrays drawn in construction
+order: embedding N(0, 1/sqrt(dModel)), then per layer its random weights in order; zeros and ones draw
+nothing; A_log[d, n] = ln(n + 1); D = 1.
+
+mamba2 / mamba3 layers are not implemented here (UnsupportedError names them).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, fields
+
+import numpy as np
+
+from ..autodiff import functional as F
+from ..errors import ShapeError, UnsupportedError
+from ..runtime import Tensor, get_device, tensor
+
+LAYER_TYPES = ("mamba1", "mamba2", "mamba3", "attention")
+IMPLEMENTED = ("mamba1", "attention")
+
+
+@dataclass(frozen=True)
+class HybridMambaConfig:
+    """builderforce's HybridMambaModelConfig: field names and defaults (seed: 0, not Math.random)."""
+    vocabSize: int = 256
+    dModel: int = 64
+    numLayers: int = 2
+    layers: tuple = ()  # layer types, one per layer; empty = all mamba1
+    dState: int = 16
+    dConv: int = 4
+    expand: int = 2
+    nHeads: int = 4
+    nGroups: int = 1
+    chunkLen: int = 256
+    eosId: int = -1
+    seed: int = 0
+
+    def __post_init__(self):
+        for name in ("vocabSize", "dModel", "numLayers", "dState", "dConv", "expand", "nHeads", "nGroups", "chunkLen"):
+            if int(getattr(self, name)) < 1:
+                raise ValueError(f"HybridMambaConfig.{name} must be >= 1, got {getattr(self, name)}")
+        layers = tuple(self.layers) if self.layers else ("mamba1",) * self.numLayers
+        object.__setattr__(self, "layers", layers)
+        if len(layers) != self.numLayers:
+            raise ValueError(f"layers schedule length ({len(layers)}) must equal numLayers ({self.numLayers})")
+        for t in layers:
+            if t not in LAYER_TYPES:
+                raise ValueError(f"unknown layer type {t!r}; one of {LAYER_TYPES}")
+        if "attention" in layers and self.dModel % self.nHeads:
+            raise ValueError(f"dModel ({self.dModel}) must be divisible by nHeads ({self.nHeads})")
+
+    @property
+    def d_inner(self) -> int:
+        return self.expand * self.dModel
+
+    @property
+    def dt_rank(self) -> int:
+        return -(-self.dModel // 16)
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["layers"] = list(self.layers)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "HybridMambaConfig":
+        if not isinstance(d, dict):
+            raise ValueError(f"config must be an object, got {type(d).__name__}")
+        known = {f.name for f in fields(cls)}
+        if set(d) != known:
+            raise ValueError(f"config fields: missing {sorted(known - set(d))}, unknown {sorted(set(d) - known)}")
+        try:
+            return cls(**{**d, "layers": tuple(d["layers"])})
+        except TypeError as e:
+            raise ValueError(str(e)) from e
+
+
+class SeededGaussian:
+    """builderforce's seeded init source: an LCG and Box–Muller (two draws per value), float64 math."""
+
+    A, C = 1664525, 1013904223
+
+    def __init__(self, seed: int):
+        self.s = (int(seed) & 0xFFFFFFFF) or 1
+
+    def uniform(self, n: int) -> np.ndarray:
+        """The next n LCG outputs s / 2^32, vectorised: s_k = a^k s_0 + c (1 + a + ... + a^(k-1)) mod 2^32
+        (uint64 arithmetic wraps mod 2^64, which 2^32 divides)."""
+        if n == 0:
+            return np.zeros(0)
+        with np.errstate(over="ignore"):
+            ak = np.cumprod(np.full(n, self.A, np.uint64))  # a^1 .. a^n
+            geo = np.cumsum(np.concatenate([[np.uint64(1)], ak[:-1]]))  # 1 + a + ... + a^(k-1)
+            s = (ak * np.uint64(self.s) + np.uint64(self.C) * geo) & np.uint64(0xFFFFFFFF)
+        self.s = int(s[-1])
+        return s.astype(np.float64) / 2.0 ** 32
+
+    def normal(self, n: int, std: float) -> np.ndarray:
+        u = self.uniform(2 * n)
+        u1, u2 = np.maximum(u[0::2], 1e-12), u[1::2]
+        return (std * np.sqrt(-2 * np.log(u1)) * np.cos(2 * np.pi * u2)).astype(np.float32)
+
+
+def layer_param_shapes(cfg: HybridMambaConfig, kind: str) -> list:
+    """[(name, shape, init)] of one layer in builderforce's order; init: ('n', std) | 'zeros' | 'ones' | 'alog'."""
+    d, D, N, K, R = cfg.dModel, cfg.d_inner, cfg.dState, cfg.dConv, cfg.dt_rank
+    if kind == "mamba1":
+        return [("wInProj", (2 * D, d), ("n", 0.02)), ("bInProj", (2 * D,), "zeros"),
+                ("wConv", (D, K), ("n", 0.01)), ("bConv", (D,), "zeros"),
+                ("wXProj", (R + 2 * N, D), ("n", 0.01)), ("bXProj", (R + 2 * N,), "zeros"),
+                ("wDtProj", (D, R), ("n", 0.02)), ("bDtProj", (D,), "zeros"),
+                ("A_log", (D, N), "alog"), ("D_vec", (D,), "ones"),
+                ("wOutProj", (d, D), ("n", 0.02)), ("bOutProj", (d,), "zeros"),
+                ("normWeight", (d,), "ones")]
+    if kind == "attention":
+        return [("wQKV", (3 * d, d), ("n", 0.02)), ("bQKV", (3 * d,), "zeros"),
+                ("wO", (d, d), ("n", 0.02)), ("bO", (d,), "zeros"), ("normWeight", (d,), "ones")]
+    raise UnsupportedError(f"{kind} layers are not implemented (implemented: {', '.join(IMPLEMENTED)})")
+
+
+def init_params(cfg: HybridMambaConfig) -> dict[str, np.ndarray]:
+    """Seeded initial weights in builderforce's names, order and draw order."""
+    rng = SeededGaussian(cfg.seed)
+    p = {"embedding": rng.normal(cfg.vocabSize * cfg.dModel, 1.0 / math.sqrt(cfg.dModel)).reshape(cfg.vocabSize, cfg.dModel)}
+    for i, kind in enumerate(cfg.layers):
+        for name, shape, init in layer_param_shapes(cfg, kind):
+            n = int(np.prod(shape))
+            if init == "zeros":
+                a = np.zeros(n, np.float32)
+            elif init == "ones":
+                a = np.ones(n, np.float32)
+            elif init == "alog":
+                a = np.tile(np.log(np.arange(1, shape[1] + 1, dtype=np.float64)), shape[0]).astype(np.float32)
+            else:
+                a = rng.normal(n, init[1])
+            p[f"layer{i}.{name}"] = a.reshape(shape)
+    p["final_norm"] = np.ones(cfg.dModel, np.float32)
+    return p
+
+
+class HybridMambaModel:
+    def __init__(self, config: HybridMambaConfig | dict | None = None, device=None, **kw):
+        if isinstance(config, dict):
+            config = HybridMambaConfig.from_dict(config) if set(config) == {f.name for f in fields(HybridMambaConfig)} \
+                else HybridMambaConfig(**config)
+        self.config = config or HybridMambaConfig(**kw)
+        for t in self.config.layers:
+            if t not in IMPLEMENTED:
+                raise UnsupportedError(f"{t} layers are not implemented (implemented: {', '.join(IMPLEMENTED)})")
+        self.device = get_device(device)
+        self.params: dict[str, Tensor] = {k: tensor(v, device=self.device) for k, v in init_params(self.config).items()}
+        self.scan_chunk = 64  # tokens per chunk of the mamba1 scan (any value gives the same result)
+        self._wsla = False
+
+    # -- parameters -----------------------------------------------------------------------------
+    def parameters(self) -> dict[str, Tensor]:
+        return dict(self.params)
+
+    def num_parameters(self) -> int:
+        return sum(t.numel for t in self.params.values())
+
+    def layer_types(self) -> list[str]:
+        return list(self.config.layers)
+
+    def wsla_parameters(self) -> list[str]:
+        """WSLA's narrow trainable set: mamba1 layers' x-projection (wXProj, bXProj: the rows that make
+        Δ, B and C from the conv output); attention layers train whole (builderforce)."""
+        out = []
+        for i, kind in enumerate(self.config.layers):
+            if kind == "mamba1":
+                out += [f"layer{i}.wXProj", f"layer{i}.bXProj"]
+            else:
+                out += [f"layer{i}.{n}" for n, _, _ in layer_param_shapes(self.config, kind)]
+        return out
+
+    def state_dict(self) -> dict[str, np.ndarray]:
+        return {k: t.numpy() for k, t in self.params.items()}
+
+    def load_state_dict(self, sd: dict) -> None:
+        missing = set(self.params) - set(sd)
+        extra = set(sd) - set(self.params)
+        if missing or extra:
+            raise ShapeError(f"state_dict mismatch: missing {sorted(missing)}, unexpected {sorted(extra)}")
+        for k, t in self.params.items():
+            a = np.asarray(sd[k])
+            if a.shape != t.shape:
+                raise ShapeError(f"state_dict[{k!r}] has shape {a.shape}, model wants {t.shape}")
+            if a.dtype != np.float32:
+                raise UnsupportedError(f"state_dict[{k!r}] is {a.dtype}, model weights are float32")
+            t.copy_(a)
+
+    # -- forward --------------------------------------------------------------------------------
+    def _mamba1(self, x: Tensor, i: int, batch: int, S: int) -> Tensor:
+        c, P = self.config, self.params
+        L = f"layer{i}."
+        D, N, R = c.d_inner, c.dState, c.dt_rank
+        h = F.rms_norm(x, P[L + "normWeight"], 1e-6)
+        xz = F.bias_add(F.matmul(h, P[L + "wInProj"], transpose_b=True), P[L + "bInProj"])
+        xs, z = F.col_slice(xz, 0, D), F.col_slice(xz, D, D)
+        u = F.silu(F.conv1d_causal(xs, P[L + "wConv"], P[L + "bConv"], seq_len=S))
+        xp = F.bias_add(F.matmul(u, P[L + "wXProj"], transpose_b=True), P[L + "bXProj"])
+        dt_raw, Bm, Cm = F.col_slice(xp, 0, R), F.col_slice(xp, R, N), F.col_slice(xp, R + N, N)
+        dt = F.bias_add(F.matmul(dt_raw, P[L + "wDtProj"], transpose_b=True), P[L + "bDtProj"])
+        y = F.selective_scan(u, dt, P[L + "A_log"], Bm, Cm, P[L + "D_vec"], z, batch=batch, chunk=self.scan_chunk)
+        return F.add(x, F.bias_add(F.matmul(y, P[L + "wOutProj"], transpose_b=True), P[L + "bOutProj"]))
+
+    def _attention(self, x: Tensor, i: int, batch: int, S: int) -> Tensor:
+        c, P = self.config, self.params
+        L = f"layer{i}."
+        d, H = c.dModel, c.nHeads
+        T = x.shape[0]
+        h = F.rms_norm(x, P[L + "normWeight"], 1e-6)
+        qkv = F.bias_add(F.matmul(h, P[L + "wQKV"], transpose_b=True), P[L + "bQKV"])
+        q, k, v = (F.reshape(F.col_slice(qkv, j * d, d), T, H, d // H) for j in range(3))
+        a = F.reshape(F.attention(q, k, v, causal=True, batch=batch), T, d)
+        return F.add(x, F.bias_add(F.matmul(a, P[L + "wO"], transpose_b=True), P[L + "bO"]))
+
+    def forward(self, ids: Tensor, batch: int = 1) -> Tensor:
+        """Logits [batch*S, V] for `batch` sequences of S tokens packed in ids (u32 [batch*S])."""
+        T = ids.numel
+        if T == 0 or T % batch:
+            raise ShapeError(f"{T} ids are not {batch} non-empty sequences of equal length")
+        S = T // batch
+        P = self.params
+        x = F.embedding(ids, P["embedding"])
+        for i, kind in enumerate(self.config.layers):
+            x = self._mamba1(x, i, batch, S) if kind == "mamba1" else self._attention(x, i, batch, S)
+        x = F.rms_norm(x, P["final_norm"], 1e-6)
+        return F.matmul(x, P["embedding"], transpose_b=True)
+
+    def loss(self, ids: Tensor, targets: Tensor, batch: int = 1) -> Tensor:
+        """Mean next-token cross-entropy; targets >= vocabSize are ignored."""
+        return F.cross_entropy(self.forward(ids, batch), targets)
