@@ -103,13 +103,13 @@ def conv1d_causal(x: Tensor, kernel: Tensor, bias: Tensor | None = None, seq_len
 
 # -- Mamba (issue 12) ----------------------------------------------------------------------------------
 def selective_scan(u: Tensor, dt: Tensor, A_log: Tensor, B: Tensor, C: Tensor, D: Tensor, z: Tensor | None = None,
-                   batch: int = 1, chunk: int = ops.SCAN_CHUNK) -> Tensor:
+                   batch: int = 1, chunk: int = ops.SCAN_CHUNK, groups: int = 1, delta_input: bool = True) -> Tensor:
     """y = (C·h + D u) ⊙ silu(z) of the selective scan from a zero state (ops.selective_scan)."""
-    y, _, H0 = ops.selective_scan(u, dt, A_log, B, C, D, z, batch=batch, chunk=chunk)
+    kw = dict(batch=batch, chunk=chunk, groups=groups, delta_input=delta_input)
+    y, _, H0 = ops.selective_scan(u, dt, A_log, B, C, D, z, **kw)
 
     def rule(g):
-        du, ddt, dA, dB, dC, dD, dz, _ = ops.selective_scan_backward(u, dt, A_log, B, C, D, z, g, H0,
-                                                                      batch=batch, chunk=chunk)
+        du, ddt, dA, dB, dC, dD, dz, _ = ops.selective_scan_backward(u, dt, A_log, B, C, D, z, g, H0, **kw)
         return (du, ddt, dA, dB, dC, dD, dz)
     return track("selective_scan", (u, dt, A_log, B, C, D, z), y, rule)
 

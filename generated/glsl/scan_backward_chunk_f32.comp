@@ -18,6 +18,10 @@ layout(push_constant) uniform Push {
     uint N;
     uint CH;
     uint nc;
+    uint G;
+    uint hd;
+    uint amode;
+    uint dtin;
     uint has_z;
 } p;
 layout(local_size_x_id = 0) in;
@@ -47,8 +51,15 @@ void main() {
     const uint d = i % p.Dc, bc = i / p.Dc, c = bc % p.nc, b = bc / p.nc;
     const uint t0 = c * p.CH, t1 = min(t0 + p.CH, p.L);
     const uint sbase = (bc * p.Dc + d) * p.N;  // this (b, c, d)'s chunk states
+    const uint BS = p.G * p.N, gN = (d / (p.Dc / p.G)) * p.N;  // B/C row stride, this channel's group
+    const float uscale = p.dtin != 0 ? 1.0 : 0.0;  // dtin: Δ scales the input (mamba1); else B x alone
     float A[NMAX];
-    for (uint n = 0; n < p.N; ++n) A[n] = -exp(clamp(A_log[d * p.N + n], -10.0, 5.0));
+    if (p.amode == 0) {
+        for (uint n = 0; n < p.N; ++n) A[n] = -exp(clamp(A_log[d * p.N + n], -10.0, 5.0));
+    } else {  // one A per head of hd channels: A = -softplus(A_log[head]) (builderforce's mamba2)
+        const float ah = -softplus_f(A_log[d / p.hd]);
+        for (uint n = 0; n < p.N; ++n) A[n] = ah;
+    }
     // Reverse time from a zero carry: g_t = C_t dyy_t + a_{t+1} g_{t+1}; the chunk passes a_{t0} g_{t0}
     // to its left neighbour, and its decay product P.
     float g[NMAX], pr[NMAX];
@@ -60,7 +71,7 @@ void main() {
         if (p.has_z != 0) dyy *= silu_f(float(z[r * p.Dc + d]));
         for (uint n = 0; n < p.N; ++n) {
             const float a = exp(dl * A[n]);
-            g[n] = a * (g[n] + float(Cm[r * p.N + n]) * dyy);
+            g[n] = a * (g[n] + float(Cm[r * BS + gN + n]) * dyy);
             pr[n] *= a;
         }
     }

@@ -27,6 +27,10 @@ layout(push_constant) uniform Push {
     uint N;
     uint CH;
     uint nc;
+    uint G;
+    uint hd;
+    uint amode;
+    uint dtin;
     uint has_z;
 } p;
 layout(local_size_x_id = 0) in;
@@ -56,8 +60,15 @@ void main() {
     const uint d = i % p.Dc, bc = i / p.Dc, c = bc % p.nc, b = bc / p.nc;
     const uint t0 = c * p.CH, t1 = min(t0 + p.CH, p.L);
     const uint sbase = (bc * p.Dc + d) * p.N;  // this (b, c, d)'s chunk states
+    const uint BS = p.G * p.N, gN = (d / (p.Dc / p.G)) * p.N;  // B/C row stride, this channel's group
+    const float uscale = p.dtin != 0 ? 1.0 : 0.0;  // dtin: Δ scales the input (mamba1); else B x alone
     float A[NMAX];
-    for (uint n = 0; n < p.N; ++n) A[n] = -exp(clamp(A_log[d * p.N + n], -10.0, 5.0));
+    if (p.amode == 0) {
+        for (uint n = 0; n < p.N; ++n) A[n] = -exp(clamp(A_log[d * p.N + n], -10.0, 5.0));
+    } else {  // one A per head of hd channels: A = -softplus(A_log[head]) (builderforce's mamba2)
+        const float ah = -softplus_f(A_log[d / p.hd]);
+        for (uint n = 0; n < p.N; ++n) A[n] = ah;
+    }
     // Reverse time from the true carry K0 (= a_{t1} g_{t1} from the right). Hs holds h_t on entry;
     // slot t is overwritten with g_t Δ_t u_t (the terms of dB) once h_t has been used.
     float K[NMAX], dA[NMAX];
@@ -70,7 +81,7 @@ void main() {
         const float uv = float(u[ri]), dtv = float(dt[ri]), dov = float(dy[ri]);
         const float dl = softplus_f(dtv);
         float yy = Dd * uv;
-        for (uint n = 0; n < p.N; ++n) yy += float(Cm[r * p.N + n]) * Hs[ri * p.N + n];
+        for (uint n = 0; n < p.N; ++n) yy += float(Cm[r * BS + gN + n]) * Hs[ri * p.N + n];
         float dyy = dov;
         if (p.has_z != 0) {
             const float zv = float(z[ri]);
@@ -81,21 +92,27 @@ void main() {
         float duv = Dd * dyy, ddl = 0.0;
         for (uint n = 0; n < p.N; ++n) {
             const float hp = t - 1 > t0 ? Hs[(ri - p.Dc) * p.N + n] : H0[sbase + n];
-            const float a = exp(dl * A[n]), bv = float(Bm[r * p.N + n]);
-            const float g = K[n] + float(Cm[r * p.N + n]) * dyy;
-            duv += g * dl * bv;
-            ddl += g * (A[n] * a * hp + bv * uv);
+            const float a = exp(dl * A[n]), bv = float(Bm[r * BS + gN + n]);
+            const float g = K[n] + float(Cm[r * BS + gN + n]) * dyy;
+            const float sc = p.dtin != 0 ? dl : 1.0;
+            duv += g * sc * bv;
+            ddl += g * (A[n] * a * hp + uscale * bv * uv);
             dA[n] += g * a * hp * dl;
-            Hs[ri * p.N + n] = g * dl * uv;
+            Hs[ri * p.N + n] = g * sc * uv;
             K[n] = a * g;
         }
         du[ri] = float(duv);
         ddt[ri] = float(ddl * sigmoid_u(dtv));
     }
     for (uint n = 0; n < p.N; ++n) {
-        const float al = A_log[d * p.N + n];
-        // d/dA_log of -exp(clamp(A_log)) is A inside the clamp range, 0 outside.
-        dA_part[bc * p.Dc * p.N + d * p.N + n] = (al > -10.0 && al < 5.0) ? dA[n] * A[n] : 0.0;
+        float dAl;
+        if (p.amode == 0) {  // d/dA_log of -exp(clamp(A_log)) is A inside the clamp range, 0 outside
+            const float al = A_log[d * p.N + n];
+            dAl = (al > -10.0 && al < 5.0) ? dA[n] * A[n] : 0.0;
+        } else {  // d/dA_log of -softplus(A_log) is -sigmoid(A_log); the ops sum a head's (channel, state)s
+            dAl = -dA[n] * sigmoid_u(A_log[d / p.hd]);
+        }
+        dA_part[bc * p.Dc * p.N + d * p.N + n] = dAl;
     }
     dD_part[bc * p.Dc + d] = dDs;
 }

@@ -15,6 +15,10 @@ layout(push_constant) uniform Push {
     uint N;
     uint CH;
     uint nc;
+    uint G;
+    uint hd;
+    uint amode;
+    uint dtin;
     uint rev;
     uint use_init;
 } p;

@@ -15,6 +15,10 @@ layout(push_constant) uniform Push {
     uint N;
     uint CH;
     uint nc;
+    uint G;
+    uint hd;
+    uint amode;
+    uint dtin;
     uint use_w;
     uint has_z;
 } p;
@@ -40,11 +44,11 @@ float sigmoid_u(float x) { return x >= 0.0 ? 1.0 / (1.0 + exp(-x)) : exp(x) / (1
 
 void main() {
     const uint i = (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * WG + gl_LocalInvocationID.x;
-    // o[b, t, n] = Σ_d w[b, t, d] Hs[b, t, d, n]  (w = dy · silu(z), or 1); channels in order.
-    if (i >= p.nb * p.L * p.N) return;
-    const uint n = i % p.N, bt = i / p.N;
+    // o[b, t, g, n] = Σ_{d in group g} w[b, t, d] Hs[b, t, d, n]  (w = dy · silu(z), or 1); in order.
+    if (i >= p.nb * p.L * p.G * p.N) return;
+    const uint n = i % p.N, gg = (i / p.N) % p.G, bt = i / (p.N * p.G), cpg = p.Dc / p.G;
     float s = 0.0;
-    for (uint d = 0; d < p.Dc; ++d) {
+    for (uint d = gg * cpg; d < (gg + 1) * cpg; ++d) {
         float wv = 1.0;
         if (p.use_w != 0) {
             wv = float(w[bt * p.Dc + d]);

@@ -17,6 +17,10 @@ layout(push_constant) uniform Push {
     uint N;
     uint CH;
     uint nc;
+    uint G;
+    uint hd;
+    uint amode;
+    uint dtin;
 } p;
 layout(local_size_x_id = 0) in;
 // Activations: the sigmoid and tanh arguments are clamped to +-15, as builderforce's kernels do
@@ -45,16 +49,24 @@ void main() {
     const uint d = i % p.Dc, bc = i / p.Dc, c = bc % p.nc, b = bc / p.nc;
     const uint t0 = c * p.CH, t1 = min(t0 + p.CH, p.L);
     const uint sbase = (bc * p.Dc + d) * p.N;  // this (b, c, d)'s chunk states
+    const uint BS = p.G * p.N, gN = (d / (p.Dc / p.G)) * p.N;  // B/C row stride, this channel's group
+    const float uscale = p.dtin != 0 ? 1.0 : 0.0;  // dtin: Δ scales the input (mamba1); else B x alone
     float A[NMAX];
-    for (uint n = 0; n < p.N; ++n) A[n] = -exp(clamp(A_log[d * p.N + n], -10.0, 5.0));
+    if (p.amode == 0) {
+        for (uint n = 0; n < p.N; ++n) A[n] = -exp(clamp(A_log[d * p.N + n], -10.0, 5.0));
+    } else {  // one A per head of hd channels: A = -softplus(A_log[head]) (builderforce's mamba2)
+        const float ah = -softplus_f(A_log[d / p.hd]);
+        for (uint n = 0; n < p.N; ++n) A[n] = ah;
+    }
     float h[NMAX], pr[NMAX];
     for (uint n = 0; n < p.N; ++n) { h[n] = 0.0; pr[n] = 1.0; }
     for (uint t = t0; t < t1; ++t) {
         const uint r = b * p.L + t;
-        const float dl = softplus_f(float(dt[r * p.Dc + d])), du_ = dl * float(u[r * p.Dc + d]);
+        const float dl = softplus_f(float(dt[r * p.Dc + d]));
+        const float du_ = (p.dtin != 0 ? dl : 1.0) * float(u[r * p.Dc + d]);
         for (uint n = 0; n < p.N; ++n) {
             const float a = exp(dl * A[n]);
-            h[n] = a * h[n] + du_ * float(Bm[r * p.N + n]);
+            h[n] = a * h[n] + du_ * float(Bm[r * BS + gN + n]);
             pr[n] *= a;
         }
     }

@@ -12,11 +12,13 @@ import ref
 from oracle import U32, assert_within
 
 
-def inputs(rng, batch, L, Dc, N, with_z=True, with_h0=False):
+def inputs(rng, batch, L, Dc, N, with_z=True, with_h0=False, groups=1, heads=None):
+    """heads: the Mamba-2 form (one A_log per head, B/C in `groups` groups)."""
     M = batch * L
     f = lambda *s, sc=1.0: (rng.standard_normal(s) * sc).astype(np.float32)  # noqa: E731
-    d = dict(u=f(M, Dc), dt=f(M, Dc, sc=1.5) - 1.0, A_log=(rng.uniform(-1, 2.5, (Dc, N))).astype(np.float32),
-             B=f(M, N), C=f(M, N), D=f(Dc), z=f(M, Dc) if with_z else None,
+    A_log = rng.uniform(-1, 2.5, (Dc, N) if heads is None else (heads,)).astype(np.float32)
+    d = dict(u=f(M, Dc), dt=f(M, Dc, sc=1.5) - 1.0, A_log=A_log,
+             B=f(M, groups * N), C=f(M, groups * N), D=f(Dc), z=f(M, Dc) if with_z else None,
              h0=f(batch, Dc, N) if with_h0 else None)
     return d
 
@@ -29,9 +31,9 @@ def f64(a):
     return None if a is None else a.astype(np.float64)
 
 
-def run_fwd(x, batch, chunk):
+def run_fwd(x, batch, chunk, **kw):
     y, hl, H0 = ops.selective_scan(T(x["u"]), T(x["dt"]), T(x["A_log"]), T(x["B"]), T(x["C"]), T(x["D"]),
-                                   T(x["z"]), batch=batch, chunk=chunk, h0=T(x["h0"]))
+                                   T(x["z"]), batch=batch, chunk=chunk, h0=T(x["h0"]), **kw)
     return y, hl, H0
 
 
@@ -161,3 +163,29 @@ def test_col_slice(device, R, C, data):
     np.testing.assert_array_equal(dx, want)
     with pytest.raises(ShapeError):
         ops.col_slice(T(x), start, C - start + 1)
+
+
+@given(batch=st.integers(1, 2), L=st.integers(1, 30), heads=st.integers(1, 3), hd=st.integers(1, 3),
+       N=st.integers(1, 5), chunk=st.integers(1, 40), with_z=st.booleans(), delta_input=st.booleans(),
+       data=st.data(), seed=st.integers(0, 2**31))
+def test_scan_mamba2_form(device, batch, L, heads, hd, N, chunk, with_z, delta_input, data, seed):
+    """One A = -softplus(A_log[h]) per head, B/C shared by groups of heads, optionally no Δ on the input."""
+    groups = data.draw(st.sampled_from([g for g in range(1, heads + 1) if heads % g == 0]))
+    Dc = heads * hd
+    rng = np.random.default_rng(seed)
+    x = inputs(rng, batch, L, Dc, N, with_z, True, groups=groups, heads=heads)
+    kw = dict(groups=groups, delta_input=delta_input)
+    y, hl, H0 = run_fwd(x, batch, chunk, **kw)
+    args = [f64(x[k]) for k in ("u", "dt", "A_log", "B", "C", "D", "z")]
+    wy, whl = ref.selective_scan(*args, batch=batch, h0=f64(x["h0"]), **kw)
+    close(y.numpy(), wy, L * N, "y")
+    close(hl.numpy(), whl, L, "h_last")
+    dy = rng.standard_normal((batch * L, Dc)).astype(np.float32)
+    got = ops.selective_scan_backward(*(T(x[k]) for k in ("u", "dt", "A_log", "B", "C", "D", "z")), T(dy), H0,
+                                      batch=batch, chunk=chunk, **kw)
+    want = ref.selective_scan_bwd(*args, f64(dy), batch=batch, h0=f64(x["h0"]), **kw)
+    for name, g, w in zip(("du", "ddt", "dA_log", "dB", "dC", "dD", "dz", "dh0"), got, want):
+        if w is None:
+            assert g is None
+            continue
+        close(g.numpy(), w, L * (N + Dc) * batch, name)
