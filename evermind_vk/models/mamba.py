@@ -16,7 +16,9 @@ u = s / 2^32), Box–Muller from two draws per value (u1 = max(u, 1e-12)), array
 order: embedding N(0, 1/sqrt(dModel)), then per layer its random weights in order; zeros and ones draw
 nothing; A_log[d, n] = ln(n + 1); D = 1.
 
-mamba2 / mamba3 layers are not implemented here (UnsupportedError names them).
+  mamba2     see _mamba2 (builderforce's SSD block, with its in-projection split per token).
+
+mamba3 layers are not implemented (UnsupportedError names them).
 """
 from __future__ import annotations
 
@@ -30,7 +32,7 @@ from ..errors import ShapeError, UnsupportedError
 from ..runtime import Tensor, get_device, tensor
 
 LAYER_TYPES = ("mamba1", "mamba2", "mamba3", "attention")
-IMPLEMENTED = ("mamba1", "attention")
+IMPLEMENTED = ("mamba1", "mamba2", "attention")
 
 
 @dataclass(frozen=True)
@@ -62,6 +64,9 @@ class HybridMambaConfig:
                 raise ValueError(f"unknown layer type {t!r}; one of {LAYER_TYPES}")
         if "attention" in layers and self.dModel % self.nHeads:
             raise ValueError(f"dModel ({self.dModel}) must be divisible by nHeads ({self.nHeads})")
+        if ("mamba2" in layers or "mamba3" in layers) and (self.d_inner % self.nHeads or self.nHeads % self.nGroups):
+            raise ValueError(f"dInner ({self.d_inner}) must be divisible by nHeads ({self.nHeads}), "
+                             f"and nHeads by nGroups ({self.nGroups})")
 
     @property
     def d_inner(self) -> int:
@@ -126,6 +131,13 @@ def layer_param_shapes(cfg: HybridMambaConfig, kind: str) -> list:
                 ("A_log", (D, N), "alog"), ("D_vec", (D,), "ones"),
                 ("wOutProj", (d, D), ("n", 0.02)), ("bOutProj", (d,), "zeros"),
                 ("normWeight", (d,), "ones")]
+    if kind == "mamba2":
+        H, G = cfg.nHeads, cfg.nGroups
+        conv_d = D + 2 * G * N
+        return [("wInProj", (conv_d + H, d), ("n", 0.02)), ("wConv", (conv_d, K), ("n", 0.01)),
+                ("bConv", (conv_d,), "zeros"), ("A_log", (H,), "zeros"), ("dt_bias", (H,), "zeros"),
+                ("D_vec", (H,), "ones"), ("wOutProj", (d, D), ("n", 0.02)), ("normWeight", (D,), "ones"),
+                ("preNormWeight", (d,), "ones")]
     if kind == "attention":
         return [("wQKV", (3 * d, d), ("n", 0.02)), ("bQKV", (3 * d,), "zeros"),
                 ("wO", (d, d), ("n", 0.02)), ("bO", (d,), "zeros"), ("normWeight", (d,), "ones")]
@@ -163,7 +175,11 @@ class HybridMambaModel:
                 raise UnsupportedError(f"{t} layers are not implemented (implemented: {', '.join(IMPLEMENTED)})")
         self.device = get_device(device)
         self.params: dict[str, Tensor] = {k: tensor(v, device=self.device) for k, v in init_params(self.config).items()}
-        self.scan_chunk = 64  # tokens per chunk of the mamba1 scan (any value gives the same result)
+        self.scan_chunk = 64  # tokens per chunk of the scans (any value gives the same result)
+        # mamba2: the 0/1 matrix [nHeads, dInner] that repeats a per-head value over the head's channels
+        H, Dn = self.config.nHeads, self.config.d_inner
+        self._head_expand = tensor(np.kron(np.eye(H, dtype=np.float32), np.ones((1, Dn // H), np.float32)),
+                                   device=self.device) if Dn % H == 0 else None
         self._wsla = False
 
     # -- parameters -----------------------------------------------------------------------------
@@ -218,6 +234,27 @@ class HybridMambaModel:
         y = F.selective_scan(u, dt, P[L + "A_log"], Bm, Cm, P[L + "D_vec"], z, batch=batch, chunk=self.scan_chunk)
         return F.add(x, F.bias_add(F.matmul(y, P[L + "wOutProj"], transpose_b=True), P[L + "bOutProj"]))
 
+    def _mamba2(self, x: Tensor, i: int, batch: int, S: int) -> Tensor:
+        """builderforce's Mamba-2 block, split per token: [x | B | C | dt] = RMSNorm(x) W_in; causal conv over
+        [x | B | C] (no activation, as builderforce); SSD with one A = -softplus(A_log) and
+        Δ = softplus(dt + dt_bias) per head, h_t = exp(Δ A) h_{t-1} + B_t x_t, y = C·h + D x per channel;
+        inner RMSNorm; W_out; residual."""
+        c, P = self.config, self.params
+        L = f"layer{i}."
+        D, N, H, G = c.d_inner, c.dState, c.nHeads, c.nGroups
+        E = self._head_expand
+        h = F.rms_norm(x, P[L + "preNormWeight"], 1e-6)
+        proj = F.matmul(h, P[L + "wInProj"], transpose_b=True)
+        conv_d = D + 2 * G * N
+        xbc = F.conv1d_causal(F.col_slice(proj, 0, conv_d), P[L + "wConv"], P[L + "bConv"], seq_len=S)
+        xs, Bm, Cm = F.col_slice(xbc, 0, D), F.col_slice(xbc, D, G * N), F.col_slice(xbc, D + G * N, G * N)
+        dt = F.matmul(F.bias_add(F.col_slice(proj, conv_d, H), P[L + "dt_bias"]), E)
+        Dch = F.reshape(F.matmul(F.reshape(P[L + "D_vec"], 1, H), E), D)
+        y = F.selective_scan(xs, dt, P[L + "A_log"], Bm, Cm, Dch, None, batch=batch, chunk=self.scan_chunk,
+                             groups=G, delta_input=False)
+        y = F.rms_norm(y, P[L + "normWeight"], 1e-6)
+        return F.add(x, F.matmul(y, P[L + "wOutProj"], transpose_b=True))
+
     def _attention(self, x: Tensor, i: int, batch: int, S: int) -> Tensor:
         c, P = self.config, self.params
         L = f"layer{i}."
@@ -238,7 +275,7 @@ class HybridMambaModel:
         P = self.params
         x = F.embedding(ids, P["embedding"])
         for i, kind in enumerate(self.config.layers):
-            x = self._mamba1(x, i, batch, S) if kind == "mamba1" else self._attention(x, i, batch, S)
+            x = {"mamba1": self._mamba1, "mamba2": self._mamba2, "attention": self._attention}[kind](x, i, batch, S)
         x = F.rms_norm(x, P["final_norm"], 1e-6)
         return F.matmul(x, P["embedding"], transpose_b=True)
 

@@ -58,6 +58,33 @@ def mamba1(x, P, L, cfg, batch, S):
     return x + y @ P[L + "wOutProj"].T + P[L + "bOutProj"]
 
 
+def mamba2(x, P, L, cfg, batch, S):
+    D, N, H, G = cfg.d_inner, cfg.dState, cfg.nHeads, cfg.nGroups
+    hd = D // H
+    h = rmsnorm(x, P[L + "preNormWeight"])
+    proj = h @ P[L + "wInProj"].T
+    cd = D + 2 * G * N
+    xbc = conv_lag(proj[:, :cd], P[L + "wConv"], P[L + "bConv"], S)
+    xs, Bm, Cm = xbc[:, :D], xbc[:, D:D + G * N], xbc[:, D + G * N:]
+    dt = torch.nn.functional.softplus(proj[:, cd:] + P[L + "dt_bias"])  # [M, H]
+    A = -torch.nn.functional.softplus(P[L + "A_log"])  # [H]
+    ys = []
+    for b in range(batch):
+        st = torch.zeros(H, hd, N, dtype=x.dtype)
+        for t in range(S):
+            r = b * S + t
+            for hh in range(H):
+                g = hh * G // H
+                Bv, Cv = Bm[r, g * N:(g + 1) * N], Cm[r, g * N:(g + 1) * N]
+                xv = xs[r, hh * hd:(hh + 1) * hd]
+                st_h = torch.exp(dt[r, hh] * A[hh]) * st[hh] + xv[:, None] * Bv[None, :]
+                st = torch.cat([st[:hh], st_h[None], st[hh + 1:]])
+            ys.append((st * Cm[r].reshape(G, N).repeat_interleave(H // G, 0)[:, None, :]).sum(-1).reshape(D)
+                      + P[L + "D_vec"].repeat_interleave(hd) * xs[r])
+    y = rmsnorm(torch.stack(ys), P[L + "normWeight"])
+    return x + y @ P[L + "wOutProj"].T
+
+
 def attention(x, P, L, cfg, batch, S):
     d, H = cfg.dModel, cfg.nHeads
     hd = d // H
@@ -74,7 +101,7 @@ def logits(P, cfg, ids, batch):
     S = len(ids) // batch
     x = P["embedding"][torch.as_tensor(np.asarray(ids, np.int64))]
     for i, kind in enumerate(cfg.layers):
-        x = (mamba1 if kind == "mamba1" else attention)(x, P, f"layer{i}.", cfg, batch, S)
+        x = {"mamba1": mamba1, "mamba2": mamba2, "attention": attention}[kind](x, P, f"layer{i}.", cfg, batch, S)
     return rmsnorm(x, P["final_norm"]) @ P["embedding"].T
 
 
