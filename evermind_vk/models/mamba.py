@@ -68,6 +68,16 @@ class HybridMambaConfig:
             raise ValueError(f"dInner ({self.d_inner}) must be divisible by nHeads ({self.nHeads}), "
                              f"and nHeads by nGroups ({self.nGroups})")
 
+    # The names the trainer and generate() read (TransformerLM's config has them as fields). A state-space
+    # model has no context limit; the chunked scan handles up to SCAN_MAX_CHUNK * SCAN_MAX_CHUNKS tokens.
+    @property
+    def vocab_size(self) -> int:
+        return self.vocabSize
+
+    @property
+    def max_seq_len(self) -> int:
+        return 4096 * 4096
+
     @property
     def d_inner(self) -> int:
         return self.expand * self.dModel
@@ -193,14 +203,19 @@ class HybridMambaModel:
         return list(self.config.layers)
 
     def wsla_parameters(self) -> list[str]:
-        """WSLA's narrow trainable set: mamba1 layers' x-projection (wXProj, bXProj: the rows that make
-        Δ, B and C from the conv output); attention layers train whole (builderforce)."""
+        """WSLA's narrow trainable set (builderforce): mamba1 layers' x-projection (wXProj, bXProj: what makes
+        Δ, B and C from the conv output); attention layers whole. For mamba2 the right set is the B/C rows
+        of wInProj (rows dInner .. dInner + 2 nGroups dState; builderforce takes the first rows, which are
+        x rows); a row range of one tensor is not a parameter here, so WSLA with mamba2 layers raises."""
         out = []
         for i, kind in enumerate(self.config.layers):
             if kind == "mamba1":
                 out += [f"layer{i}.wXProj", f"layer{i}.bXProj"]
-            else:
+            elif kind == "attention":
                 out += [f"layer{i}.{n}" for n, _, _ in layer_param_shapes(self.config, kind)]
+            else:
+                raise UnsupportedError(f"WSLA with {kind} layers (layer {i}) needs the B/C rows of wInProj as their "
+                                       "own parameter, which is not implemented")
         return out
 
     def state_dict(self) -> dict[str, np.ndarray]:
