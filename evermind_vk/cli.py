@@ -11,12 +11,12 @@ import numpy as np
 
 from . import __version__
 from .errors import BlobError, EvermindError, FormatError
-from .files import load_model, save_model
+from .files import load, load_model, save_model
 from .io import framing
 from .io.checkpoint import checkpoint_hash, decode
 from .io.checkpoint import verify as verify_checkpoint
 from .io.package import EvermindPackage, fnv1a32
-from .models import LMConfig, TransformerLM
+from .models import HybridMambaConfig, HybridMambaModel, LMConfig, TransformerLM
 from .ops import matmul
 from .runtime import devices, get_device, tensor
 from .train import ByteTokenizer, Trainer, default_corpus, generate
@@ -62,9 +62,21 @@ def cmd_train(args) -> int:
     """Train a TransformerLM (default: the embedded corpus), save it, plot the loss, print a sample."""
     dev = get_device(args.device)
     text = open(args.text, encoding="utf-8").read() if args.text else default_corpus()
-    cfg = LMConfig(d_model=args.d_model, n_layers=args.layers, n_heads=args.heads, n_kv_heads=args.kv_heads,
-                   d_ff=args.d_ff, max_seq_len=max(args.seq_len, 64), seed=args.seed)
-    model = TransformerLM(cfg, device=dev)
+    if args.model == "mamba":  # HybridMambaModel (issue 12): --layers is a layer-type list or a count of mamba1
+        spec = str(args.layers)
+        layers = ("mamba1",) * int(spec) if spec.isdigit() else tuple(t.strip() for t in spec.split(",") if t.strip())
+        try:
+            mcfg = HybridMambaConfig(vocabSize=256, dModel=args.d_model, numLayers=len(layers), layers=layers,
+                                     nHeads=args.heads, seed=args.seed)
+        except ValueError as e:
+            raise EvermindError(f"--layers {spec}: {e}") from e
+        model = HybridMambaModel(mcfg, device=dev)
+    else:
+        if not str(args.layers).isdigit():
+            raise EvermindError(f"--layers {args.layers}: a layer count for --model transformer")
+        cfg = LMConfig(d_model=args.d_model, n_layers=int(args.layers), n_heads=args.heads, n_kv_heads=args.kv_heads,
+                       d_ff=args.d_ff, max_seq_len=max(args.seq_len, 64), seed=args.seed)
+        model = TransformerLM(cfg, device=dev)
     tok = ByteTokenizer()
     ids = tok.encode(text)
     print(f"device: {dev.info.name} | corpus: {len(ids):,} bytes ({'--text ' + args.text if args.text else 'embedded default: Python stdlib docstrings'}) "
@@ -80,21 +92,28 @@ def cmd_train(args) -> int:
     print(f"trained {len(steps)} steps in {dt:.1f}s: loss {np.mean(steps[:k]):.3f} (first {k} steps) -> "
           f"{np.mean(steps[-k:]):.3f} (last {k}); epoch means {', '.join(f'{l:.3f}' for l in losses)}")
     os.makedirs(args.out, exist_ok=True)
-    save_model(model, os.path.join(args.out, "model.npz"))
+    if args.model == "mamba":
+        path = os.path.join(args.out, "model.evermind")
+        EvermindPackage.from_model(model, "hybrid-mamba").to_file(path)
+    else:
+        path = os.path.join(args.out, "model.npz")
+        save_model(model, path)
     loss_curve_png(steps, os.path.join(args.out, "loss.png"))
-    print(f"wrote {os.path.join(args.out, 'model.npz')} and {os.path.join(args.out, 'loss.png')}")
+    print(f"wrote {path} and {os.path.join(args.out, 'loss.png')}")
     prompt = args.prompt
-    out = generate(model, tok.encode(prompt), max_new_tokens=args.sample_tokens, temperature=0.8, top_k=20,
-                   seed=args.seed)
+    gen = model.generate if args.model == "mamba" else (lambda *a, **k: generate(model, *a, **k))
+    out = gen(tok.encode(prompt), max_new_tokens=args.sample_tokens, temperature=0.8, top_k=20, seed=args.seed)
     print("sample: " + repr(prompt + tok.decode(out)))
     return 0
 
 
 def cmd_generate(args) -> int:
-    model = load_model(args.model, device=get_device(args.device))
+    model = load(args.model, device=get_device(args.device))
     tok = ByteTokenizer()
-    out = generate(model, tok.encode(args.prompt), max_new_tokens=args.tokens, temperature=args.temperature,
-                   top_k=args.top_k, seed=args.seed)
+    # A HybridMambaModel generates from its recurrent state (its own generate); others re-run the context.
+    gen = model.generate if hasattr(model, "generate") else (lambda *a, **k: generate(model, *a, **k))
+    out = gen(tok.encode(args.prompt), max_new_tokens=args.tokens, temperature=args.temperature,
+              top_k=args.top_k, seed=args.seed)
     print(args.prompt + tok.decode(out))
     return 0
 
@@ -191,7 +210,10 @@ def main(argv=None) -> int:
     p.add_argument("--lr", type=float, default=3e-3)
     p.add_argument("--max-grad-norm", type=float, default=1.0)
     p.add_argument("--d-model", type=int, default=64)
-    p.add_argument("--layers", type=int, default=2)
+    p.add_argument("--model", choices=("transformer", "mamba"), default="transformer",
+                   help="transformer (TransformerLM) or mamba (HybridMambaModel; saved as model.evermind)")
+    p.add_argument("--layers", default="2",
+                   help="layer count; for --model mamba also a list of layer types, e.g. mamba1,mamba2,attention")
     p.add_argument("--heads", type=int, default=4)
     p.add_argument("--kv-heads", type=int, default=2)
     p.add_argument("--d-ff", type=int, default=128)

@@ -27,9 +27,10 @@ from dataclasses import asdict, dataclass, fields
 
 import numpy as np
 
+from .. import ops
 from ..autodiff import functional as F
-from ..errors import ShapeError, UnsupportedError
-from ..runtime import Tensor, get_device, tensor
+from ..errors import EvermindError, ShapeError, UnsupportedError
+from ..runtime import Tensor, empty, get_device, tensor
 
 LAYER_TYPES = ("mamba1", "mamba2", "mamba3", "attention")
 IMPLEMENTED = ("mamba1", "mamba2", "attention")
@@ -297,3 +298,113 @@ class HybridMambaModel:
     def loss(self, ids: Tensor, targets: Tensor, batch: int = 1) -> Tensor:
         """Mean next-token cross-entropy; targets >= vocabSize are ignored."""
         return F.cross_entropy(self.forward(ids, batch), targets)
+
+    # -- recurrent generation: O(1) work per token in mamba layers ------------------------------------
+    def init_state(self) -> list:
+        """Per layer, the recurrent state after zero tokens: mamba layers keep their conv window (the last
+        dConv-1 conv inputs) and their scan state [1, dInner, dState]; attention layers keep their inputs."""
+        return [None] * self.config.numLayers
+
+    def _conv_step(self, st: dict, key: str, row: Tensor, w: Tensor, b: Tensor) -> Tensor:
+        """One token of the causal conv: the window (previous dConv-1 inputs and row) convolved, last row."""
+        K, C = w.shape[1], row.shape[1]
+        win = st.get(key)
+        full = row if win is None else _stack_rows(win, row)  # at most K rows
+        y = ops.conv1d_causal(full, w, b)
+        keep = min(K - 1, full.shape[0])
+        st[key] = _last_rows(full, keep) if keep > 0 else None
+        return ops.row_slice(y, full.shape[0] - 1).reshape(1, C)
+
+    def _mamba1_step(self, x: Tensor, i: int, st: dict) -> Tensor:
+        c, P = self.config, self.params
+        L = f"layer{i}."
+        D, N, R = c.d_inner, c.dState, c.dt_rank
+        h = F.rms_norm(x, P[L + "normWeight"], 1e-6)
+        xz = F.bias_add(F.matmul(h, P[L + "wInProj"], transpose_b=True), P[L + "bInProj"])
+        u = F.silu(self._conv_step(st, "conv", F.col_slice(xz, 0, D), P[L + "wConv"], P[L + "bConv"]))
+        xp = F.bias_add(F.matmul(u, P[L + "wXProj"], transpose_b=True), P[L + "bXProj"])
+        dt = F.bias_add(F.matmul(F.col_slice(xp, 0, R), P[L + "wDtProj"], transpose_b=True), P[L + "bDtProj"])
+        y, st["h"], _ = ops.selective_scan(u, dt, P[L + "A_log"], F.col_slice(xp, R, N), F.col_slice(xp, R + N, N),
+                                           P[L + "D_vec"], F.col_slice(xz, D, D), chunk=1, h0=st.get("h"))
+        return F.add(x, F.bias_add(F.matmul(y, P[L + "wOutProj"], transpose_b=True), P[L + "bOutProj"]))
+
+    def _mamba2_step(self, x: Tensor, i: int, st: dict) -> Tensor:
+        c, P = self.config, self.params
+        L = f"layer{i}."
+        D, N, H, G = c.d_inner, c.dState, c.nHeads, c.nGroups
+        E = self._head_expand
+        proj = F.matmul(F.rms_norm(x, P[L + "preNormWeight"], 1e-6), P[L + "wInProj"], transpose_b=True)
+        conv_d = D + 2 * G * N
+        xbc = self._conv_step(st, "conv", F.col_slice(proj, 0, conv_d), P[L + "wConv"], P[L + "bConv"])
+        dt = F.matmul(F.bias_add(F.col_slice(proj, conv_d, H), P[L + "dt_bias"]), E)
+        Dch = F.reshape(F.matmul(F.reshape(P[L + "D_vec"], 1, H), E), D)
+        y, st["h"], _ = ops.selective_scan(F.col_slice(xbc, 0, D), dt, P[L + "A_log"], F.col_slice(xbc, D, G * N),
+                                           F.col_slice(xbc, D + G * N, G * N), Dch, None, chunk=1, h0=st.get("h"),
+                                           groups=G, delta_input=False)
+        y = F.rms_norm(y, P[L + "normWeight"], 1e-6)
+        return F.add(x, F.matmul(y, P[L + "wOutProj"], transpose_b=True))
+
+    def step(self, token: int, state: list) -> Tensor:
+        """Logits [1, V] of the next token after `token`, updating `state` (from init_state) in place.
+        Mamba layers do O(1) work per token (one conv window, one scan step from the carried state);
+        attention layers attend over their cached inputs (O(context), as attention must)."""
+        P = self.params
+        x = F.embedding(tensor(np.array([token], np.uint32), device=self.device), P["embedding"])
+        for i, kind in enumerate(self.config.layers):
+            if state[i] is None:
+                state[i] = {}
+            st = state[i]
+            if kind == "mamba1":
+                x = self._mamba1_step(x, i, st)
+            elif kind == "mamba2":
+                x = self._mamba2_step(x, i, st)
+            else:
+                st["x"] = x if "x" not in st else _stack_rows(st["x"], x)
+                T = st["x"].shape[0]
+                x = ops.row_slice(self._attention(st["x"], i, 1, T), T - 1).reshape(1, self.config.dModel)
+        x = F.rms_norm(x, P["final_norm"], 1e-6)
+        return F.matmul(x, P["embedding"], transpose_b=True)
+
+    def generate(self, prompt_ids, max_new_tokens: int = 64, temperature: float = 0.0, top_k: int | None = None,
+                 seed: int | None = None) -> list[int]:
+        """Continue prompt_ids with the recurrent state (the context is never re-run through mamba layers):
+        greedy when temperature == 0, else seeded sampling from softmax(logits / T) over the top_k."""
+        ids = [int(t) for t in prompt_ids]
+        if not ids:
+            raise EvermindError("generate needs a non-empty prompt")
+        rng = np.random.default_rng(seed)
+        state = self.init_state()
+        for t in ids[:-1]:
+            self.step(t, state)
+        out, cur = [], ids[-1]
+        for _ in range(max_new_tokens):
+            z = self.step(cur, state).numpy()[0].astype(np.float64)
+            if temperature <= 0:
+                cur = int(np.argmax(z))
+            else:
+                z = z / temperature
+                if top_k is not None and 0 < top_k < z.size:
+                    z = np.where(z >= np.partition(z, -top_k)[-top_k], z, -np.inf)
+                p = np.exp(z - z.max())
+                cur = int(rng.choice(z.size, p=p / p.sum()))
+            out.append(cur)
+            if cur == self.config.eosId:
+                break
+        return out
+
+
+def _stack_rows(a: Tensor, b: Tensor) -> Tensor:
+    """[a; b] for 2-D a [m, C] and b [n, C] (a new tensor)."""
+    (m, C), n = a.shape, b.shape[0]
+    out = empty((m + n, C), a.dtype, a.device)
+    ops.copy2d(a, out, m, C, 0, C, 0, C)
+    ops.copy2d(b, out, n, C, 0, C, m * C, C)
+    return out
+
+
+def _last_rows(a: Tensor, k: int) -> Tensor:
+    """The last k rows of a 2-D tensor (a new tensor)."""
+    m, C = a.shape
+    out = empty((k, C), a.dtype, a.device)
+    ops.copy2d(a, out, k, C, (m - k) * C, C, 0, C)
+    return out
