@@ -130,6 +130,9 @@ VARIANTS = [
     # Mamba-1 selective scan, chunked (issue 12): f32; NMAX = the most states one thread keeps in registers.
     *(Variant("scan", op, "f32", (("WG", 64), ("NMAX", 64)))
       for op in ("scan_chunk", "scan_carry", "scan_output", "scan_backward_chunk", "scan_backward", "scan_channel_sum")),
+    # builderforce's Mamba-3 scan (complex states), chunked (issue 12): f32; NMAX complex states per thread.
+    *(Variant("cscan", op, "f32", (("WG", 64), ("NMAX", 32)))
+      for op in ("cscan_chunk", "cscan_carry", "cscan_output", "cscan_backward_chunk", "cscan_backward")),
 ]
 
 GLSL_TYPES = {"f32": "float", "f16": "float16_t", "u32": "uint", "i32": "int"}

@@ -18,7 +18,7 @@ nothing; A_log[d, n] = ln(n + 1); D = 1.
 
   mamba2     see _mamba2 (builderforce's SSD block, with its in-projection split per token).
 
-mamba3 layers are not implemented (UnsupportedError names them).
+  mamba3     see _mamba3 (builderforce's complex-state SSD block, split per token).
 """
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ from ..errors import EvermindError, ShapeError, UnsupportedError
 from ..runtime import Tensor, empty, get_device, tensor
 
 LAYER_TYPES = ("mamba1", "mamba2", "mamba3", "attention")
-IMPLEMENTED = ("mamba1", "mamba2", "attention")
+IMPLEMENTED = LAYER_TYPES
 
 
 @dataclass(frozen=True)
@@ -149,6 +149,13 @@ def layer_param_shapes(cfg: HybridMambaConfig, kind: str) -> list:
                 ("bConv", (conv_d,), "zeros"), ("A_log", (H,), "zeros"), ("dt_bias", (H,), "zeros"),
                 ("D_vec", (H,), "ones"), ("wOutProj", (d, D), ("n", 0.02)), ("normWeight", (D,), "ones"),
                 ("preNormWeight", (d,), "ones")]
+    if kind == "mamba3":  # dState = Nc complex states; A_log [H, 2] = (Re λ, Im λ) per head
+        H, G = cfg.nHeads, cfg.nGroups
+        conv_d = D + 4 * G * N
+        return [("wInProj", (conv_d + H, d), ("n", 0.02)), ("wConv", (conv_d, K), ("n", 0.01)),
+                ("bConv", (conv_d,), "zeros"), ("A_log", (H, 2), "phases"), ("dt_bias", (H,), "zeros"),
+                ("D_vec", (H,), "ones"), ("wOutProj", (d, D), ("n", 0.02)), ("normWeight", (D,), "ones"),
+                ("preNormWeight", (d,), "ones")]
     if kind == "attention":
         return [("wQKV", (3 * d, d), ("n", 0.02)), ("bQKV", (3 * d,), "zeros"),
                 ("wO", (d, d), ("n", 0.02)), ("bO", (d,), "zeros"), ("normWeight", (d,), "ones")]
@@ -166,6 +173,9 @@ def init_params(cfg: HybridMambaConfig) -> dict[str, np.ndarray]:
                 a = np.zeros(n, np.float32)
             elif init == "ones":
                 a = np.ones(n, np.float32)
+            elif init == "phases":  # mamba3: log-magnitude 0, phases 2πh/H
+                H = shape[0]
+                a = np.stack([np.zeros(H), 2 * np.pi * np.arange(H) / H], 1).astype(np.float32).ravel()
             elif init == "alog":
                 a = np.tile(np.log(np.arange(1, shape[1] + 1, dtype=np.float64)), shape[0]).astype(np.float32)
             else:
@@ -271,6 +281,40 @@ class HybridMambaModel:
         y = F.rms_norm(y, P[L + "normWeight"], 1e-6)
         return F.add(x, F.matmul(y, P[L + "wOutProj"], transpose_b=True))
 
+    def _mamba3(self, x: Tensor, i: int, batch: int, S: int) -> Tensor:
+        """builderforce's Mamba-3 block: mamba2's with dState complex states (B, C as (re, im) pairs) and
+        one complex λ per head: ā = exp(Δλ), b̄ = (ā − 1) e^{−λ}, y = Σ Re(conj(C) h) + D x (ops.complex_scan)."""
+        c, P = self.config, self.params
+        L = f"layer{i}."
+        D, N, H, G = c.d_inner, c.dState, c.nHeads, c.nGroups
+        E = self._head_expand
+        h = F.rms_norm(x, P[L + "preNormWeight"], 1e-6)
+        proj = F.matmul(h, P[L + "wInProj"], transpose_b=True)
+        conv_d = D + 4 * G * N
+        xbc = F.conv1d_causal(F.col_slice(proj, 0, conv_d), P[L + "wConv"], P[L + "bConv"], seq_len=S)
+        xs, Bm, Cm = F.col_slice(xbc, 0, D), F.col_slice(xbc, D, 2 * G * N), F.col_slice(xbc, D + 2 * G * N, 2 * G * N)
+        dt = F.matmul(F.bias_add(F.col_slice(proj, conv_d, H), P[L + "dt_bias"]), E)
+        Dch = F.reshape(F.matmul(F.reshape(P[L + "D_vec"], 1, H), E), D)
+        y = F.complex_scan(xs, dt, P[L + "A_log"], Bm, Cm, Dch, batch=batch, chunk=self.scan_chunk, groups=G)
+        y = F.rms_norm(y, P[L + "normWeight"], 1e-6)
+        return F.add(x, F.matmul(y, P[L + "wOutProj"], transpose_b=True))
+
+    def _mamba3_step(self, x: Tensor, i: int, st: dict) -> Tensor:
+        c, P = self.config, self.params
+        L = f"layer{i}."
+        D, N, H, G = c.d_inner, c.dState, c.nHeads, c.nGroups
+        E = self._head_expand
+        proj = F.matmul(F.rms_norm(x, P[L + "preNormWeight"], 1e-6), P[L + "wInProj"], transpose_b=True)
+        conv_d = D + 4 * G * N
+        xbc = self._conv_step(st, "conv", F.col_slice(proj, 0, conv_d), P[L + "wConv"], P[L + "bConv"])
+        dt = F.matmul(F.bias_add(F.col_slice(proj, conv_d, H), P[L + "dt_bias"]), E)
+        Dch = F.reshape(F.matmul(F.reshape(P[L + "D_vec"], 1, H), E), D)
+        y, st["h"], _ = ops.complex_scan(F.col_slice(xbc, 0, D), dt, P[L + "A_log"], F.col_slice(xbc, D, 2 * G * N),
+                                         F.col_slice(xbc, D + 2 * G * N, 2 * G * N), Dch, chunk=1, groups=G,
+                                         h0=st.get("h"))
+        y = F.rms_norm(y, P[L + "normWeight"], 1e-6)
+        return F.add(x, F.matmul(y, P[L + "wOutProj"], transpose_b=True))
+
     def _attention(self, x: Tensor, i: int, batch: int, S: int) -> Tensor:
         c, P = self.config, self.params
         L = f"layer{i}."
@@ -291,7 +335,8 @@ class HybridMambaModel:
         P = self.params
         x = F.embedding(ids, P["embedding"])
         for i, kind in enumerate(self.config.layers):
-            x = {"mamba1": self._mamba1, "mamba2": self._mamba2, "attention": self._attention}[kind](x, i, batch, S)
+            x = {"mamba1": self._mamba1, "mamba2": self._mamba2, "mamba3": self._mamba3,
+                 "attention": self._attention}[kind](x, i, batch, S)
         x = F.rms_norm(x, P["final_norm"], 1e-6)
         return F.matmul(x, P["embedding"], transpose_b=True)
 
@@ -358,6 +403,8 @@ class HybridMambaModel:
                 x = self._mamba1_step(x, i, st)
             elif kind == "mamba2":
                 x = self._mamba2_step(x, i, st)
+            elif kind == "mamba3":
+                x = self._mamba3_step(x, i, st)
             else:
                 st["x"] = x if "x" not in st else _stack_rows(st["x"], x)
                 T = st["x"].shape[0]

@@ -22,7 +22,7 @@ from ._util import one_variant, per_thread, want
 from .matmul import matmul
 from .reduce import colsum
 
-__all__ = ["selective_scan", "selective_scan_backward", "SCAN_CHUNK"]
+__all__ = ["selective_scan", "selective_scan_backward", "complex_scan", "complex_scan_backward", "SCAN_CHUNK"]
 
 SCAN_CHUNK = 64  # default tokens per chunk
 
@@ -125,3 +125,80 @@ def selective_scan_backward(u: Tensor, dt: Tensor, A_log: Tensor, B: Tensor, C: 
         dA_log = matmul(dA_log.reshape(A_log.shape[0], form["hd"] * N), ones).reshape(A_log.shape[0])
     dD = colsum(dD_part)
     return du, ddt, dA_log, dB, dC, dD, (dz if z is not None else None), dh0
+
+
+# -- builderforce's Mamba-3 scan: complex states (issue 12) ----------------------------------------------
+def _cdims(u, dt, A_log, B, C, D, batch, groups):
+    want(u, "u", ndim=2, dtype="f32")
+    M, Dc = u.shape
+    if batch < 1 or M % batch:
+        raise ShapeError(f"{M} tokens are not {batch} sequences of equal length")
+    want(dt, "dt", shape=(M, Dc), dtype="f32")
+    want(A_log, "A_log", ndim=2, dtype="f32")
+    H = A_log.shape[0]
+    if A_log.shape[1] != 2 or H < 1 or Dc % H or groups < 1 or H % groups:
+        raise ShapeError(f"A_log {A_log.shape} must be [heads, 2] with heads dividing {Dc} channels, "
+                         f"a multiple of {groups} groups")
+    want(B, "B", ndim=2, dtype="f32")
+    if B.shape[0] != M or B.shape[1] % (2 * groups):
+        raise ShapeError(f"B {B.shape} is not [{M}, groups*Nc*2]")
+    want(C, "C", shape=B.shape, dtype="f32")
+    want(D, "D", shape=(Dc,), dtype="f32")
+    Nc = B.shape[1] // (2 * groups)
+    v = one_variant("cscan_chunk", "f32", u.device)
+    errs = variants.scan_errors(Nc, v.spec["NMAX"])
+    if errs:
+        raise UnsupportedError("; ".join(errs))
+    return M, Dc, Nc, M // batch, H
+
+
+def complex_scan(u: Tensor, dt: Tensor, A_log: Tensor, B: Tensor, C: Tensor, D: Tensor, *, batch: int = 1,
+                 chunk: int = SCAN_CHUNK, groups: int = 1, h0: Tensor | None = None):
+    """builderforce's Mamba-3 scan: per channel d of head h, complex states n < Nc, λ = A_log[h,0] + i A_log[h,1],
+    Δ = softplus(dt), ā = exp(Δλ), b̄ = (ā − 1) e^{−λ}: h_t = ā h_{t−1} + b̄ B_t u_t,
+    y_t = Σ_n Re(conj(C_t,n) h_t,n) + D u_t. B, C [M, groups*Nc*2] (re, im interleaved); A_log [H, 2].
+    Returns (y, h_last [batch, Dc, Nc, 2], H0)."""
+    M, Dc, Nc, L, H = _cdims(u, dt, A_log, B, C, D, batch, groups)
+    ch = variants.scan_chunk_len(L, chunk)
+    pc = dict(_push(batch, L, Dc, Nc, ch), G=groups, hd=Dc // H)
+    nc, dev = pc["nc"], u.device
+    if h0 is not None:
+        want(h0, "h0", shape=(batch, Dc, Nc, 2), dtype="f32")
+    S, P = empty((batch, nc, Dc, Nc, 2), "f32", dev), empty((batch, nc, Dc, Nc, 2), "f32", dev)
+    hlast, y = empty((batch, Dc, Nc, 2), "f32", dev), empty((M, Dc), "f32", dev)
+    per_thread("cscan_chunk", "f32", [u, dt, A_log, B, S, P], pc, batch * nc * Dc)
+    per_thread("cscan_carry", "f32", [S, P, h0 if h0 is not None else hlast, hlast],
+               dict(pc, rev=0, use_init=int(h0 is not None)), batch * Dc * Nc)
+    per_thread("cscan_output", "f32", [u, dt, A_log, B, C, D, S, y, P], dict(pc, store_h=0), batch * nc * Dc)
+    return y, hlast, S
+
+
+def complex_scan_backward(u: Tensor, dt: Tensor, A_log: Tensor, B: Tensor, C: Tensor, D: Tensor, dy: Tensor,
+                          H0: Tensor, *, batch: int = 1, chunk: int = SCAN_CHUNK, groups: int = 1):
+    """(du, ddt, dA_log [H, 2], dB, dC, dD) of complex_scan from a zero initial state."""
+    M, Dc, Nc, L, H = _cdims(u, dt, A_log, B, C, D, batch, groups)
+    want(dy, "dy", shape=(M, Dc), dtype="f32")
+    ch = variants.scan_chunk_len(L, chunk)
+    pc = dict(_push(batch, L, Dc, Nc, ch), G=groups, hd=Dc // H)
+    nc, dev = pc["nc"], u.device
+    want(H0, "H0", shape=(batch, nc, Dc, Nc, 2), dtype="f32")
+    Hs, ys = empty((M, Dc, Nc, 2), "f32", dev), empty((M, Dc), "f32", dev)
+    per_thread("cscan_output", "f32", [u, dt, A_log, B, C, D, H0, ys, Hs], dict(pc, store_h=1), batch * nc * Dc)
+    # Gradients of B and C are in-order sums over each group's channels of 2*Nc reals (scan_channel_sum).
+    pr = dict(_push(batch, L, Dc, 2 * Nc, ch), G=groups, hd=Dc // H, amode=0, dtin=1)
+    dC = empty(C.shape, "f32", dev)
+    per_thread("scan_channel_sum", "f32", [Hs, dy, dy, dC], dict(pr, use_w=1, has_z=0), C.numel)
+    K, P = empty((batch, nc, Dc, Nc, 2), "f32", dev), empty((batch, nc, Dc, Nc, 2), "f32", dev)
+    dh0 = empty((batch, Dc, Nc, 2), "f32", dev)
+    per_thread("cscan_backward_chunk", "f32", [dt, A_log, C, dy, K, P], pc, batch * nc * Dc)
+    per_thread("cscan_carry", "f32", [K, P, dh0, dh0], dict(pc, rev=1, use_init=0), batch * Dc * Nc)
+    du, ddt = empty((M, Dc), "f32", dev), empty((M, Dc), "f32", dev)
+    dA_part, dD_part = empty((batch * nc, 2 * Dc), "f32", dev), empty((batch * nc, Dc), "f32", dev)
+    per_thread("cscan_backward", "f32", [u, dt, A_log, B, C, D, dy, H0, K, Hs, du, ddt, dA_part, dD_part], pc,
+               batch * nc * Dc)
+    dB = empty(B.shape, "f32", dev)
+    per_thread("scan_channel_sum", "f32", [Hs, dy, dy, dB], dict(pr, use_w=0, has_z=0), B.numel)
+    ones = empty((Dc // H, 1), "f32", dev)
+    kernels.fill_words(ones, 0x3F800000)  # 1.0f
+    dA_log = matmul(colsum(dA_part).reshape(2 * H, Dc // H), ones).reshape(H, 2)
+    return du, ddt, dA_log, dB, dC, colsum(dD_part)

@@ -14,7 +14,7 @@ from evermind_vk.io.package import EvermindPackage
 from evermind_vk.models import HybridMambaConfig, HybridMambaModel
 
 
-def model(layers=("mamba1", "attention", "mamba1"), seed=3):
+def model(layers=("mamba1", "attention", "mamba3", "mamba2", "mamba1"), seed=3):
     return HybridMambaModel(HybridMambaConfig(vocabSize=11, dModel=8, numLayers=len(layers), layers=tuple(layers),
                                               dState=4, nHeads=2, seed=seed))
 
@@ -23,12 +23,12 @@ def test_v2_layout_and_round_trip(device):
     m = model()
     blob = export_mbjs(m)
     magic, ver, nl = struct.unpack_from("<3I", blob, 0)
-    assert (magic, ver, nl) == (MBJS, 2, 3)
+    assert (magic, ver, nl) == (MBJS, 2, 5)
     assert blob[:4] == b"SJBM"
-    assert list(blob[12:16]) == [0, 3, 0, 0]  # layer types, padded to 4
-    (npar,) = struct.unpack_from("<I", blob, 16)
+    assert list(blob[12:20]) == [0, 3, 2, 1, 0, 0, 0, 0]  # layer types, padded to 4
+    (npar,) = struct.unpack_from("<I", blob, 20)
     assert npar == len(m.params)
-    numels = struct.unpack_from(f"<{npar}I", blob, 20)
+    numels = struct.unpack_from(f"<{npar}I", blob, 24)
     assert list(numels) == [t.numel for t in m.params.values()]
     assert struct.unpack_from("<2I", blob, len(blob) - 8) == (CRC_MAGIC, crc32(blob[:-8]))
     m2 = import_mbjs(model(seed=9), blob)
@@ -94,7 +94,7 @@ def test_hostile_blobs(device):
     with pytest.raises(FormatError):
         parse_mbjs(b"\0" * 32)
     with pytest.raises(FormatError):
-        import_mbjs(model(("mamba1", "mamba1", "mamba1")), blob)
+        import_mbjs(model(("mamba1", "attention", "mamba3", "mamba1", "mamba1")), blob)
     bad = bytearray(blob)
     bad[13] = 9  # layer type code out of range
     with pytest.raises(FormatError):

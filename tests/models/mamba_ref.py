@@ -85,6 +85,38 @@ def mamba2(x, P, L, cfg, batch, S):
     return x + y @ P[L + "wOutProj"].T
 
 
+def mamba3(x, P, L, cfg, batch, S):
+    """builderforce's Mamba-3 block, per token: complex states, λ per head, ā = exp(Δλ), b̄ = (ā−1)e^{−λ},
+    y = Σ Re(conj(C) h) + D x."""
+    D, Nc, H, G = cfg.d_inner, cfg.dState, cfg.nHeads, cfg.nGroups
+    hd = D // H
+    h = rmsnorm(x, P[L + "preNormWeight"])
+    proj = h @ P[L + "wInProj"].T
+    cd = D + 4 * G * Nc
+    xbc = conv_lag(proj[:, :cd], P[L + "wConv"], P[L + "bConv"], S)
+    xs, Bm, Cm = xbc[:, :D], xbc[:, D:D + 2 * G * Nc], xbc[:, D + 2 * G * Nc:]
+    dt = torch.nn.functional.softplus(proj[:, cd:] + P[L + "dt_bias"])  # [M, H]
+    lam = torch.complex(P[L + "A_log"][:, 0], P[L + "A_log"][:, 1])
+    ys = []
+    for b in range(batch):
+        st = [torch.zeros(hd, Nc, dtype=torch.complex128) for _ in range(H)]
+        for t in range(S):
+            r = b * S + t
+            row = []
+            for hh in range(H):
+                g = hh * G // H
+                Bc = torch.complex(Bm[r, 2 * g * Nc:2 * (g + 1) * Nc:2], Bm[r, 2 * g * Nc + 1:2 * (g + 1) * Nc:2])
+                Cc = torch.complex(Cm[r, 2 * g * Nc:2 * (g + 1) * Nc:2], Cm[r, 2 * g * Nc + 1:2 * (g + 1) * Nc:2])
+                a = torch.exp(dt[r, hh] * lam[hh])
+                bb = (a - 1) * torch.exp(-lam[hh])
+                xv = xs[r, hh * hd:(hh + 1) * hd]
+                st[hh] = a * st[hh] + bb * xv[:, None] * Bc[None, :]
+                row.append((torch.conj(Cc)[None, :] * st[hh]).real.sum(1) + P[L + "D_vec"][hh] * xv)
+            ys.append(torch.cat(row))
+    y = rmsnorm(torch.stack(ys), P[L + "normWeight"])
+    return x + y @ P[L + "wOutProj"].T
+
+
 def attention(x, P, L, cfg, batch, S):
     d, H = cfg.dModel, cfg.nHeads
     hd = d // H
@@ -101,7 +133,7 @@ def logits(P, cfg, ids, batch):
     S = len(ids) // batch
     x = P["embedding"][torch.as_tensor(np.asarray(ids, np.int64))]
     for i, kind in enumerate(cfg.layers):
-        x = {"mamba1": mamba1, "mamba2": mamba2, "attention": attention}[kind](x, P, f"layer{i}.", cfg, batch, S)
+        x = {"mamba1": mamba1, "mamba2": mamba2, "mamba3": mamba3, "attention": attention}[kind](x, P, f"layer{i}.", cfg, batch, S)
     return rmsnorm(x, P["final_norm"]) @ P["embedding"].T
 
 
