@@ -143,3 +143,23 @@ def test_recurrent_step_equals_forward(device, layers):
     for t in g:  # greedy: each generated token is the argmax of the full forward over what came before
         assert t == int(np.argmax(m.forward(ev.tensor(np.array(seq, np.uint32))).numpy()[-1]))
         seq.append(t)
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="needs node to run the JS draw")
+def test_seeded_init_all_layer_types_match_js_draw():
+    """mamba2, attention and mamba3 blocks draw in builderforce's order too (zeros, ones, A_log: no draws)."""
+    from evermind_vk.models.mamba import init_params
+    cfg = HybridMambaConfig(vocabSize=5, dModel=4, numLayers=3, layers=("mamba2", "attention", "mamba3"),
+                            dState=2, dConv=2, nHeads=2, seed=77)
+    p = init_params(cfg)
+    d, D, N, H = 4, 8, 2, 2
+    plan = [(5 * d, 1 / d ** 0.5),
+            ((D + 2 * N + H) * d, 0.02), ((D + 2 * N) * 2, 0.01), (d * D, 0.02),      # mamba2
+            (3 * d * d, 0.02), (d * d, 0.02),                                            # attention
+            ((D + 4 * N + H) * d, 0.02), ((D + 4 * N) * 2, 0.01), (d * D, 0.02)]         # mamba3
+    js = JS_DRAW % (77, "[" + ",".join(f"[{n},{s!r}]" for n, s in plan) + "]")
+    want = np.array(eval(subprocess.run(["node", "-e", js], capture_output=True, text=True, check=True).stdout), np.float32)
+    keys = ["embedding", "layer0.wInProj", "layer0.wConv", "layer0.wOutProj", "layer1.wQKV", "layer1.wO",
+            "layer2.wInProj", "layer2.wConv", "layer2.wOutProj"]
+    np.testing.assert_array_equal(np.concatenate([p[k].ravel() for k in keys]), want)
+    np.testing.assert_array_equal(p["layer2.A_log"], np.array([[0, 0], [0, np.pi]], np.float32))
