@@ -99,7 +99,8 @@ def mamba3(x, P, L, cfg, batch, S):
     lam = torch.complex(P[L + "A_log"][:, 0], P[L + "A_log"][:, 1])
     ys = []
     for b in range(batch):
-        st = [torch.zeros(hd, Nc, dtype=torch.complex128) for _ in range(H)]
+        cdt = torch.complex128 if x.dtype == torch.float64 else torch.complex64
+        st = [torch.zeros(hd, Nc, dtype=cdt) for _ in range(H)]
         for t in range(S):
             r = b * S + t
             row = []
