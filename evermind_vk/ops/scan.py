@@ -70,7 +70,7 @@ def selective_scan(u: Tensor, dt: Tensor, A_log: Tensor, B: Tensor, C: Tensor, D
     """Returns (y [batch*L, Dc], h_last [batch, Dc, N] the state after the last token, H0 the states
     entering each chunk [batch, n_chunks, Dc, N], which the backward needs)."""
     M, Dc, N, L, form = _dims(u, dt, A_log, B, C, D, z, batch, groups)
-    ch = variants.scan_chunk_len(L, chunk)
+    ch = variants.scan_chunk_len(L, chunk, batch)
     pc = dict(_push(batch, L, Dc, N, ch), **form, dtin=int(delta_input))
     nc = pc["nc"]
     dev = u.device
@@ -94,7 +94,7 @@ def selective_scan_backward(u: Tensor, dt: Tensor, A_log: Tensor, B: Tensor, C: 
     selective_scan for the output gradient dy, given its H0 (the final-state gradient is zero)."""
     M, Dc, N, L, form = _dims(u, dt, A_log, B, C, D, z, batch, groups)
     want(dy, "dy", shape=(M, Dc), dtype="f32")
-    ch = variants.scan_chunk_len(L, chunk)
+    ch = variants.scan_chunk_len(L, chunk, batch)
     pc = dict(_push(batch, L, Dc, N, ch), **form, dtin=int(delta_input))
     nc = pc["nc"]
     want(H0, "H0", shape=(batch, nc, Dc, N), dtype="f32")
@@ -159,7 +159,7 @@ def complex_scan(u: Tensor, dt: Tensor, A_log: Tensor, B: Tensor, C: Tensor, D: 
     y_t = Σ_n Re(conj(C_t,n) h_t,n) + D u_t. B, C [M, groups*Nc*2] (re, im interleaved); A_log [H, 2].
     Returns (y, h_last [batch, Dc, Nc, 2], H0)."""
     M, Dc, Nc, L, H = _cdims(u, dt, A_log, B, C, D, batch, groups)
-    ch = variants.scan_chunk_len(L, chunk)
+    ch = variants.scan_chunk_len(L, chunk, batch)
     pc = dict(_push(batch, L, Dc, Nc, ch), G=groups, hd=Dc // H)
     nc, dev = pc["nc"], u.device
     if h0 is not None:
@@ -178,7 +178,7 @@ def complex_scan_backward(u: Tensor, dt: Tensor, A_log: Tensor, B: Tensor, C: Te
     """(du, ddt, dA_log [H, 2], dB, dC, dD) of complex_scan from a zero initial state."""
     M, Dc, Nc, L, H = _cdims(u, dt, A_log, B, C, D, batch, groups)
     want(dy, "dy", shape=(M, Dc), dtype="f32")
-    ch = variants.scan_chunk_len(L, chunk)
+    ch = variants.scan_chunk_len(L, chunk, batch)
     pc = dict(_push(batch, L, Dc, Nc, ch), G=groups, hd=Dc // H)
     nc, dev = pc["nc"], u.device
     want(H0, "H0", shape=(batch, nc, Dc, Nc, 2), dtype="f32")

@@ -220,11 +220,15 @@ SCAN_MAX_CHUNK = 4096
 SCAN_MAX_CHUNKS = 4096
 
 
-def scan_chunk_len(seq_len: int, requested: int) -> int:
-    """Tokens per chunk: `requested`, raised just enough that seq_len needs <= SCAN_MAX_CHUNKS chunks."""
+def scan_chunk_len(seq_len: int, requested: int, batch: int = 1) -> int:
+    """Tokens per chunk: `requested`, raised just enough that the batch's sequences need <= SCAN_MAX_CHUNKS
+    chunks in all (the carry loops over one sequence's chunks; the A_log and D gradients sum one partial
+    per chunk of every sequence)."""
     if requested < 1:
         raise ShapeError(f"scan chunk length must be >= 1, got {requested}")
-    ch = max(requested, -(-seq_len // SCAN_MAX_CHUNKS))
+    ch = max(requested, -(-seq_len // (SCAN_MAX_CHUNKS // max(batch, 1) or 1)))
+    while batch * -(-seq_len // ch) > SCAN_MAX_CHUNKS and ch < seq_len:
+        ch += 1
     if ch > SCAN_MAX_CHUNK:
         raise UnsupportedError(f"a sequence of {seq_len} tokens needs chunks of {ch} > {SCAN_MAX_CHUNK} tokens")
     return ch

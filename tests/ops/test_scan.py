@@ -189,3 +189,14 @@ def test_scan_mamba2_form(device, batch, L, heads, hd, N, chunk, with_z, delta_i
             assert g is None
             continue
         close(g.numpy(), w, L * (N + Dc) * batch, name)
+
+
+def test_chunk_rule_bounds_every_loop():
+    """The chunk length keeps every scan loop short: tokens per chunk <= 4096 and chunks over the whole
+    batch (the carry's loop, the rows the A_log/D gradient sums walk) <= 4096."""
+    from evermind_vk.runtime.variants import SCAN_MAX_CHUNK, SCAN_MAX_CHUNKS, scan_chunk_len
+    for L, req, b in [(70_000, 64, 1), (70_000, 1, 3), (5_000, 1, 7), (100, 64, 200), (4096 * 4096, 1, 1), (1, 1, 4096)]:
+        ch = scan_chunk_len(L, req, b)
+        assert req <= ch <= SCAN_MAX_CHUNK and (b * -(-L // ch) <= SCAN_MAX_CHUNKS or ch >= L), (L, req, b, ch)
+    with pytest.raises(UnsupportedError):
+        scan_chunk_len(4096 * 4096 + 1, 1)
