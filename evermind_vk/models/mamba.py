@@ -214,10 +214,12 @@ class HybridMambaModel:
         return list(self.config.layers)
 
     def wsla_parameters(self) -> list[str]:
-        """WSLA's narrow trainable set (builderforce): mamba1 layers' x-projection (wXProj, bXProj: what makes
-        Δ, B and C from the conv output); attention layers whole. For mamba2 the right set is the B/C rows
-        of wInProj (rows dInner .. dInner + 2 nGroups dState; builderforce takes the first rows, which are
-        x rows); a row range of one tensor is not a parameter here, so WSLA with mamba2 layers raises."""
+        """WSLA's narrow trainable set: mamba1 layers' x-projection (wXProj, bXProj: what makes Δ, B and C
+        from the conv output, as builderforce); attention layers whole (builderforce); mamba2/mamba3 layers
+        `wInProj_BC`, the B/C rows of wInProj (rows dInner .. dInner + the B and C widths; see
+        parameter_views). builderforce's wInProj_BC is the first 2·nGroups·dState·dModel elements, which
+        are x rows (the forward's row order is [x | B | C | dt]): WSLA adapts the selective projections, so
+        the B/C rows are the ones meant."""
         out = []
         for i, kind in enumerate(self.config.layers):
             if kind == "mamba1":
@@ -225,8 +227,18 @@ class HybridMambaModel:
             elif kind == "attention":
                 out += [f"layer{i}.{n}" for n, _, _ in layer_param_shapes(self.config, kind)]
             else:
-                raise UnsupportedError(f"WSLA with {kind} layers (layer {i}) needs the B/C rows of wInProj as their "
-                                       "own parameter, which is not implemented")
+                out.append(f"layer{i}.wInProj_BC")
+        return out
+
+    def parameter_views(self) -> dict:
+        """Trainable row ranges of parameters: name -> (parameter name, first row, rows). The trainer steps
+        them with their own AdamW moments and writes the rows back."""
+        c = self.config
+        out = {}
+        for i, kind in enumerate(c.layers):
+            if kind in ("mamba2", "mamba3"):
+                width = (2 if kind == "mamba2" else 4) * c.nGroups * c.dState
+                out[f"layer{i}.wInProj_BC"] = (f"layer{i}.wInProj", c.d_inner, width)
         return out
 
     def state_dict(self) -> dict[str, np.ndarray]:

@@ -11,6 +11,7 @@ import time
 
 import numpy as np
 
+from .. import ops
 from ..autodiff import Tape
 from ..errors import EvermindError
 from ..runtime import empty, record
@@ -44,12 +45,25 @@ class _Step:
                 with Tape() as tape:
                     loss = t.model.loss(self.ids, self.tgt, self.B)
                 params = t.model.parameters()
-                grads = tape.backward(loss).by_name({n: params[n] for n in self.names})
+                # Row-range parameters (HybridMambaModel's wInProj_BC under WSLA): name -> (tensor, first row, rows).
+                views = t.model.parameter_views() if hasattr(t.model, "parameter_views") else {}
+                bases = {views[n][0] if n in views else n for n in self.names}
+                grads = tape.backward(loss).by_name({n: params[n] for n in bases})
+                grads = {n: (_rows(grads[views[n][0]], *views[n][1:]) if n in views else grads[n]) for n in self.names}
                 if self.max_norm > 0 or self.track:
                     metrics = clip_grad_norm(grads, self.max_norm)
                     copy_words(metrics.state, self.norm_host)
                     dev.sync_local(self.norm_host)
+                for n in self.names:  # a view steps its own copy of the rows (own moments), copied back after
+                    if n in views:
+                        base, r0, nr = views[n]
+                        if n not in t.optimizer.params:
+                            t.optimizer.params[n] = empty((nr, params[base].shape[1]), "f32", dev)
+                        _copy_rows(params[base], r0, t.optimizer.params[n], 0, nr)
                 t.optimizer.record_updates(grads)
+                for n in self.names:
+                    if n in views:
+                        _copy_rows(t.optimizer.params[n], 0, params[views[n][0]], views[n][1], views[n][2])
             else:
                 loss = t.model.loss(self.ids, self.tgt, self.B)
             copy_words(loss, self.loss_host)
@@ -70,6 +84,17 @@ class _Step:
         if self.train and (self.max_norm > 0 or self.track):
             norm = math.sqrt(max(float(self.norm_host.read_staging()[0]), 0.0))
         return loss, norm
+
+
+def _copy_rows(src, r0: int, dst, d0: int, rows: int) -> None:
+    cols = src.shape[1]
+    ops.copy2d(src, dst, rows, cols, r0 * cols, cols, d0 * cols, cols)
+
+
+def _rows(t, r0: int, rows: int):
+    out = empty((rows, t.shape[1]), t.dtype, t.device)
+    _copy_rows(t, r0, out, 0, rows)
+    return out
 
 
 class Trainer:

@@ -3,7 +3,6 @@ WSLA, trust region, one submit per step) with HybridMambaModel, real backpropaga
 import numpy as np
 import pytest
 
-from evermind_vk.errors import UnsupportedError
 from evermind_vk.models import HybridMambaConfig, HybridMambaModel
 from evermind_vk.train import Trainer
 
@@ -32,6 +31,23 @@ def test_mamba_wsla_trains_only_the_x_projection(device):
     assert changed == {"layer0.wXProj", "layer0.bXProj"}
     step = np.abs(after["layer0.wXProj"] - before["layer0.wXProj"]).max()
     assert step <= len(tr.history) * 0.05 + 1e-6  # the trust region: at most 0.05 per step under WSLA
-    m2 = HybridMambaModel(HybridMambaConfig(vocabSize=12, dModel=16, numLayers=1, layers=("mamba2",), seed=2))
-    with pytest.raises(UnsupportedError):
-        Trainer(m2).train(np.arange(12, dtype=np.uint32), epochs=1, seq_len=5, wsla=True)
+
+
+@pytest.mark.parametrize("kind", ["mamba2", "mamba3"])
+def test_mamba2_mamba3_wsla_trains_only_the_BC_rows(device, kind):
+    """WSLA on mamba2/mamba3 steps the B/C rows of wInProj (not builderforce's first rows, which are x rows),
+    with their own moments; every other weight, and the rest of wInProj, stays bit-identical."""
+    cfg = HybridMambaConfig(vocabSize=12, dModel=8, numLayers=1, layers=(kind,), dState=3, nHeads=2, seed=2)
+    m = HybridMambaModel(cfg)
+    before = m.state_dict()
+    tr = Trainer(m)
+    tr.train(np.arange(12, dtype=np.uint32), epochs=3, seq_len=5, lr=1e-2, wsla=True)
+    after = m.state_dict()
+    assert {k for k in before if not np.array_equal(before[k], after[k])} == {"layer0.wInProj"}
+    D, w = cfg.d_inner, (2 if kind == "mamba2" else 4) * cfg.dState
+    rows = np.flatnonzero((before["layer0.wInProj"] != after["layer0.wInProj"]).any(1))
+    assert rows.min() >= D and rows.max() < D + w and len(rows) > 0
+    assert "layer0.wInProj_BC" in tr.optimizer.state and "layer0.wInProj" not in tr.optimizer.state
+    # then a full step: the whole tensor trains, with its own moments
+    tr.train(np.arange(12, dtype=np.uint32), epochs=1, seq_len=5, lr=1e-2)
+    assert "layer0.wInProj" in tr.optimizer.state
