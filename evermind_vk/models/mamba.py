@@ -30,7 +30,8 @@ import numpy as np
 from .. import ops
 from ..autodiff import functional as F
 from ..errors import EvermindError, ShapeError, UnsupportedError
-from ..runtime import Tensor, empty, get_device, tensor
+from ..runtime import Tensor, empty, get_device, record, tensor, zeros
+from ..runtime.kernels import copy_words
 
 LAYER_TYPES = ("mamba1", "mamba2", "mamba3", "attention")
 IMPLEMENTED = LAYER_TYPES
@@ -321,9 +322,9 @@ class HybridMambaModel:
         xbc = self._conv_step(st, "conv", F.col_slice(proj, 0, conv_d), P[L + "wConv"], P[L + "bConv"])
         dt = F.matmul(F.bias_add(F.col_slice(proj, conv_d, H), P[L + "dt_bias"]), E)
         Dch = F.reshape(F.matmul(F.reshape(P[L + "D_vec"], 1, H), E), D)
-        y, st["h"], _ = ops.complex_scan(F.col_slice(xbc, 0, D), dt, P[L + "A_log"], F.col_slice(xbc, D, 2 * G * N),
-                                         F.col_slice(xbc, D + 2 * G * N, 2 * G * N), Dch, chunk=1, groups=G,
-                                         h0=st.get("h"))
+        y, hl, _ = ops.complex_scan(F.col_slice(xbc, 0, D), dt, P[L + "A_log"], F.col_slice(xbc, D, 2 * G * N),
+                                    F.col_slice(xbc, D + 2 * G * N, 2 * G * N), Dch, chunk=1, groups=G, h0=st["h"])
+        copy_words(hl, st["h"])
         y = F.rms_norm(y, P[L + "normWeight"], 1e-6)
         return F.add(x, F.matmul(y, P[L + "wOutProj"], transpose_b=True))
 
@@ -358,19 +359,32 @@ class HybridMambaModel:
 
     # -- recurrent generation: O(1) work per token in mamba layers ------------------------------------
     def init_state(self) -> list:
-        """Per layer, the recurrent state after zero tokens: mamba layers keep their conv window (the last
-        dConv-1 conv inputs) and their scan state [1, dInner, dState]; attention layers keep their inputs."""
-        return [None] * self.config.numLayers
+        """Per layer, the recurrent state after zero tokens, in fixed buffers updated in place: mamba layers
+        keep their conv window (the last dConv-1 conv inputs, zeros at the start: the causal padding) and
+        their scan state; attention layers keep their inputs (a growing cache)."""
+        c, dev = self.config, self.device
+        out = []
+        for kind in c.layers:
+            if kind == "attention":
+                out.append({})
+                continue
+            conv_d = {"mamba1": c.d_inner, "mamba2": c.d_inner + 2 * c.nGroups * c.dState,
+                      "mamba3": c.d_inner + 4 * c.nGroups * c.dState}[kind]
+            h = (1, c.d_inner, c.dState) + ((2,) if kind == "mamba3" else ())
+            out.append({"conv": zeros((c.dConv - 1, conv_d), "f32", dev) if c.dConv > 1 else None,
+                        "h": zeros(h, "f32", dev)})
+        return out
 
     def _conv_step(self, st: dict, key: str, row: Tensor, w: Tensor, b: Tensor) -> Tensor:
-        """One token of the causal conv: the window (previous dConv-1 inputs and row) convolved, last row."""
-        K, C = w.shape[1], row.shape[1]
-        win = st.get(key)
-        full = row if win is None else _stack_rows(win, row)  # at most K rows
+        """One token of the causal conv: the window (the previous dConv-1 inputs, then row) convolved; the
+        window buffer is shifted in place."""
+        win = st[key]
+        full = row if win is None else _stack_rows(win, row)
         y = ops.conv1d_causal(full, w, b)
-        keep = min(K - 1, full.shape[0])
-        st[key] = _last_rows(full, keep) if keep > 0 else None
-        return ops.row_slice(y, full.shape[0] - 1).reshape(1, C)
+        if win is not None:
+            C = row.shape[1]
+            ops.copy2d(full, win, win.shape[0], C, C, C, 0, C)
+        return ops.row_slice(y, full.shape[0] - 1).reshape(1, row.shape[1])
 
     def _mamba1_step(self, x: Tensor, i: int, st: dict) -> Tensor:
         c, P = self.config, self.params
@@ -381,8 +395,9 @@ class HybridMambaModel:
         u = F.silu(self._conv_step(st, "conv", F.col_slice(xz, 0, D), P[L + "wConv"], P[L + "bConv"]))
         xp = F.bias_add(F.matmul(u, P[L + "wXProj"], transpose_b=True), P[L + "bXProj"])
         dt = F.bias_add(F.matmul(F.col_slice(xp, 0, R), P[L + "wDtProj"], transpose_b=True), P[L + "bDtProj"])
-        y, st["h"], _ = ops.selective_scan(u, dt, P[L + "A_log"], F.col_slice(xp, R, N), F.col_slice(xp, R + N, N),
-                                           P[L + "D_vec"], F.col_slice(xz, D, D), chunk=1, h0=st.get("h"))
+        y, hl, _ = ops.selective_scan(u, dt, P[L + "A_log"], F.col_slice(xp, R, N), F.col_slice(xp, R + N, N),
+                                      P[L + "D_vec"], F.col_slice(xz, D, D), chunk=1, h0=st["h"])
+        copy_words(hl, st["h"])
         return F.add(x, F.bias_add(F.matmul(y, P[L + "wOutProj"], transpose_b=True), P[L + "bOutProj"]))
 
     def _mamba2_step(self, x: Tensor, i: int, st: dict) -> Tensor:
@@ -395,9 +410,10 @@ class HybridMambaModel:
         xbc = self._conv_step(st, "conv", F.col_slice(proj, 0, conv_d), P[L + "wConv"], P[L + "bConv"])
         dt = F.matmul(F.bias_add(F.col_slice(proj, conv_d, H), P[L + "dt_bias"]), E)
         Dch = F.reshape(F.matmul(F.reshape(P[L + "D_vec"], 1, H), E), D)
-        y, st["h"], _ = ops.selective_scan(F.col_slice(xbc, 0, D), dt, P[L + "A_log"], F.col_slice(xbc, D, G * N),
-                                           F.col_slice(xbc, D + G * N, G * N), Dch, None, chunk=1, h0=st.get("h"),
-                                           groups=G, delta_input=False)
+        y, hl, _ = ops.selective_scan(F.col_slice(xbc, 0, D), dt, P[L + "A_log"], F.col_slice(xbc, D, G * N),
+                                      F.col_slice(xbc, D + G * N, G * N), Dch, None, chunk=1, h0=st["h"],
+                                      groups=G, delta_input=False)
+        copy_words(hl, st["h"])
         y = F.rms_norm(y, P[L + "normWeight"], 1e-6)
         return F.add(x, F.matmul(y, P[L + "wOutProj"], transpose_b=True))
 
@@ -405,11 +421,12 @@ class HybridMambaModel:
         """Logits [1, V] of the next token after `token`, updating `state` (from init_state) in place.
         Mamba layers do O(1) work per token (one conv window, one scan step from the carried state);
         attention layers attend over their cached inputs (O(context), as attention must)."""
+        return self._step_ids(tensor(np.array([token], np.uint32), device=self.device), state)
+
+    def _step_ids(self, ids: Tensor, state: list) -> Tensor:
         P = self.params
-        x = F.embedding(tensor(np.array([token], np.uint32), device=self.device), P["embedding"])
+        x = F.embedding(ids, P["embedding"])
         for i, kind in enumerate(self.config.layers):
-            if state[i] is None:
-                state[i] = {}
             st = state[i]
             if kind == "mamba1":
                 x = self._mamba1_step(x, i, st)
@@ -424,6 +441,23 @@ class HybridMambaModel:
         x = F.rms_norm(x, P["final_norm"], 1e-6)
         return F.matmul(x, P["embedding"], transpose_b=True)
 
+    def _recorded_step(self, state: list):
+        """For stacks without attention (fixed shapes): one token's step recorded once and replayed with
+        one submit per token. Returns feed(token) -> logits (numpy [V])."""
+        dev, V = self.device, self.config.vocabSize
+        ids = empty((1,), "u32", dev, host_visible=True)
+        out = empty((1, V), "f32", dev, host_visible=True)
+        with record(dev, run=False) as prog:  # not run on leaving: that would feed a token
+            dev.upload(ids)
+            copy_words(self._step_ids(ids, state), out)
+            dev.sync_local(out)
+
+        def feed(token: int) -> np.ndarray:
+            ids.write_staging(np.array([token], np.uint32))
+            prog.run()
+            return out.read_staging().reshape(V)
+        return feed
+
     def generate(self, prompt_ids, max_new_tokens: int = 64, temperature: float = 0.0, top_k: int | None = None,
                  seed: int | None = None) -> list[int]:
         """Continue prompt_ids with the recurrent state (the context is never re-run through mamba layers):
@@ -433,11 +467,15 @@ class HybridMambaModel:
             raise EvermindError("generate needs a non-empty prompt")
         rng = np.random.default_rng(seed)
         state = self.init_state()
+        if "attention" in self.config.layers:
+            feed = lambda t: self.step(t, state).numpy()[0]  # noqa: E731  (the attention cache grows)
+        else:
+            feed = self._recorded_step(state)
         for t in ids[:-1]:
-            self.step(t, state)
+            feed(t)
         out, cur = [], ids[-1]
         for _ in range(max_new_tokens):
-            z = self.step(cur, state).numpy()[0].astype(np.float64)
+            z = feed(cur).astype(np.float64)
             if temperature <= 0:
                 cur = int(np.argmax(z))
             else:
@@ -458,12 +496,4 @@ def _stack_rows(a: Tensor, b: Tensor) -> Tensor:
     out = empty((m + n, C), a.dtype, a.device)
     ops.copy2d(a, out, m, C, 0, C, 0, C)
     ops.copy2d(b, out, n, C, 0, C, m * C, C)
-    return out
-
-
-def _last_rows(a: Tensor, k: int) -> Tensor:
-    """The last k rows of a 2-D tensor (a new tensor)."""
-    m, C = a.shape
-    out = empty((k, C), a.dtype, a.device)
-    ops.copy2d(a, out, k, C, (m - k) * C, C, 0, C)
     return out
