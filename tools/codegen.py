@@ -127,12 +127,14 @@ VARIANTS = [
     # Causal depthwise conv1d (EvermindLM, Mamba): one thread per output element; dkernel in two stages.
     *(simple("conv1d", op, dt, 256) for op in ("conv1d_causal", "conv1d_causal_backward",
                                                "conv1d_causal_weight_partials") for dt in F),
-    # Mamba-1 selective scan, chunked (issue 12): f32; NMAX = the most states one thread keeps in registers.
-    *(Variant("scan", op, "f32", (("WG", 64), ("NMAX", 64)))
-      for op in ("scan_chunk", "scan_carry", "scan_output", "scan_backward_chunk", "scan_backward", "scan_channel_sum")),
-    # builderforce's Mamba-3 scan (complex states), chunked (issue 12): f32; NMAX complex states per thread.
-    *(Variant("cscan", op, "f32", (("WG", 64), ("NMAX", 32)))
-      for op in ("cscan_chunk", "cscan_carry", "cscan_output", "cscan_backward_chunk", "cscan_backward")),
+    # Mamba-1 selective scan, chunked (issue 12): f32 and f16 storage (state and math f32); NMAX = the most states one thread keeps in registers.
+    *(Variant("scan", op, dt, (("WG", 64), ("NMAX", 64)))
+      for op in ("scan_chunk", "scan_carry", "scan_output", "scan_backward_chunk", "scan_backward", "scan_channel_sum")
+      for dt in F),
+    # builderforce's Mamba-3 scan (complex states), chunked (issue 12): f32 / f16 storage; NMAX complex states per thread.
+    *(Variant("cscan", op, dt, (("WG", 64), ("NMAX", 32)))
+      for op in ("cscan_chunk", "cscan_carry", "cscan_output", "cscan_backward_chunk", "cscan_backward")
+      for dt in F),
 ]
 
 GLSL_TYPES = {"f32": "float", "f16": "float16_t", "u32": "uint", "i32": "int"}

@@ -18,7 +18,7 @@ from __future__ import annotations
 from ..errors import ShapeError, UnsupportedError
 from ..runtime import kernels, variants
 from ..runtime.tensor import Tensor, empty
-from ._util import one_variant, per_thread, want
+from ._util import FLOATS, one_variant, per_thread, want
 from .matmul import matmul
 from .reduce import colsum
 
@@ -28,16 +28,17 @@ SCAN_CHUNK = 64  # default tokens per chunk
 
 
 def _dims(u, dt, A_log, B, C, D, z, batch, groups):
-    want(u, "u", ndim=2, dtype="f32")
+    want(u, "u", ndim=2, dtype=FLOATS)
+    T = u.dtype  # storage of the per-token tensors (f32 or f16); states, A_log, D and the math are f32
     M, Dc = u.shape
     if batch < 1 or M % batch:
         raise ShapeError(f"{M} tokens are not {batch} sequences of equal length")
-    want(dt, "dt", shape=(M, Dc), dtype="f32")
-    want(B, "B", ndim=2, dtype="f32")
+    want(dt, "dt", shape=(M, Dc), dtype=T)
+    want(B, "B", ndim=2, dtype=T)
     if groups < 1 or Dc % groups or B.shape[1] % groups or B.shape[0] != M:
         raise ShapeError(f"B {B.shape} is not [{M}, groups*N] with {groups} groups dividing {Dc} channels")
     N = B.shape[1] // groups
-    want(C, "C", shape=B.shape, dtype="f32")
+    want(C, "C", shape=B.shape, dtype=T)
     want(A_log, "A_log", dtype="f32")
     if A_log.ndim == 2:  # [Dc, N]: A = -exp(clamp(A_log))
         if A_log.shape != (Dc, N):
@@ -52,8 +53,8 @@ def _dims(u, dt, A_log, B, C, D, z, batch, groups):
         raise ShapeError(f"A_log must be [Dc, N] or [heads], got {A_log.shape}")
     want(D, "D", shape=(Dc,), dtype="f32")
     if z is not None:
-        want(z, "z", shape=(M, Dc), dtype="f32")
-    v = one_variant("scan_chunk", "f32", u.device)
+        want(z, "z", shape=(M, Dc), dtype=T)
+    v = one_variant("scan_chunk", T, u.device)
     errs = variants.scan_errors(N, v.spec["NMAX"])
     if errs:
         raise UnsupportedError("; ".join(errs))
@@ -78,11 +79,11 @@ def selective_scan(u: Tensor, dt: Tensor, A_log: Tensor, B: Tensor, C: Tensor, D
         want(h0, "h0", shape=(batch, Dc, N), dtype="f32")
     S, P = empty((batch, nc, Dc, N), "f32", dev), empty((batch, nc, Dc, N), "f32", dev)
     hlast = empty((batch, Dc, N), "f32", dev)
-    y = empty((M, Dc), "f32", dev)
-    per_thread("scan_chunk", "f32", [u, dt, A_log, B, S, P], pc, batch * nc * Dc)
-    per_thread("scan_carry", "f32", [S, P, h0 if h0 is not None else hlast, hlast],
+    y = empty((M, Dc), u.dtype, dev)
+    per_thread("scan_chunk", u.dtype, [u, dt, A_log, B, S, P], pc, batch * nc * Dc)
+    per_thread("scan_carry", u.dtype, [S, P, h0 if h0 is not None else hlast, hlast],
                dict(pc, rev=0, use_init=int(h0 is not None)), batch * Dc * N)
-    per_thread("scan_output", "f32", [u, dt, A_log, B, C, D, z if z is not None else u, S, y, P],
+    per_thread("scan_output", u.dtype, [u, dt, A_log, B, C, D, z if z is not None else u, S, y, P],
                dict(pc, has_z=int(z is not None), store_h=0), batch * nc * Dc)
     return y, hlast, S
 
@@ -93,7 +94,7 @@ def selective_scan_backward(u: Tensor, dt: Tensor, A_log: Tensor, B: Tensor, C: 
     """Gradients (du, ddt, dA_log, dB, dC, dD, dz (None without z), dh0 [batch, Dc, N]) of
     selective_scan for the output gradient dy, given its H0 (the final-state gradient is zero)."""
     M, Dc, N, L, form = _dims(u, dt, A_log, B, C, D, z, batch, groups)
-    want(dy, "dy", shape=(M, Dc), dtype="f32")
+    want(dy, "dy", shape=(M, Dc), dtype=u.dtype)
     ch = variants.scan_chunk_len(L, chunk, batch)
     pc = dict(_push(batch, L, Dc, N, ch), **form, dtin=int(delta_input))
     nc = pc["nc"]
@@ -102,22 +103,22 @@ def selective_scan_backward(u: Tensor, dt: Tensor, A_log: Tensor, B: Tensor, C: 
     zz = z if z is not None else u
     hz = int(z is not None)
     # Every h_t, recomputed chunk by chunk from H0 (a scratch of batch*L*Dc*N floats).
-    Hs, yscratch = empty((M, Dc, N), "f32", dev), empty((M, Dc), "f32", dev)
-    per_thread("scan_output", "f32", [u, dt, A_log, B, C, D, zz, H0, yscratch, Hs],
+    Hs, yscratch = empty((M, Dc, N), "f32", dev), empty((M, Dc), u.dtype, dev)
+    per_thread("scan_output", u.dtype, [u, dt, A_log, B, C, D, zz, H0, yscratch, Hs],
                dict(pc, has_z=hz, store_h=1), batch * nc * Dc)
-    dC = empty(C.shape, "f32", dev)
-    per_thread("scan_channel_sum", "f32", [Hs, dy, zz, dC], dict(pc, use_w=1, has_z=hz), C.numel)
+    dC = empty(C.shape, u.dtype, dev)
+    per_thread("scan_channel_sum", u.dtype, [Hs, dy, zz, dC], dict(pc, use_w=1, has_z=hz), C.numel)
     # Reverse-time carries: each chunk's summary from a zero carry, then the scan over chunks.
     K, P = empty((batch, nc, Dc, N), "f32", dev), empty((batch, nc, Dc, N), "f32", dev)
     dh0 = empty((batch, Dc, N), "f32", dev)
-    per_thread("scan_backward_chunk", "f32", [dt, A_log, C, zz, dy, K, P], dict(pc, has_z=hz), batch * nc * Dc)
-    per_thread("scan_carry", "f32", [K, P, dh0, dh0], dict(pc, rev=1, use_init=0), batch * Dc * N)
-    du, ddt, dz = empty((M, Dc), "f32", dev), empty((M, Dc), "f32", dev), empty((M, Dc), "f32", dev)
+    per_thread("scan_backward_chunk", u.dtype, [dt, A_log, C, zz, dy, K, P], dict(pc, has_z=hz), batch * nc * Dc)
+    per_thread("scan_carry", u.dtype, [K, P, dh0, dh0], dict(pc, rev=1, use_init=0), batch * Dc * N)
+    du, ddt, dz = (empty((M, Dc), u.dtype, dev) for _ in range(3))
     dA_part, dD_part = empty((batch * nc, Dc * N), "f32", dev), empty((batch * nc, Dc), "f32", dev)
-    per_thread("scan_backward", "f32", [u, dt, A_log, B, C, D, zz, dy, H0, K, Hs, du, ddt, dz, dA_part, dD_part],
+    per_thread("scan_backward", u.dtype, [u, dt, A_log, B, C, D, zz, dy, H0, K, Hs, du, ddt, dz, dA_part, dD_part],
                dict(pc, has_z=hz), batch * nc * Dc)
-    dB = empty(B.shape, "f32", dev)
-    per_thread("scan_channel_sum", "f32", [Hs, dy, zz, dB], dict(pc, use_w=0, has_z=0), B.numel)
+    dB = empty(B.shape, u.dtype, dev)
+    per_thread("scan_channel_sum", u.dtype, [Hs, dy, zz, dB], dict(pc, use_w=0, has_z=0), B.numel)
     dA_log = colsum(dA_part).reshape(Dc, N)
     if form["amode"] == 1:  # one A per head: sum each head's hd*N (channel, state) terms
         ones = empty((form["hd"] * N, 1), "f32", dev)
@@ -129,23 +130,24 @@ def selective_scan_backward(u: Tensor, dt: Tensor, A_log: Tensor, B: Tensor, C: 
 
 # -- builderforce's Mamba-3 scan: complex states (issue 12) ----------------------------------------------
 def _cdims(u, dt, A_log, B, C, D, batch, groups):
-    want(u, "u", ndim=2, dtype="f32")
+    want(u, "u", ndim=2, dtype=FLOATS)
+    T = u.dtype
     M, Dc = u.shape
     if batch < 1 or M % batch:
         raise ShapeError(f"{M} tokens are not {batch} sequences of equal length")
-    want(dt, "dt", shape=(M, Dc), dtype="f32")
+    want(dt, "dt", shape=(M, Dc), dtype=T)
     want(A_log, "A_log", ndim=2, dtype="f32")
     H = A_log.shape[0]
     if A_log.shape[1] != 2 or H < 1 or Dc % H or groups < 1 or H % groups:
         raise ShapeError(f"A_log {A_log.shape} must be [heads, 2] with heads dividing {Dc} channels, "
                          f"a multiple of {groups} groups")
-    want(B, "B", ndim=2, dtype="f32")
+    want(B, "B", ndim=2, dtype=T)
     if B.shape[0] != M or B.shape[1] % (2 * groups):
         raise ShapeError(f"B {B.shape} is not [{M}, groups*Nc*2]")
-    want(C, "C", shape=B.shape, dtype="f32")
+    want(C, "C", shape=B.shape, dtype=T)
     want(D, "D", shape=(Dc,), dtype="f32")
     Nc = B.shape[1] // (2 * groups)
-    v = one_variant("cscan_chunk", "f32", u.device)
+    v = one_variant("cscan_chunk", T, u.device)
     errs = variants.scan_errors(Nc, v.spec["NMAX"])
     if errs:
         raise UnsupportedError("; ".join(errs))
@@ -165,11 +167,11 @@ def complex_scan(u: Tensor, dt: Tensor, A_log: Tensor, B: Tensor, C: Tensor, D: 
     if h0 is not None:
         want(h0, "h0", shape=(batch, Dc, Nc, 2), dtype="f32")
     S, P = empty((batch, nc, Dc, Nc, 2), "f32", dev), empty((batch, nc, Dc, Nc, 2), "f32", dev)
-    hlast, y = empty((batch, Dc, Nc, 2), "f32", dev), empty((M, Dc), "f32", dev)
-    per_thread("cscan_chunk", "f32", [u, dt, A_log, B, S, P], pc, batch * nc * Dc)
-    per_thread("cscan_carry", "f32", [S, P, h0 if h0 is not None else hlast, hlast],
+    hlast, y = empty((batch, Dc, Nc, 2), "f32", dev), empty((M, Dc), u.dtype, dev)
+    per_thread("cscan_chunk", u.dtype, [u, dt, A_log, B, S, P], pc, batch * nc * Dc)
+    per_thread("cscan_carry", u.dtype, [S, P, h0 if h0 is not None else hlast, hlast],
                dict(pc, rev=0, use_init=int(h0 is not None)), batch * Dc * Nc)
-    per_thread("cscan_output", "f32", [u, dt, A_log, B, C, D, S, y, P], dict(pc, store_h=0), batch * nc * Dc)
+    per_thread("cscan_output", u.dtype, [u, dt, A_log, B, C, D, S, y, P], dict(pc, store_h=0), batch * nc * Dc)
     return y, hlast, S
 
 
@@ -177,27 +179,27 @@ def complex_scan_backward(u: Tensor, dt: Tensor, A_log: Tensor, B: Tensor, C: Te
                           H0: Tensor, *, batch: int = 1, chunk: int = SCAN_CHUNK, groups: int = 1):
     """(du, ddt, dA_log [H, 2], dB, dC, dD) of complex_scan from a zero initial state."""
     M, Dc, Nc, L, H = _cdims(u, dt, A_log, B, C, D, batch, groups)
-    want(dy, "dy", shape=(M, Dc), dtype="f32")
+    want(dy, "dy", shape=(M, Dc), dtype=u.dtype)
     ch = variants.scan_chunk_len(L, chunk, batch)
     pc = dict(_push(batch, L, Dc, Nc, ch), G=groups, hd=Dc // H)
     nc, dev = pc["nc"], u.device
     want(H0, "H0", shape=(batch, nc, Dc, Nc, 2), dtype="f32")
-    Hs, ys = empty((M, Dc, Nc, 2), "f32", dev), empty((M, Dc), "f32", dev)
-    per_thread("cscan_output", "f32", [u, dt, A_log, B, C, D, H0, ys, Hs], dict(pc, store_h=1), batch * nc * Dc)
+    Hs, ys = empty((M, Dc, Nc, 2), "f32", dev), empty((M, Dc), u.dtype, dev)
+    per_thread("cscan_output", u.dtype, [u, dt, A_log, B, C, D, H0, ys, Hs], dict(pc, store_h=1), batch * nc * Dc)
     # Gradients of B and C are in-order sums over each group's channels of 2*Nc reals (scan_channel_sum).
     pr = dict(_push(batch, L, Dc, 2 * Nc, ch), G=groups, hd=Dc // H, amode=0, dtin=1)
-    dC = empty(C.shape, "f32", dev)
-    per_thread("scan_channel_sum", "f32", [Hs, dy, dy, dC], dict(pr, use_w=1, has_z=0), C.numel)
+    dC = empty(C.shape, u.dtype, dev)
+    per_thread("scan_channel_sum", u.dtype, [Hs, dy, dy, dC], dict(pr, use_w=1, has_z=0), C.numel)
     K, P = empty((batch, nc, Dc, Nc, 2), "f32", dev), empty((batch, nc, Dc, Nc, 2), "f32", dev)
     dh0 = empty((batch, Dc, Nc, 2), "f32", dev)
-    per_thread("cscan_backward_chunk", "f32", [dt, A_log, C, dy, K, P], pc, batch * nc * Dc)
-    per_thread("cscan_carry", "f32", [K, P, dh0, dh0], dict(pc, rev=1, use_init=0), batch * Dc * Nc)
-    du, ddt = empty((M, Dc), "f32", dev), empty((M, Dc), "f32", dev)
+    per_thread("cscan_backward_chunk", u.dtype, [dt, A_log, C, dy, K, P], pc, batch * nc * Dc)
+    per_thread("cscan_carry", u.dtype, [K, P, dh0, dh0], dict(pc, rev=1, use_init=0), batch * Dc * Nc)
+    du, ddt = empty((M, Dc), u.dtype, dev), empty((M, Dc), u.dtype, dev)
     dA_part, dD_part = empty((batch * nc, 2 * Dc), "f32", dev), empty((batch * nc, Dc), "f32", dev)
-    per_thread("cscan_backward", "f32", [u, dt, A_log, B, C, D, dy, H0, K, Hs, du, ddt, dA_part, dD_part], pc,
+    per_thread("cscan_backward", u.dtype, [u, dt, A_log, B, C, D, dy, H0, K, Hs, du, ddt, dA_part, dD_part], pc,
                batch * nc * Dc)
-    dB = empty(B.shape, "f32", dev)
-    per_thread("scan_channel_sum", "f32", [Hs, dy, dy, dB], dict(pr, use_w=0, has_z=0), B.numel)
+    dB = empty(B.shape, u.dtype, dev)
+    per_thread("scan_channel_sum", u.dtype, [Hs, dy, dy, dB], dict(pr, use_w=0, has_z=0), B.numel)
     ones = empty((Dc // H, 1), "f32", dev)
     kernels.fill_words(ones, 0x3F800000)  # 1.0f
     dA_log = matmul(colsum(dA_part).reshape(2 * H, Dc // H), ones).reshape(H, 2)

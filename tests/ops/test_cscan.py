@@ -97,3 +97,29 @@ def test_complex_scan_initial_state_and_long_sequence(device):
         st_ = a[t][:, None] * st_ + (bb[t] * x["u"][t])[:, None] * Bc[t][None, :]
         want[t] = (np.conj(Cc[t])[None, :] * st_).real.sum(1) + x["D"] * x["u"][t]
     close(y.numpy(), want, 2000, "70,000 steps")
+
+
+@given(L=st.integers(1, 20), heads=st.integers(1, 2), hd=st.integers(1, 3), Nc=st.integers(1, 3),
+       chunk=st.integers(1, 25), seed=st.integers(0, 2**31))
+def test_complex_scan_f16_storage(device, L, heads, hd, Nc, chunk, seed):
+    """f16 storage of x, dt, B, C, y and their gradients; f32 complex state and math."""
+    from oracle import TINY16, U16
+    rng = np.random.default_rng(seed)
+    x = make(rng, 1, L, heads, hd, Nc, 1)
+    h = {k: (v.astype(np.float16) if k in ("u", "dt", "B", "C") else v) for k, v in x.items()}
+    y, _, H0 = ops.complex_scan(*(ev.tensor(h[k]) for k in NAMES), chunk=chunk)
+    assert y.dtype == "f16"
+    P = {k: torch.tensor(h[k].astype(np.float64), requires_grad=True) for k in NAMES}
+    wy, _ = ref_scan(*(P[k] for k in NAMES), 1, 1)
+    dy = rng.standard_normal(y.shape).astype(np.float16)
+    (wy * torch.tensor(dy.astype(np.float64))).sum().backward()
+    got = ops.complex_scan_backward(*(ev.tensor(h[k]) for k in NAMES), ev.tensor(dy), H0, chunk=chunk)
+
+    def close16(g, w, n, what):
+        w = np.asarray(w, np.float64)
+        mag = np.abs(w).max() if w.size else 0.0
+        assert_within(np.asarray(g, np.float64), w,
+                      64 * (n + 8) * U32 * (np.abs(w) + mag) + 2 * U16 * np.abs(w) + 2 * TINY16, what)
+    close16(y.numpy(), wy.detach().numpy(), L * Nc, "y f16")
+    for k, g in zip(NAMES, got):
+        close16(g.numpy(), P[k].grad.numpy(), L * (Nc + heads * hd), "d" + k + " f16")

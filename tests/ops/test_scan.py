@@ -200,3 +200,33 @@ def test_chunk_rule_bounds_every_loop():
         assert req <= ch <= SCAN_MAX_CHUNK and (b * -(-L // ch) <= SCAN_MAX_CHUNKS or ch >= L), (L, req, b, ch)
     with pytest.raises(UnsupportedError):
         scan_chunk_len(4096 * 4096 + 1, 1)
+
+
+@given(batch=st.integers(1, 2), L=st.integers(1, 30), Dc=st.integers(1, 5), N=st.integers(1, 6),
+       chunk=st.integers(1, 40), with_z=st.booleans(), seed=st.integers(0, 2**31))
+def test_scan_f16_storage(device, batch, L, Dc, N, chunk, with_z, seed):
+    """f16 storage of the per-token tensors (f32 state and math): the oracle runs on the f16-rounded
+    inputs; outputs and input gradients are rounded to f16 once."""
+    from oracle import TINY16, U16
+    rng = np.random.default_rng(seed)
+    x = inputs(rng, batch, L, Dc, N, with_z)
+    half = ("u", "dt", "B", "C", "z")
+    h = {k: (v.astype(np.float16) if k in half and v is not None else v) for k, v in x.items()}
+    args = [None if h[k] is None else ev.tensor(h[k]) for k in ("u", "dt", "A_log", "B", "C", "D", "z")]
+    y, hl, H0 = ops.selective_scan(*args, batch=batch, chunk=chunk)
+    assert y.dtype == "f16"
+    ref_in = [f64(h[k]) for k in ("u", "dt", "A_log", "B", "C", "D", "z")]
+    wy, _ = ref.selective_scan(*ref_in, batch=batch)
+
+    def close16(got, want, n, what):
+        want = np.asarray(want, np.float64)
+        mag = np.abs(want).max() if want.size else 0.0
+        bound = 32 * (n + 8) * U32 * (np.abs(want) + mag) + 2 * U16 * np.abs(want) + 2 * TINY16
+        assert_within(np.asarray(got, np.float64), want, bound, what)
+    close16(y.numpy(), wy, L * N, "y f16")
+    dy = rng.standard_normal((batch * L, Dc)).astype(np.float16)
+    got = ops.selective_scan_backward(*args, ev.tensor(dy), H0, batch=batch, chunk=chunk)
+    want = ref.selective_scan_bwd(*ref_in, f64(dy), batch=batch)
+    for name, g, w in zip(("du", "ddt", "dA_log", "dB", "dC", "dD", "dz"), got, want):
+        if w is not None:
+            close16(g.numpy(), w, L * (N + Dc) * batch, name + " f16")
