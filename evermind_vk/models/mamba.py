@@ -43,7 +43,7 @@ class HybridMambaConfig:
     vocabSize: int = 256
     dModel: int = 64
     numLayers: int = 2
-    layers: tuple = ()  # layer types, one per layer; empty = all mamba1
+    layers: tuple = ()  # layer types (or builderforce's {"type": ...} specs), one per layer; empty = all mamba1
     dState: int = 16
     dConv: int = 4
     expand: int = 2
@@ -57,7 +57,14 @@ class HybridMambaConfig:
         for name in ("vocabSize", "dModel", "numLayers", "dState", "dConv", "expand", "nHeads", "nGroups", "chunkLen"):
             if int(getattr(self, name)) < 1:
                 raise ValueError(f"HybridMambaConfig.{name} must be >= 1, got {getattr(self, name)}")
-        layers = tuple(self.layers) if self.layers else ("mamba1",) * self.numLayers
+        layers = []
+        for t in (self.layers or ("mamba1",) * self.numLayers):
+            if isinstance(t, dict):  # builderforce's LayerSpec {type, config?}; per-layer overrides unsupported
+                if set(t) - {"type"}:
+                    raise ValueError(f"layer spec {t!r}: only 'type' is supported (no per-layer config)")
+                t = t.get("type")
+            layers.append(t)
+        layers = tuple(layers)
         object.__setattr__(self, "layers", layers)
         if len(layers) != self.numLayers:
             raise ValueError(f"layers schedule length ({len(layers)}) must equal numLayers ({self.numLayers})")

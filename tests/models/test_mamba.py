@@ -173,3 +173,11 @@ def test_recorded_generation_step_is_the_eager_step(device):
     feed = m._recorded_step(s2)
     for t in ids:
         np.testing.assert_array_equal(feed(t), m.step(t, s1).numpy()[0])
+
+
+def test_config_accepts_builderforce_layer_specs():
+    cfg = HybridMambaConfig(numLayers=2, layers=({"type": "mamba2"}, "attention"))
+    assert cfg.layers == ("mamba2", "attention")
+    assert HybridMambaConfig.from_dict(cfg.to_dict()) == cfg
+    with pytest.raises(ValueError):
+        HybridMambaConfig(numLayers=1, layers=({"type": "mamba1", "config": {"dState": 8}},))
