@@ -24,7 +24,7 @@ from .io.atomic import atomic_write
 from .io.checkpoint import checkpoint_hash, decode
 from .io.checkpoint import verify as verify_checkpoint
 from .io.package import EvermindPackage, fnv1a32
-from .models import ConvAE, ConvAEConfig, LMConfig, TransformerLM
+from .models import ConvAE, ConvAEConfig, HybridMambaConfig, HybridMambaModel, LMConfig, TransformerLM
 from .ops import matmul
 from .files import save_model
 from .runtime import devices, get_device, tensor
@@ -119,6 +119,11 @@ def cmd_train(args) -> int:
     """Train a TransformerLM (default: the embedded corpus), save it, plot the loss, print a sample."""
     if args.model == "conv-ae":
         return cmd_train_image(args)
+    if args.model == "mamba":
+        return cmd_train_mamba(args)
+    if not str(args.layers).isdigit() or int(args.layers) < 1:
+        raise CliError(f"--layers {args.layers}: a layer count (a list of layer types is for --model mamba)")
+    args.layers = int(args.layers)
     if args.model in ("evermind-lm", "moe"):
         return cmd_train_builderforce(args)
     epochs = 1 if args.epochs is None else args.epochs
@@ -271,6 +276,11 @@ def cmd_generate(args) -> int:
     tok = ByteTokenizer()
     if isinstance(model, tuple):
         raise FormatError(f"{args.model} is a media package (EvermindLM + codec), not a text model")
+    if isinstance(model, HybridMambaModel):  # O(1) work per token from its recurrent state
+        out = model.generate(tok.encode(args.prompt), max_new_tokens=args.tokens, temperature=args.temperature,
+                             top_k=args.top_k, seed=args.seed)
+        print(args.prompt + tok.decode(out))
+        return 0
     if isinstance(model, EvermindLM):
         if model.config.vocab_size < 256:
             raise FormatError(f"{args.model}: vocabulary of {model.config.vocab_size} is not the byte tokenizer's 256")
@@ -496,7 +506,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--lr", type=NONNEG, default=3e-3, help="AdamW learning rate")
     p.add_argument("--max-grad-norm", type=FINITE, default=1.0, help="clip the gradient norm to this (<= 0: no clipping)")
     p.add_argument("--d-model", type=POS_INT, default=64, help="model width")
-    p.add_argument("--layers", type=POS_INT, default=2, help="transformer layers")
+    p.add_argument("--layers", default="2",
+                   help="layer count; for --model mamba also a list of layer types, e.g. mamba1,mamba2,attention")
     p.add_argument("--heads", type=POS_INT, default=4, help="attention heads")
     p.add_argument("--kv-heads", type=POS_INT, default=2, help="key/value heads (grouped-query attention)")
     p.add_argument("--d-ff", type=POS_INT, default=128, help="MLP hidden width")
@@ -517,9 +528,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--lr-schedule", default="constant", choices=("constant", "cosine", "step_decay"))
     p.add_argument("--warmup-steps", type=NONNEG_INT, default=0, help="linear warm-up steps")
     # Image models: `--model conv-ae` trains a conv autoencoder on generated images instead.
-    p.add_argument("--model", choices=("lm", "conv-ae", "evermind-lm", "moe"), default="lm",
+    p.add_argument("--model", choices=("lm", "conv-ae", "evermind-lm", "moe", "mamba"), default="lm",
                    help="lm: our TransformerLM on text; conv-ae: a conv autoencoder on procedural images; "
-                        "evermind-lm / moe: builderforce's models with their trainers (written as .evermind)")
+                        "evermind-lm / moe: builderforce's models with their trainers (written as .evermind); "
+                        "mamba: HybridMambaModel (--layers mamba1,mamba2,attention,...; written as .evermind)")
     p.add_argument("--images", type=POS_INT, default=256, help="conv-ae: training images")
     p.add_argument("--image-size", type=POS_INT, default=16, help="conv-ae: image side (a multiple of 4)")
     p.set_defaults(fn=cmd_train)
@@ -723,6 +735,41 @@ def add_video_parser(sub) -> None:
     p.add_argument("--keyframe-interval", type=POS_INT, default=12)
     p.add_argument("--iterations", type=POS_INT, default=8)
     p.set_defaults(fn=cmd_video)
+
+# -- HybridMambaModel: train --model mamba --layers mamba1,mamba2,attention,... ------------------------------
+def cmd_train_mamba(args) -> int:
+    """Train a HybridMambaModel (the Trainer: recorded steps, AdamW, clipping) on the corpus, write
+    OUT/model.evermind (model type evermind-hybrid-mamba) and print a sample generated from the recurrent state."""
+    _check_out_dir(args.out, ["model.evermind"])
+    spec = str(args.layers)
+    layers = ("mamba1",) * int(spec) if spec.isdigit() else tuple(t.strip() for t in spec.split(",") if t.strip())
+    try:
+        mcfg = HybridMambaConfig(vocabSize=256, dModel=args.d_model, numLayers=len(layers), layers=layers,
+                                 nHeads=args.heads, seed=args.seed)
+    except (TypeError, ValueError) as e:
+        raise CliError(f"--layers {spec}: {e}") from e
+    text = _read_text(args.text) if args.text else default_corpus()
+    tok = ByteTokenizer()
+    ids = np.asarray(tok.encode(text))
+    dev = get_device(args.device)
+    model = HybridMambaModel(mcfg, device=dev)
+    print(f"device: {dev.info.name} | HybridMambaModel {', '.join(layers)}: {model.num_parameters():,} parameters",
+          flush=True)
+    trainer = Trainer(model, tok, seed=args.seed)
+    t0 = time.perf_counter()
+    trainer.train(ids, epochs=args.epochs or 1, seq_len=args.seq_len, batch_size=args.batch_size, lr=args.lr,
+                  max_grad_norm=args.max_grad_norm, progress=True, time_limit=args.time_limit)
+    steps = [h["loss"] for h in trainer.history]
+    k = max(1, len(steps) // 10)
+    print(f"trained {len(steps)} steps in {time.perf_counter() - t0:.1f}s: loss {np.mean(steps[:k]):.3f} "
+          f"(mean of the first {k}) -> {np.mean(steps[-k:]):.3f} (last {k})")
+    path = os.path.join(args.out, "model.evermind")
+    EvermindPackage.from_model(model, "hybrid-mamba").to_file(path)
+    print(f"wrote {path}")
+    out = model.generate(tok.encode(args.prompt), max_new_tokens=args.sample_tokens, temperature=0.8, top_k=20,
+                         seed=args.seed)
+    print("sample: " + repr(args.prompt + tok.decode(out)))
+    return 0
 
 
 if __name__ == "__main__":

@@ -308,3 +308,58 @@ def load_media_lm(pkg: EvermindPackage, device=None, allow_nonfinite: bool = Fal
         raise FormatError(f"loadMediaLM: package modality is '{modality}', use load_model()")
     lm = pkg.load_model(device, allow_nonfinite=allow_nonfinite)  # validates, codec checksum included
     return lm, deserialize_codec(pkg.codec)
+
+
+# -- HybridMambaModel (issue 12) ------------------------------------------------------------------------
+# In .evermind packages as modelType "evermind-hybrid-mamba": config = HybridMambaConfig.to_dict()
+# (builderforce's field names; `layers` a list of layer-type strings), checkpoint layout EVT0 (named
+# f32 or f16 tensors, CRC-32 trailer), so a package round-trips bit-exactly. builderforce's own weight
+# file, MBJS, is export_mbjs / import_mbjs.
+from .io.layouts import build_mbjs, parse_mbjs  # noqa: E402
+from .models import HybridMambaConfig, HybridMambaModel  # noqa: E402
+
+HYBRID_MAMBA = "evermind-hybrid-mamba"
+
+
+def _unpack_mamba(config: dict, params: dict, device=None) -> HybridMambaModel:
+    model = HybridMambaModel(HybridMambaConfig.from_dict(config), device=device)
+    model.load_state_dict(params)
+    return model
+
+
+def _mamba_config_errors(cfg: dict) -> list:
+    try:
+        HybridMambaConfig.from_dict(cfg)
+    except (TypeError, ValueError) as e:
+        return [f"invalid config: {e}"]
+    return []
+
+
+register_model_type(ModelType(
+    HYBRID_MAMBA, "EVT0", _mamba_config_errors, model_class=HybridMambaModel,
+    pack=lambda m, fp16: (m.config.to_dict(), build_evt0(m.state_dict(), fp16), m.num_parameters()),
+    unpack=_unpack_mamba))
+
+
+def export_mbjs(model: HybridMambaModel, fp16: bool = False) -> bytes:
+    """builderforce's MBJS v2 (f32) / v3 (f16, truncated as builderforce does) of the model's weights,
+    parameters in builderforce's order, CRC-32 trailer."""
+    return build_mbjs(model.layer_types(), [t.numpy() for t in model.params.values()], fp16)
+
+
+def import_mbjs(model: HybridMambaModel, blob: bytes) -> HybridMambaModel:
+    """Load an MBJS v1/v2/v3 weight file into model (v1: all layers mamba1). The layer types, the
+    parameter count and every parameter's size must match the model (FormatError names the first
+    difference)."""
+    f = parse_mbjs(blob)
+    types = f["layer_types"] if f["layer_types"] is not None else ["mamba1"] * model.config.numLayers
+    if types != model.layer_types():
+        raise FormatError(f"MBJS layer types {types} do not match the model's {model.layer_types()}")
+    names = list(model.params)
+    if len(f["arrays"]) != len(names):
+        raise FormatError(f"MBJS has {len(f['arrays'])} parameters, the model {len(names)}")
+    for i, (n, a) in enumerate(zip(names, f["arrays"])):
+        if a.size != model.params[n].numel:
+            raise FormatError(f"MBJS parameter {i} ({n!r}) size mismatch: file {a.size}, model {model.params[n].numel}")
+    model.load_state_dict({n: a.reshape(model.params[n].shape) for n, a in zip(names, f["arrays"])})
+    return model

@@ -143,3 +143,100 @@ def attention_bwd(q, k, v, do, causal, scale, rnd=same):
         dq[:, h] = scale * ds @ k[:, kv]
         dk[:, kv] += scale * ds.T @ q[:, h]
     return dq, dk, dv
+
+
+# -- selective scan (Mamba-1), a plain sequential recurrence (issue 12) --------------------------------
+def softplus(x):
+    return np.maximum(x, 0) + np.log1p(np.exp(-np.abs(x)))
+
+
+def scan_A(A_log):
+    return -np.exp(np.clip(A_log, -10, 5))
+
+
+def _scan_form(A_log, B, C, Dc, groups):
+    """Per-channel A [Dc, N] and B, C [M, Dc, N] for either parameterisation (see ops.scan)."""
+    M = B.shape[0]
+    N = B.shape[1] // groups
+    cpg = Dc // groups
+    Bf = np.repeat(B.reshape(M, groups, N), cpg, axis=1)
+    Cf = np.repeat(C.reshape(M, groups, N), cpg, axis=1)
+    if A_log.ndim == 2:
+        return scan_A(A_log), Bf, Cf
+    hd = Dc // A_log.shape[0]
+    return np.repeat(-softplus(A_log), hd)[:, None] * np.ones((1, N)), Bf, Cf
+
+
+def selective_scan(u, dt, A_log, B, C, D, z=None, batch=1, h0=None, groups=1, delta_input=True):
+    """y [M, Dc] and the final states [batch, Dc, N] of h_t = exp(Δ A) h_{t-1} + Δ B_t u_t (or B_t u_t
+    without delta_input), y_t = (C_t h_t + D u_t) silu(z_t), one token at a time."""
+    M, Dc = u.shape
+    A, Bf, Cf = _scan_form(A_log, B, C, Dc, groups)
+    N = A.shape[1]
+    L = M // batch
+    y = np.zeros((M, Dc))
+    hl = np.zeros((batch, Dc, N))
+    for b in range(batch):
+        h = np.zeros((Dc, N)) if h0 is None else np.array(h0[b], np.float64)
+        for t in range(L):
+            r = b * L + t
+            dl = softplus(dt[r])
+            sc = dl if delta_input else 1.0
+            h = np.exp(dl[:, None] * A) * h + (sc * u[r])[:, None] * Bf[r]
+            y[r] = (h * Cf[r]).sum(1) + D * u[r]
+            if z is not None:
+                y[r] *= act(z[r], "silu")
+        hl[b] = h
+    return y, hl
+
+
+def selective_scan_bwd(u, dt, A_log, B, C, D, z, dy, batch=1, h0=None, groups=1, delta_input=True):
+    """(du, ddt, dA_log, dB, dC, dD, dz, dh0) by the reverse-time recurrence."""
+    M, Dc = u.shape
+    A, Bf, Cf = _scan_form(A_log, B, C, Dc, groups)
+    N = A.shape[1]
+    L = M // batch
+    du, ddt = np.zeros_like(u), np.zeros_like(u)
+    dBf, dCf = np.zeros((M, Dc, N)), np.zeros((M, Dc, N))
+    dA, dD = np.zeros((Dc, N)), np.zeros(Dc)
+    dz = np.zeros_like(u) if z is not None else None
+    dh0 = np.zeros((batch, Dc, N))
+    for b in range(batch):
+        hs = [np.zeros((Dc, N)) if h0 is None else np.array(h0[b], np.float64)]
+        for t in range(L):
+            r = b * L + t
+            dl = softplus(dt[r])
+            sc = dl if delta_input else np.ones(Dc)
+            hs.append(np.exp(dl[:, None] * A) * hs[-1] + (sc * u[r])[:, None] * Bf[r])
+        K = np.zeros((Dc, N))
+        for t in range(L - 1, -1, -1):
+            r = b * L + t
+            dl = softplus(dt[r])
+            sc = dl if delta_input else np.ones(Dc)
+            a = np.exp(dl[:, None] * A)
+            h, hp = hs[t + 1], hs[t]
+            yy = (h * Cf[r]).sum(1) + D * u[r]
+            dyy = dy[r]
+            if z is not None:
+                dyy = dy[r] * act(z[r], "silu")
+                dz[r] = dy[r] * yy * act_d(z[r], "silu")
+            dD += dyy * u[r]
+            dCf[r] = dyy[:, None] * h
+            g = K + Cf[r] * dyy[:, None]
+            du[r] = D * dyy + (g * Bf[r]).sum(1) * sc
+            dBf[r] = g * (sc * u[r])[:, None]
+            ddl = (g * (A * a * hp + (Bf[r] * u[r][:, None] if delta_input else 0))).sum(1)
+            ddt[r] = ddl / (1 + np.exp(-dt[r]))
+            dA += g * a * hp * dl[:, None]
+            K = a * g
+        dh0[b] = K
+    cpg = Dc // groups
+    dB = dBf.reshape(M, groups, cpg, N).sum(2).reshape(M, groups * N)
+    dC = dCf.reshape(M, groups, cpg, N).sum(2).reshape(M, groups * N)
+    if A_log.ndim == 2:
+        mask = (A_log > -10) & (A_log < 5)
+        dAl = np.where(mask, dA * A, 0.0)
+    else:
+        H = A_log.shape[0]
+        dAl = -(dA.reshape(H, -1).sum(1)) / (1 + np.exp(-A_log))
+    return du, ddt, dAl, dB, dC, dD, dz, dh0

@@ -148,6 +148,14 @@ VARIANTS = [
     simple("moe", "moe_aux", "f32", 64),
     # Dynamic loss scaling (mixed precision of builderforce's EvermindLMTrainer).
     *(simple("loss_scale", op, "f32", 256) for op in ("loss_scale_round", "loss_unscale")),
+    # Mamba-1 selective scan, chunked (issue 12): f32 and f16 storage (state and math f32); NMAX = the most states one thread keeps in registers.
+    *(Variant("scan", op, dt, (("WG", 64), ("NMAX", 64)))
+      for op in ("scan_chunk", "scan_carry", "scan_output", "scan_backward_chunk", "scan_backward", "scan_channel_sum")
+      for dt in F),
+    # builderforce's Mamba-3 scan (complex states), chunked (issue 12): f32 / f16 storage; NMAX complex states per thread.
+    *(Variant("cscan", op, dt, (("WG", 64), ("NMAX", 32)))
+      for op in ("cscan_chunk", "cscan_carry", "cscan_output", "cscan_backward_chunk", "cscan_backward")
+      for dt in F),
 ]
 
 GLSL_TYPES = {"f32": "float", "f16": "float16_t", "u32": "uint", "i32": "int"}

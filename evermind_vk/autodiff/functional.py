@@ -155,3 +155,29 @@ def checkpoint(fn, inputs: tuple) -> Tensor:
         grads = tape.backward({again: g})
         return tuple(grads.get(x) if x.dtype in ("f32", "f16") else None for x in inputs)
     return track("checkpoint", tuple(inputs), out, rule)
+# -- Mamba (issue 12) ----------------------------------------------------------------------------------
+def selective_scan(u: Tensor, dt: Tensor, A_log: Tensor, B: Tensor, C: Tensor, D: Tensor, z: Tensor | None = None,
+                   batch: int = 1, chunk: int = ops.SCAN_CHUNK, groups: int = 1, delta_input: bool = True) -> Tensor:
+    """y = (C·h + D u) ⊙ silu(z) of the selective scan from a zero state (ops.selective_scan)."""
+    kw = dict(batch=batch, chunk=chunk, groups=groups, delta_input=delta_input)
+    y, _, H0 = ops.selective_scan(u, dt, A_log, B, C, D, z, **kw)
+
+    def rule(g):
+        du, ddt, dA, dB, dC, dD, dz, _ = ops.selective_scan_backward(u, dt, A_log, B, C, D, z, g, H0, **kw)
+        return (du, ddt, dA, dB, dC, dD, dz)
+    return track("selective_scan", (u, dt, A_log, B, C, D, z), y, rule)
+
+
+def col_slice(x: Tensor, start: int, width: int) -> Tensor:
+    """Columns [start, start + width) of every row of a 2-D x (a per-token split of a projection)."""
+    return track("col_slice", (x,), ops.col_slice(x, start, width),
+                  lambda g: (ops.col_slice_backward(g, x.shape[1], start),))
+
+
+def complex_scan(u: Tensor, dt: Tensor, A_log: Tensor, B: Tensor, C: Tensor, D: Tensor, batch: int = 1,
+                 chunk: int = ops.SCAN_CHUNK, groups: int = 1) -> Tensor:
+    """builderforce's Mamba-3 scan from a zero state (ops.complex_scan)."""
+    kw = dict(batch=batch, chunk=chunk, groups=groups)
+    y, _, H0 = ops.complex_scan(u, dt, A_log, B, C, D, **kw)
+    return track("complex_scan", (u, dt, A_log, B, C, D), y,
+                 lambda g: ops.complex_scan_backward(u, dt, A_log, B, C, D, g, H0, **kw))

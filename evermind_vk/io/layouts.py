@@ -247,3 +247,95 @@ def build_vrq0(header: dict, intra: np.ndarray, inter: np.ndarray) -> bytes:
     head = struct.pack("<9I", VRQ0, h["height"], h["width"], h["channels"], h["patch"], h["levels"], h["K"],
                        h["keyframeInterval"], h["textVocabSize"])
     return head + np.asarray(intra, "<f4").tobytes() + np.asarray(inter, "<f4").tobytes()
+
+
+# -- MBJS: builderforce's HybridMambaModel weights (issue 12) ------------------------------------------
+MBJS = 0x4D424A53
+MBJS_LAYER_TYPES = ("mamba1", "mamba2", "mamba3", "attention")  # the u8 codes 0..3
+MBJS_MAX_LAYERS = 1 << 16
+MBJS_MAX_PARAMS = 1 << 20
+
+
+def to_f16_truncating(a: np.ndarray) -> np.ndarray:
+    """float32 -> float16 bits as builderforce's floatToFp16: the mantissa truncated (not rounded),
+    exponents past f16's range -> inf, below 2^-24 -> signed zero, NaN -> 0x7E00 | sign. uint16."""
+    bits = np.ascontiguousarray(a, np.float32).view(np.uint32).astype(np.int64)
+    sign = (bits >> 31) << 15
+    exp = (bits >> 23) & 0xFF
+    mant = bits & 0x7FFFFF
+    e = exp - 112
+    sub = np.where(e < -10, 0, (mant | 0x800000) >> np.clip(14 - e, 0, 63))
+    out = np.where(e >= 31, 0x7C00, np.where(e <= 0, sub, (e << 10) | (mant >> 13)))
+    out = np.where(exp == 255, 0x7C00 | np.where(mant != 0, 0x200, 0), out)
+    return (sign | out).astype(np.uint16)
+
+
+def build_mbjs(layer_types, arrays, fp16: bool = False) -> bytes:
+    """MBJS v2 (f32) or v3 (f16, builderforce's truncating conversion): u32 magic 0x4D424A53, u32 version,
+    u32 nLayers, u8 layer type per layer (0 mamba1, 1 mamba2, 2 mamba3, 3 attention) zero-padded to a
+    multiple of 4 bytes, u32 nParams, u32 numel per parameter, the parameters flat in order, then the
+    CRC-32 trailer [0x52435645][crc32 of everything before it]."""
+    codes = []
+    for t in layer_types:
+        if t not in MBJS_LAYER_TYPES:
+            raise FormatError(f"MBJS: unknown layer type {t!r}")
+        codes.append(MBJS_LAYER_TYPES.index(t))
+    pad = -(-len(codes) // 4) * 4
+    arrays = [np.asarray(a, np.float32).ravel() for a in arrays]
+    head = struct.pack("<3I", MBJS, 3 if fp16 else 2, len(codes)) + bytes(codes) + bytes(pad - len(codes))
+    head += struct.pack(f"<I{len(arrays)}I", len(arrays), *(a.size for a in arrays))
+    data = b"".join((to_f16_truncating(a).astype("<u2") if fp16 else a.astype("<f4")).tobytes() for a in arrays)
+    body = head + data
+    return body + struct.pack("<II", CRC_MAGIC, crc32(body))
+
+
+def parse_mbjs(buf: bytes) -> dict:
+    """{'version', 'fp16', 'layer_types' (None for legacy v1, which builderforce reads as all mamba1),
+    'numels', 'arrays' (f32), 'crc' (whether a trailer was present)}. The blob must be exactly the
+    size its header implies, plus the 8-byte CRC trailer when there is one (checked first)."""
+    buf = bytes(buf)
+    magic, ver = _u32s(buf, 0, 2, "MBJS")
+    # The trailer first, as builderforce's loader does: a corrupt byte anywhere is an IntegrityError.
+    crc = len(buf) >= 20 and struct.unpack_from("<I", buf, len(buf) - 8)[0] == CRC_MAGIC
+    if crc:
+        if struct.unpack_from("<I", buf, len(buf) - 4)[0] != crc32(buf[:-8]):
+            raise IntegrityError("MBJS failed CRC integrity check (corrupt or truncated)")
+        buf = buf[:-8]
+    if magic != MBJS:
+        raise FormatError("bad magic number (not an MBJS weight file)")
+    if ver not in (1, 2, 3):
+        raise FormatError(f"unsupported MBJS version {ver} (expected 1, 2 or 3)")
+    off, types = 8, None
+    if ver != 1:
+        (n_layers,) = _u32s(buf, off, 1, "MBJS")
+        if n_layers > MBJS_MAX_LAYERS:
+            raise LimitError(f"MBJS claims {n_layers} layers")
+        off += 4
+        pad = -(-n_layers // 4) * 4
+        if off + pad > len(buf):
+            raise TruncatedError("MBJS: layer-type table runs past the blob")
+        codes = buf[off:off + n_layers]
+        bad = [c for c in codes if c >= len(MBJS_LAYER_TYPES)]
+        if bad:
+            raise FormatError(f"MBJS: unknown layer type code {bad[0]}")
+        types = [MBJS_LAYER_TYPES[c] for c in codes]
+        off += pad
+    (n_params,) = _u32s(buf, off, 1, "MBJS")
+    if n_params > MBJS_MAX_PARAMS or 4 * n_params > len(buf):
+        raise LimitError(f"MBJS claims {n_params} parameters in {len(buf)} bytes")
+    numels = list(_u32s(buf, off + 4, n_params, "MBJS numel table"))
+    off += 4 + 4 * n_params
+    fp16 = ver == 3
+    end = off + sum(numels) * (2 if fp16 else 4)
+    if len(buf) != end:
+        raise (TruncatedError if len(buf) < end else FormatError)(
+            f"MBJS: {len(buf)} bytes before the trailer, header implies {end}")
+    arrays = []
+    for n in numels:
+        if fp16:
+            arrays.append(np.frombuffer(buf, "<u2", n, off).view(np.float16).astype(np.float32))
+            off += 2 * n
+        else:
+            arrays.append(np.frombuffer(buf, "<f4", n, off).astype(np.float32))
+            off += 4 * n
+    return {"version": ver, "fp16": fp16, "layer_types": types, "numels": numels, "arrays": arrays, "crc": crc}

@@ -19,3 +19,8 @@ from .evermind_lm import EvermindLM, EvermindLMConfig  # noqa: E402
 from .moe import MoEConfig, SharedExpertMoE  # noqa: E402
 
 __all__ += ["EvermindLM", "EvermindLMConfig", "MoEConfig", "SharedExpertMoE"]
+
+# HybridMambaModel (issue 12)
+from .mamba import HybridMambaConfig, HybridMambaModel  # noqa: E402
+
+__all__ += ["HybridMambaConfig", "HybridMambaModel"]

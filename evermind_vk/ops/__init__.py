@@ -54,3 +54,4 @@ _Tensor.__mul__ = _tensor_mul
 _Tensor.__rmul__ = _tensor_mul
 _Tensor.__matmul__ = _tensor_matmul
 _Tensor.__neg__ = lambda a: scale(a, -1.0)
+from .scan import *  # noqa: F401,F403

@@ -7,7 +7,8 @@ from ..runtime.tensor import Tensor, empty, zeros
 from ._util import like, per_thread, rows_cols, want
 from .reduce import colsum
 
-__all__ = ["add", "mul", "scale", "bias_add", "bias_add_backward", "copy2d", "row_slice", "row_slice_backward"]
+__all__ = ["add", "mul", "scale", "bias_add", "bias_add_backward", "copy2d", "row_slice", "row_slice_backward",
+           "col_slice", "col_slice_backward"]
 
 
 def _binary(op: str, a: Tensor, b: Tensor, out: Tensor | None) -> Tensor:
@@ -81,4 +82,26 @@ def row_slice_backward(dy: Tensor, rows: int, row: int) -> Tensor:
         raise ShapeError(f"row {row} outside 0..{rows - 1}")
     dx = zeros((rows, C), dy.dtype, dy.device)
     copy2d(dy, dx, 1, C, 0, C, row * C, C)
+    return dx
+
+
+# -- per-token column slices (issue 12: the Mamba in-projection splits) ---------------------------------
+def col_slice(x: Tensor, start: int, width: int) -> Tensor:
+    """Columns [start, start + width) of each row of a 2-D tensor, as a new [rows, width] tensor."""
+    want(x, "x", ndim=2)
+    R, C = x.shape
+    if width < 1 or start < 0 or start + width > C:
+        raise ShapeError(f"columns {start}..{start + width - 1} outside 0..{C - 1}")
+    y = empty((R, width), x.dtype, x.device)
+    copy2d(x, y, R, width, start, C, 0, width)
+    return y
+
+
+def col_slice_backward(dy: Tensor, cols: int, start: int) -> Tensor:
+    """Zeros [rows, cols] with dy in columns [start, start + width)."""
+    R, W = dy.shape
+    if start < 0 or start + W > cols:
+        raise ShapeError(f"columns {start}..{start + W - 1} outside 0..{cols - 1}")
+    dx = zeros((R, cols), dy.dtype, dy.device)
+    copy2d(dy, dx, R, W, 0, W, start, cols)
     return dx

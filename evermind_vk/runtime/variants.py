@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..errors import UnsupportedError
+from ..errors import ShapeError, UnsupportedError
 
 # -- features ----------------------------------------------------------------------------------------
 # Device features a dtype or a code-changing flag needs (names as in Device.caps).
@@ -323,3 +323,29 @@ def launch_loop_errors(op: str, spec: dict, flags, push: dict, device_type: str)
         return [f"{op}: up to {n} loop iterations per invocation, past this device's cap of {cap} "
                 "(lavapipe silently ends longer loops)"]
     return []
+# -- selective scan (issue 12) ------------------------------------------------------------------------
+# lavapipe ends any shader loop after 65,535 iterations, so no scan invocation may walk a whole
+# sequence: the chunk pass loops over one chunk (<= SCAN_MAX_CHUNK tokens), the carry pass over the
+# chunk summaries (<= SCAN_MAX_CHUNKS of them). One (batch, chunk, channel) thread keeps its N states
+# in registers: N <= the variant's NMAX.
+SCAN_MAX_CHUNK = 4096
+SCAN_MAX_CHUNKS = 4096
+
+
+def scan_chunk_len(seq_len: int, requested: int, batch: int = 1) -> int:
+    """Tokens per chunk: `requested`, raised just enough that the batch's sequences need <= SCAN_MAX_CHUNKS
+    chunks in all (the carry loops over one sequence's chunks; the A_log and D gradients sum one partial
+    per chunk of every sequence)."""
+    if requested < 1:
+        raise ShapeError(f"scan chunk length must be >= 1, got {requested}")
+    ch = max(requested, -(-seq_len // (SCAN_MAX_CHUNKS // max(batch, 1) or 1)))
+    while batch * -(-seq_len // ch) > SCAN_MAX_CHUNKS and ch < seq_len:
+        ch += 1
+    if ch > SCAN_MAX_CHUNK:
+        raise UnsupportedError(f"a sequence of {seq_len} tokens needs chunks of {ch} > {SCAN_MAX_CHUNK} tokens")
+    return ch
+
+
+def scan_errors(n_state: int, nmax: int) -> list[str]:
+    """Why a scan variant with NMAX registers of state cannot run N states (empty: it can)."""
+    return [] if 1 <= n_state <= nmax else [f"d_state {n_state} outside 1..{nmax} (the scan keeps the states in registers)"]

@@ -21,7 +21,7 @@ import numpy as np
 
 from .. import ops
 from ..autodiff import Tape
-from ..errors import CheckpointMismatchError, ConfigError, EvermindError, TokenError
+from ..errors import CheckpointMismatchError, ConfigError, EvermindError, TokenError, UnsupportedError
 from ..io.checkpoint import load_checkpoint, save_checkpoint
 from ..models import LMConfig, TransformerLM
 from ..models.lora import LoRAConfig, add_lora, load_lora_state_dict, lora_state_dict
@@ -88,9 +88,24 @@ class _Step:
                     with Tape() as tape:
                         loss = t.model.loss(self.ids, self.tgt, self.B)
                     params = t.model.parameters()
+                    # Row-range parameters (HybridMambaModel's wInProj_BC under WSLA): name -> (parameter, first
+                    # row, rows); each steps its own copy of the rows (own moments), copied back after the update.
+                    views = t.model.parameter_views() if hasattr(t.model, "parameter_views") else {}
                     if self.kind == "train":
-                        grads = tape.backward(loss).by_name({n: params[n] for n in self.names})
+                        bases = {views[n][0] if n in views else n for n in self.names}
+                        grads = tape.backward(loss).by_name({n: params[n] for n in bases})
+                        grads = {n: (_rows(grads[views[n][0]], *views[n][1:]) if n in views else grads[n])
+                                 for n in self.names if (views[n][0] if n in views else n) in grads}
+                        for n in self.names:
+                            if n in views:
+                                base, r0, nr = views[n]
+                                if n not in t.optimizer.params:
+                                    t.optimizer.params[n] = empty((nr, params[base].shape[1]), "f32", dev)
+                                _copy_rows(params[base], r0, t.optimizer.params[n], 0, nr)
                         self._clip_and_update(grads)
+                        for n in self.names:
+                            if n in views:
+                                _copy_rows(t.optimizer.params[n], 0, params[views[n][0]], views[n][1], views[n][2])
                     else:  # micro: d(total loss)/d(this micro-batch's mean loss) = its share of the tokens
                         dev.upload(self.seed)
                         grads = tape.backward({loss: self.seed}).by_name({n: params[n] for n in self.names})
@@ -126,6 +141,17 @@ def _match(name: str, patterns) -> bool:
 
 def _sha(obj) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()
+
+
+def _copy_rows(src, r0: int, dst, d0: int, rows: int) -> None:
+    cols = src.shape[1]
+    ops.copy2d(src, dst, rows, cols, r0 * cols, cols, d0 * cols, cols)
+
+
+def _rows(t, r0: int, rows: int):
+    out = empty((rows, t.shape[1]), t.dtype, t.device)
+    _copy_rows(t, r0, out, 0, rows)
+    return out
 
 
 class Trainer:
@@ -166,10 +192,12 @@ class Trainer:
         """Names of the parameters a run trains: all but those matching a freeze pattern (fnmatch);
         wsla is the configuration that freezes everything but model.wsla_parameters()."""
         params = self.model.parameters()
+        views = self.model.parameter_views() if hasattr(self.model, "parameter_views") else {}
         if wsla:
-            keep = set(self.model.wsla_parameters())
-            freeze = list(freeze) + [n for n in params if n not in keep]
-        names = tuple(n for n in params if not _match(n, freeze))
+            keep = list(self.model.wsla_parameters())
+            names = tuple(n for n in keep if (n in params or n in views) and not _match(n, freeze))
+        else:
+            names = tuple(n for n in params if not _match(n, freeze))
         if not names:
             raise EvermindError("every parameter is frozen: nothing to train")
         return names
@@ -233,6 +261,10 @@ class Trainer:
         if accum_steps == 1:
             step = self._step(batch_size, seq_len, names, max_grad_norm, track_grad_norm, "train")
         else:
+            views = self.model.parameter_views() if hasattr(self.model, "parameter_views") else {}
+            if any(n in views for n in names):
+                raise UnsupportedError("gradient accumulation with row-range parameters (WSLA on mamba2/mamba3 "
+                                       "layers) is not supported: use accum_steps=1")
             dev = self.model.device
             with dev.eager():
                 for n in names:

@@ -1,0 +1,506 @@
+"""HybridMambaModel (issue 12): builderforce's hybrid state-space LM, causal and on the device.
+
+Token embedding -> numLayers blocks, each a pre-norm residual block of one type -> RMSNorm -> tied head
+(logits = h · embeddingᵀ; builderforce's head bias is all zeros and no parameter, so it is left out).
+
+  mamba1     h = RMSNorm(x); [x | z] = h W_in + b_in (split per token); u = silu(conv1d_causal(x));
+             [dt_raw | B | C] = u W_x + b_x (per token); dt = dt_raw W_dt + b_dt;
+             y = selective_scan(u, dt, A_log, B, C, D) ⊙ silu(z); x += y W_out + b_out
+  attention  h = RMSNorm(x); [q | k | v] = h W_qkv + b_qkv (per token); x += causal_attention(q, k, v) W_o + b_o
+             (nHeads heads, no positional encoding, as builderforce)
+
+Parameters are named as builderforce names them (`embedding`, `layer{i}.wInProj`, ..., `final_norm`), in
+its order (which is also the MBJS order), f32, shaped [out, in] for projections (y = x Wᵀ + b).
+Initialisation reproduces builderforce's seeded draw: one LCG (s = 1664525 s + 1013904223 mod 2^32,
+u = s / 2^32), Box–Muller from two draws per value (u1 = max(u, 1e-12)), arrays drawn in construction
+order: embedding N(0, 1/sqrt(dModel)), then per layer its random weights in order; zeros and ones draw
+nothing; A_log[d, n] = ln(n + 1); D = 1.
+
+  mamba2     see _mamba2 (builderforce's SSD block, with its in-projection split per token).
+
+  mamba3     see _mamba3 (builderforce's complex-state SSD block, split per token).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, fields
+
+import numpy as np
+
+from .. import ops
+from ..autodiff import functional as F
+from ..errors import EvermindError, ShapeError, UnsupportedError
+from ..runtime import Tensor, empty, get_device, record, tensor, zeros
+from ..runtime.kernels import copy_words
+
+LAYER_TYPES = ("mamba1", "mamba2", "mamba3", "attention")
+IMPLEMENTED = LAYER_TYPES
+
+
+@dataclass(frozen=True)
+class HybridMambaConfig:
+    """builderforce's HybridMambaModelConfig: field names and defaults (seed: 0, not Math.random)."""
+    vocabSize: int = 256
+    dModel: int = 64
+    numLayers: int = 2
+    layers: tuple = ()  # layer types (or builderforce's {"type": ...} specs), one per layer; empty = all mamba1
+    dState: int = 16
+    dConv: int = 4
+    expand: int = 2
+    nHeads: int = 4
+    nGroups: int = 1
+    chunkLen: int = 256
+    eosId: int = -1
+    seed: int = 0
+
+    def __post_init__(self):
+        for name in ("vocabSize", "dModel", "numLayers", "dState", "dConv", "expand", "nHeads", "nGroups", "chunkLen"):
+            if int(getattr(self, name)) < 1:
+                raise ValueError(f"HybridMambaConfig.{name} must be >= 1, got {getattr(self, name)}")
+        layers = []
+        for t in (self.layers or ("mamba1",) * self.numLayers):
+            if isinstance(t, dict):  # builderforce's LayerSpec {type, config?}; per-layer overrides unsupported
+                if set(t) - {"type"}:
+                    raise ValueError(f"layer spec {t!r}: only 'type' is supported (no per-layer config)")
+                t = t.get("type")
+            layers.append(t)
+        layers = tuple(layers)
+        object.__setattr__(self, "layers", layers)
+        if len(layers) != self.numLayers:
+            raise ValueError(f"layers schedule length ({len(layers)}) must equal numLayers ({self.numLayers})")
+        for t in layers:
+            if t not in LAYER_TYPES:
+                raise ValueError(f"unknown layer type {t!r}; one of {LAYER_TYPES}")
+        if "attention" in layers and self.dModel % self.nHeads:
+            raise ValueError(f"dModel ({self.dModel}) must be divisible by nHeads ({self.nHeads})")
+        if ("mamba2" in layers or "mamba3" in layers) and (self.d_inner % self.nHeads or self.nHeads % self.nGroups):
+            raise ValueError(f"dInner ({self.d_inner}) must be divisible by nHeads ({self.nHeads}), "
+                             f"and nHeads by nGroups ({self.nGroups})")
+
+    # The names the trainer and generate() read (TransformerLM's config has them as fields). A state-space
+    # model has no context limit; the chunked scan handles up to SCAN_MAX_CHUNK * SCAN_MAX_CHUNKS tokens.
+    @property
+    def vocab_size(self) -> int:
+        return self.vocabSize
+
+    @property
+    def max_seq_len(self) -> int:
+        return 4096 * 4096
+
+    @property
+    def d_inner(self) -> int:
+        return self.expand * self.dModel
+
+    @property
+    def dt_rank(self) -> int:
+        return -(-self.dModel // 16)
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["layers"] = list(self.layers)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "HybridMambaConfig":
+        if not isinstance(d, dict):
+            raise ValueError(f"config must be an object, got {type(d).__name__}")
+        known = {f.name for f in fields(cls)}
+        if set(d) != known:
+            raise ValueError(f"config fields: missing {sorted(known - set(d))}, unknown {sorted(set(d) - known)}")
+        try:
+            return cls(**{**d, "layers": tuple(d["layers"])})
+        except TypeError as e:
+            raise ValueError(str(e)) from e
+
+
+class SeededGaussian:
+    """builderforce's seeded init source: an LCG and Box–Muller (two draws per value), float64 math."""
+
+    A, C = 1664525, 1013904223
+
+    def __init__(self, seed: int):
+        self.s = (int(seed) & 0xFFFFFFFF) or 1
+
+    def uniform(self, n: int) -> np.ndarray:
+        """The next n LCG outputs s / 2^32, vectorised: s_k = a^k s_0 + c (1 + a + ... + a^(k-1)) mod 2^32
+        (uint64 arithmetic wraps mod 2^64, which 2^32 divides)."""
+        if n == 0:
+            return np.zeros(0)
+        with np.errstate(over="ignore"):
+            ak = np.cumprod(np.full(n, self.A, np.uint64))  # a^1 .. a^n
+            geo = np.cumsum(np.concatenate([[np.uint64(1)], ak[:-1]]))  # 1 + a + ... + a^(k-1)
+            s = (ak * np.uint64(self.s) + np.uint64(self.C) * geo) & np.uint64(0xFFFFFFFF)
+        self.s = int(s[-1])
+        return s.astype(np.float64) / 2.0 ** 32
+
+    def normal(self, n: int, std: float) -> np.ndarray:
+        u = self.uniform(2 * n)
+        u1, u2 = np.maximum(u[0::2], 1e-12), u[1::2]
+        return (std * np.sqrt(-2 * np.log(u1)) * np.cos(2 * np.pi * u2)).astype(np.float32)
+
+
+def layer_param_shapes(cfg: HybridMambaConfig, kind: str) -> list:
+    """[(name, shape, init)] of one layer in builderforce's order; init: ('n', std) | 'zeros' | 'ones' | 'alog'."""
+    d, D, N, K, R = cfg.dModel, cfg.d_inner, cfg.dState, cfg.dConv, cfg.dt_rank
+    if kind == "mamba1":
+        return [("wInProj", (2 * D, d), ("n", 0.02)), ("bInProj", (2 * D,), "zeros"),
+                ("wConv", (D, K), ("n", 0.01)), ("bConv", (D,), "zeros"),
+                ("wXProj", (R + 2 * N, D), ("n", 0.01)), ("bXProj", (R + 2 * N,), "zeros"),
+                ("wDtProj", (D, R), ("n", 0.02)), ("bDtProj", (D,), "zeros"),
+                ("A_log", (D, N), "alog"), ("D_vec", (D,), "ones"),
+                ("wOutProj", (d, D), ("n", 0.02)), ("bOutProj", (d,), "zeros"),
+                ("normWeight", (d,), "ones")]
+    if kind == "mamba2":
+        H, G = cfg.nHeads, cfg.nGroups
+        conv_d = D + 2 * G * N
+        return [("wInProj", (conv_d + H, d), ("n", 0.02)), ("wConv", (conv_d, K), ("n", 0.01)),
+                ("bConv", (conv_d,), "zeros"), ("A_log", (H,), "zeros"), ("dt_bias", (H,), "zeros"),
+                ("D_vec", (H,), "ones"), ("wOutProj", (d, D), ("n", 0.02)), ("normWeight", (D,), "ones"),
+                ("preNormWeight", (d,), "ones")]
+    if kind == "mamba3":  # dState = Nc complex states; A_log [H, 2] = (Re λ, Im λ) per head
+        H, G = cfg.nHeads, cfg.nGroups
+        conv_d = D + 4 * G * N
+        return [("wInProj", (conv_d + H, d), ("n", 0.02)), ("wConv", (conv_d, K), ("n", 0.01)),
+                ("bConv", (conv_d,), "zeros"), ("A_log", (H, 2), "phases"), ("dt_bias", (H,), "zeros"),
+                ("D_vec", (H,), "ones"), ("wOutProj", (d, D), ("n", 0.02)), ("normWeight", (D,), "ones"),
+                ("preNormWeight", (d,), "ones")]
+    if kind == "attention":
+        return [("wQKV", (3 * d, d), ("n", 0.02)), ("bQKV", (3 * d,), "zeros"),
+                ("wO", (d, d), ("n", 0.02)), ("bO", (d,), "zeros"), ("normWeight", (d,), "ones")]
+    raise UnsupportedError(f"{kind} layers are not implemented (implemented: {', '.join(IMPLEMENTED)})")
+
+
+def init_params(cfg: HybridMambaConfig) -> dict[str, np.ndarray]:
+    """Seeded initial weights in builderforce's names, order and draw order."""
+    rng = SeededGaussian(cfg.seed)
+    p = {"embedding": rng.normal(cfg.vocabSize * cfg.dModel, 1.0 / math.sqrt(cfg.dModel)).reshape(cfg.vocabSize, cfg.dModel)}
+    for i, kind in enumerate(cfg.layers):
+        for name, shape, init in layer_param_shapes(cfg, kind):
+            n = int(np.prod(shape))
+            if init == "zeros":
+                a = np.zeros(n, np.float32)
+            elif init == "ones":
+                a = np.ones(n, np.float32)
+            elif init == "phases":  # mamba3: log-magnitude 0, phases 2πh/H
+                H = shape[0]
+                a = np.stack([np.zeros(H), 2 * np.pi * np.arange(H) / H], 1).astype(np.float32).ravel()
+            elif init == "alog":
+                a = np.tile(np.log(np.arange(1, shape[1] + 1, dtype=np.float64)), shape[0]).astype(np.float32)
+            else:
+                a = rng.normal(n, init[1])
+            p[f"layer{i}.{name}"] = a.reshape(shape)
+    p["final_norm"] = np.ones(cfg.dModel, np.float32)
+    return p
+
+
+class HybridMambaModel:
+    def __init__(self, config: HybridMambaConfig | dict | None = None, device=None, **kw):
+        if isinstance(config, dict):
+            config = HybridMambaConfig.from_dict(config) if set(config) == {f.name for f in fields(HybridMambaConfig)} \
+                else HybridMambaConfig(**config)
+        self.config = config or HybridMambaConfig(**kw)
+        for t in self.config.layers:
+            if t not in IMPLEMENTED:
+                raise UnsupportedError(f"{t} layers are not implemented (implemented: {', '.join(IMPLEMENTED)})")
+        self.device = get_device(device)
+        self.params: dict[str, Tensor] = {k: tensor(v, device=self.device) for k, v in init_params(self.config).items()}
+        self.scan_chunk = 64  # tokens per chunk of the scans (any value gives the same result)
+        # mamba2: the 0/1 matrix [nHeads, dInner] that repeats a per-head value over the head's channels
+        H, Dn = self.config.nHeads, self.config.d_inner
+        self._head_expand = tensor(np.kron(np.eye(H, dtype=np.float32), np.ones((1, Dn // H), np.float32)),
+                                   device=self.device) if Dn % H == 0 else None
+        self._wsla = False
+
+    # -- parameters -----------------------------------------------------------------------------
+    def parameters(self) -> dict[str, Tensor]:
+        return dict(self.params)
+
+    def num_parameters(self) -> int:
+        return sum(t.numel for t in self.params.values())
+
+    def layer_types(self) -> list[str]:
+        return list(self.config.layers)
+
+    def wsla_parameters(self) -> list[str]:
+        """WSLA's narrow trainable set: mamba1 layers' x-projection (wXProj, bXProj: what makes Δ, B and C
+        from the conv output, as builderforce); attention layers whole (builderforce); mamba2/mamba3 layers
+        `wInProj_BC`, the B/C rows of wInProj (rows dInner .. dInner + the B and C widths; see
+        parameter_views). builderforce's wInProj_BC is the first 2·nGroups·dState·dModel elements, which
+        are x rows (the forward's row order is [x | B | C | dt]): WSLA adapts the selective projections, so
+        the B/C rows are the ones meant."""
+        out = []
+        for i, kind in enumerate(self.config.layers):
+            if kind == "mamba1":
+                out += [f"layer{i}.wXProj", f"layer{i}.bXProj"]
+            elif kind == "attention":
+                out += [f"layer{i}.{n}" for n, _, _ in layer_param_shapes(self.config, kind)]
+            else:
+                out.append(f"layer{i}.wInProj_BC")
+        return out
+
+    def parameter_views(self) -> dict:
+        """Trainable row ranges of parameters: name -> (parameter name, first row, rows). The trainer steps
+        them with their own AdamW moments and writes the rows back."""
+        c = self.config
+        out = {}
+        for i, kind in enumerate(c.layers):
+            if kind in ("mamba2", "mamba3"):
+                width = (2 if kind == "mamba2" else 4) * c.nGroups * c.dState
+                out[f"layer{i}.wInProj_BC"] = (f"layer{i}.wInProj", c.d_inner, width)
+        return out
+
+    def state_dict(self) -> dict[str, np.ndarray]:
+        return {k: t.numpy() for k, t in self.params.items()}
+
+    def load_state_dict(self, sd: dict) -> None:
+        missing = set(self.params) - set(sd)
+        extra = set(sd) - set(self.params)
+        if missing or extra:
+            raise ShapeError(f"state_dict mismatch: missing {sorted(missing)}, unexpected {sorted(extra)}")
+        for k, t in self.params.items():
+            a = np.asarray(sd[k])
+            if a.shape != t.shape:
+                raise ShapeError(f"state_dict[{k!r}] has shape {a.shape}, model wants {t.shape}")
+            if a.dtype != np.float32:
+                raise UnsupportedError(f"state_dict[{k!r}] is {a.dtype}, model weights are float32")
+            t.copy_(a)
+
+    # -- forward --------------------------------------------------------------------------------
+    def _mamba1(self, x: Tensor, i: int, batch: int, S: int) -> Tensor:
+        c, P = self.config, self.params
+        L = f"layer{i}."
+        D, N, R = c.d_inner, c.dState, c.dt_rank
+        h = F.rms_norm(x, P[L + "normWeight"], 1e-6)
+        xz = F.bias_add(F.matmul(h, P[L + "wInProj"], transpose_b=True), P[L + "bInProj"])
+        xs, z = F.col_slice(xz, 0, D), F.col_slice(xz, D, D)
+        u = F.silu(F.conv1d_causal(xs, P[L + "wConv"], P[L + "bConv"], seq_len=S))
+        xp = F.bias_add(F.matmul(u, P[L + "wXProj"], transpose_b=True), P[L + "bXProj"])
+        dt_raw, Bm, Cm = F.col_slice(xp, 0, R), F.col_slice(xp, R, N), F.col_slice(xp, R + N, N)
+        dt = F.bias_add(F.matmul(dt_raw, P[L + "wDtProj"], transpose_b=True), P[L + "bDtProj"])
+        y = F.selective_scan(u, dt, P[L + "A_log"], Bm, Cm, P[L + "D_vec"], z, batch=batch, chunk=self.scan_chunk)
+        return F.add(x, F.bias_add(F.matmul(y, P[L + "wOutProj"], transpose_b=True), P[L + "bOutProj"]))
+
+    def _mamba2(self, x: Tensor, i: int, batch: int, S: int) -> Tensor:
+        """builderforce's Mamba-2 block, split per token: [x | B | C | dt] = RMSNorm(x) W_in; causal conv over
+        [x | B | C] (no activation, as builderforce); SSD with one A = -softplus(A_log) and
+        Δ = softplus(dt + dt_bias) per head, h_t = exp(Δ A) h_{t-1} + B_t x_t, y = C·h + D x per channel;
+        inner RMSNorm; W_out; residual."""
+        c, P = self.config, self.params
+        L = f"layer{i}."
+        D, N, H, G = c.d_inner, c.dState, c.nHeads, c.nGroups
+        E = self._head_expand
+        h = F.rms_norm(x, P[L + "preNormWeight"], 1e-6)
+        proj = F.matmul(h, P[L + "wInProj"], transpose_b=True)
+        conv_d = D + 2 * G * N
+        xbc = F.conv1d_causal(F.col_slice(proj, 0, conv_d), P[L + "wConv"], P[L + "bConv"], seq_len=S)
+        xs, Bm, Cm = F.col_slice(xbc, 0, D), F.col_slice(xbc, D, G * N), F.col_slice(xbc, D + G * N, G * N)
+        dt = F.matmul(F.bias_add(F.col_slice(proj, conv_d, H), P[L + "dt_bias"]), E)
+        Dch = F.reshape(F.matmul(F.reshape(P[L + "D_vec"], 1, H), E), D)
+        y = F.selective_scan(xs, dt, P[L + "A_log"], Bm, Cm, Dch, None, batch=batch, chunk=self.scan_chunk,
+                             groups=G, delta_input=False)
+        y = F.rms_norm(y, P[L + "normWeight"], 1e-6)
+        return F.add(x, F.matmul(y, P[L + "wOutProj"], transpose_b=True))
+
+    def _mamba3(self, x: Tensor, i: int, batch: int, S: int) -> Tensor:
+        """builderforce's Mamba-3 block: mamba2's with dState complex states (B, C as (re, im) pairs) and
+        one complex λ per head: ā = exp(Δλ), b̄ = (ā − 1) e^{−λ}, y = Σ Re(conj(C) h) + D x (ops.complex_scan)."""
+        c, P = self.config, self.params
+        L = f"layer{i}."
+        D, N, H, G = c.d_inner, c.dState, c.nHeads, c.nGroups
+        E = self._head_expand
+        h = F.rms_norm(x, P[L + "preNormWeight"], 1e-6)
+        proj = F.matmul(h, P[L + "wInProj"], transpose_b=True)
+        conv_d = D + 4 * G * N
+        xbc = F.conv1d_causal(F.col_slice(proj, 0, conv_d), P[L + "wConv"], P[L + "bConv"], seq_len=S)
+        xs, Bm, Cm = F.col_slice(xbc, 0, D), F.col_slice(xbc, D, 2 * G * N), F.col_slice(xbc, D + 2 * G * N, 2 * G * N)
+        dt = F.matmul(F.bias_add(F.col_slice(proj, conv_d, H), P[L + "dt_bias"]), E)
+        Dch = F.reshape(F.matmul(F.reshape(P[L + "D_vec"], 1, H), E), D)
+        y = F.complex_scan(xs, dt, P[L + "A_log"], Bm, Cm, Dch, batch=batch, chunk=self.scan_chunk, groups=G)
+        y = F.rms_norm(y, P[L + "normWeight"], 1e-6)
+        return F.add(x, F.matmul(y, P[L + "wOutProj"], transpose_b=True))
+
+    def _mamba3_step(self, x: Tensor, i: int, st: dict) -> Tensor:
+        c, P = self.config, self.params
+        L = f"layer{i}."
+        D, N, H, G = c.d_inner, c.dState, c.nHeads, c.nGroups
+        E = self._head_expand
+        proj = F.matmul(F.rms_norm(x, P[L + "preNormWeight"], 1e-6), P[L + "wInProj"], transpose_b=True)
+        conv_d = D + 4 * G * N
+        xbc = self._conv_step(st, "conv", F.col_slice(proj, 0, conv_d), P[L + "wConv"], P[L + "bConv"])
+        dt = F.matmul(F.bias_add(F.col_slice(proj, conv_d, H), P[L + "dt_bias"]), E)
+        Dch = F.reshape(F.matmul(F.reshape(P[L + "D_vec"], 1, H), E), D)
+        y, hl, _ = ops.complex_scan(F.col_slice(xbc, 0, D), dt, P[L + "A_log"], F.col_slice(xbc, D, 2 * G * N),
+                                    F.col_slice(xbc, D + 2 * G * N, 2 * G * N), Dch, chunk=1, groups=G, h0=st["h"])
+        copy_words(hl, st["h"])
+        y = F.rms_norm(y, P[L + "normWeight"], 1e-6)
+        return F.add(x, F.matmul(y, P[L + "wOutProj"], transpose_b=True))
+
+    def _attention(self, x: Tensor, i: int, batch: int, S: int) -> Tensor:
+        c, P = self.config, self.params
+        L = f"layer{i}."
+        d, H = c.dModel, c.nHeads
+        T = x.shape[0]
+        h = F.rms_norm(x, P[L + "normWeight"], 1e-6)
+        qkv = F.bias_add(F.matmul(h, P[L + "wQKV"], transpose_b=True), P[L + "bQKV"])
+        q, k, v = (F.reshape(F.col_slice(qkv, j * d, d), T, H, d // H) for j in range(3))
+        a = F.reshape(F.attention(q, k, v, causal=True, batch=batch), T, d)
+        return F.add(x, F.bias_add(F.matmul(a, P[L + "wO"], transpose_b=True), P[L + "bO"]))
+
+    def forward(self, ids: Tensor, batch: int = 1) -> Tensor:
+        """Logits [batch*S, V] for `batch` sequences of S tokens packed in ids (u32 [batch*S])."""
+        T = ids.numel
+        if T == 0 or T % batch:
+            raise ShapeError(f"{T} ids are not {batch} non-empty sequences of equal length")
+        S = T // batch
+        P = self.params
+        x = F.embedding(ids, P["embedding"])
+        for i, kind in enumerate(self.config.layers):
+            x = {"mamba1": self._mamba1, "mamba2": self._mamba2, "mamba3": self._mamba3,
+                 "attention": self._attention}[kind](x, i, batch, S)
+        x = F.rms_norm(x, P["final_norm"], 1e-6)
+        return F.matmul(x, P["embedding"], transpose_b=True)
+
+    def loss(self, ids: Tensor, targets: Tensor, batch: int = 1) -> Tensor:
+        """Mean next-token cross-entropy; targets >= vocabSize are ignored."""
+        return F.cross_entropy(self.forward(ids, batch), targets)
+
+    # -- recurrent generation: O(1) work per token in mamba layers ------------------------------------
+    def init_state(self) -> list:
+        """Per layer, the recurrent state after zero tokens, in fixed buffers updated in place: mamba layers
+        keep their conv window (the last dConv-1 conv inputs, zeros at the start: the causal padding) and
+        their scan state; attention layers keep their inputs (a growing cache)."""
+        c, dev = self.config, self.device
+        out = []
+        for kind in c.layers:
+            if kind == "attention":
+                out.append({})
+                continue
+            conv_d = {"mamba1": c.d_inner, "mamba2": c.d_inner + 2 * c.nGroups * c.dState,
+                      "mamba3": c.d_inner + 4 * c.nGroups * c.dState}[kind]
+            h = (1, c.d_inner, c.dState) + ((2,) if kind == "mamba3" else ())
+            out.append({"conv": zeros((c.dConv - 1, conv_d), "f32", dev) if c.dConv > 1 else None,
+                        "h": zeros(h, "f32", dev)})
+        return out
+
+    def _conv_step(self, st: dict, key: str, row: Tensor, w: Tensor, b: Tensor) -> Tensor:
+        """One token of the causal conv: the window (the previous dConv-1 inputs, then row) convolved; the
+        window buffer is shifted in place."""
+        win = st[key]
+        full = row if win is None else _stack_rows(win, row)
+        y = ops.conv1d_causal(full, w, b)
+        if win is not None:
+            C = row.shape[1]
+            ops.copy2d(full, win, win.shape[0], C, C, C, 0, C)
+        return ops.row_slice(y, full.shape[0] - 1).reshape(1, row.shape[1])
+
+    def _mamba1_step(self, x: Tensor, i: int, st: dict) -> Tensor:
+        c, P = self.config, self.params
+        L = f"layer{i}."
+        D, N, R = c.d_inner, c.dState, c.dt_rank
+        h = F.rms_norm(x, P[L + "normWeight"], 1e-6)
+        xz = F.bias_add(F.matmul(h, P[L + "wInProj"], transpose_b=True), P[L + "bInProj"])
+        u = F.silu(self._conv_step(st, "conv", F.col_slice(xz, 0, D), P[L + "wConv"], P[L + "bConv"]))
+        xp = F.bias_add(F.matmul(u, P[L + "wXProj"], transpose_b=True), P[L + "bXProj"])
+        dt = F.bias_add(F.matmul(F.col_slice(xp, 0, R), P[L + "wDtProj"], transpose_b=True), P[L + "bDtProj"])
+        y, hl, _ = ops.selective_scan(u, dt, P[L + "A_log"], F.col_slice(xp, R, N), F.col_slice(xp, R + N, N),
+                                      P[L + "D_vec"], F.col_slice(xz, D, D), chunk=1, h0=st["h"])
+        copy_words(hl, st["h"])
+        return F.add(x, F.bias_add(F.matmul(y, P[L + "wOutProj"], transpose_b=True), P[L + "bOutProj"]))
+
+    def _mamba2_step(self, x: Tensor, i: int, st: dict) -> Tensor:
+        c, P = self.config, self.params
+        L = f"layer{i}."
+        D, N, H, G = c.d_inner, c.dState, c.nHeads, c.nGroups
+        E = self._head_expand
+        proj = F.matmul(F.rms_norm(x, P[L + "preNormWeight"], 1e-6), P[L + "wInProj"], transpose_b=True)
+        conv_d = D + 2 * G * N
+        xbc = self._conv_step(st, "conv", F.col_slice(proj, 0, conv_d), P[L + "wConv"], P[L + "bConv"])
+        dt = F.matmul(F.bias_add(F.col_slice(proj, conv_d, H), P[L + "dt_bias"]), E)
+        Dch = F.reshape(F.matmul(F.reshape(P[L + "D_vec"], 1, H), E), D)
+        y, hl, _ = ops.selective_scan(F.col_slice(xbc, 0, D), dt, P[L + "A_log"], F.col_slice(xbc, D, G * N),
+                                      F.col_slice(xbc, D + G * N, G * N), Dch, None, chunk=1, h0=st["h"],
+                                      groups=G, delta_input=False)
+        copy_words(hl, st["h"])
+        y = F.rms_norm(y, P[L + "normWeight"], 1e-6)
+        return F.add(x, F.matmul(y, P[L + "wOutProj"], transpose_b=True))
+
+    def step(self, token: int, state: list) -> Tensor:
+        """Logits [1, V] of the next token after `token`, updating `state` (from init_state) in place.
+        Mamba layers do O(1) work per token (one conv window, one scan step from the carried state);
+        attention layers attend over their cached inputs (O(context), as attention must)."""
+        return self._step_ids(tensor(np.array([token], np.uint32), device=self.device), state)
+
+    def _step_ids(self, ids: Tensor, state: list) -> Tensor:
+        P = self.params
+        x = F.embedding(ids, P["embedding"])
+        for i, kind in enumerate(self.config.layers):
+            st = state[i]
+            if kind == "mamba1":
+                x = self._mamba1_step(x, i, st)
+            elif kind == "mamba2":
+                x = self._mamba2_step(x, i, st)
+            elif kind == "mamba3":
+                x = self._mamba3_step(x, i, st)
+            else:
+                st["x"] = x if "x" not in st else _stack_rows(st["x"], x)
+                T = st["x"].shape[0]
+                x = ops.row_slice(self._attention(st["x"], i, 1, T), T - 1).reshape(1, self.config.dModel)
+        x = F.rms_norm(x, P["final_norm"], 1e-6)
+        return F.matmul(x, P["embedding"], transpose_b=True)
+
+    def _recorded_step(self, state: list):
+        """For stacks without attention (fixed shapes): one token's step recorded once and replayed with
+        one submit per token. Returns feed(token) -> logits (numpy [V])."""
+        dev, V = self.device, self.config.vocabSize
+        ids = empty((1,), "u32", dev, host_visible=True)
+        out = empty((1, V), "f32", dev, host_visible=True)
+        with record(dev, run=False) as prog:  # not run on leaving: that would feed a token
+            dev.upload(ids)
+            copy_words(self._step_ids(ids, state), out)
+            dev.sync_local(out)
+
+        def feed(token: int) -> np.ndarray:
+            ids.write_staging(np.array([token], np.uint32))
+            prog.run()
+            return out.read_staging().reshape(V)
+        return feed
+
+    def generate(self, prompt_ids, max_new_tokens: int = 64, temperature: float = 0.0, top_k: int | None = None,
+                 seed: int | None = None) -> list[int]:
+        """Continue prompt_ids with the recurrent state (the context is never re-run through mamba layers):
+        greedy when temperature == 0, else seeded sampling from softmax(logits / T) over the top_k."""
+        ids = [int(t) for t in prompt_ids]
+        if not ids:
+            raise EvermindError("generate needs a non-empty prompt")
+        rng = np.random.default_rng(seed)
+        state = self.init_state()
+        if "attention" in self.config.layers:
+            feed = lambda t: self.step(t, state).numpy()[0]  # noqa: E731  (the attention cache grows)
+        else:
+            feed = self._recorded_step(state)
+        for t in ids[:-1]:
+            feed(t)
+        out, cur = [], ids[-1]
+        for _ in range(max_new_tokens):
+            z = feed(cur).astype(np.float64)
+            if temperature <= 0:
+                cur = int(np.argmax(z))
+            else:
+                z = z / temperature
+                if top_k is not None and 0 < top_k < z.size:
+                    z = np.where(z >= np.partition(z, -top_k)[-top_k], z, -np.inf)
+                p = np.exp(z - z.max())
+                cur = int(rng.choice(z.size, p=p / p.sum()))
+            out.append(cur)
+            if cur == self.config.eosId:
+                break
+        return out
+
+
+def _stack_rows(a: Tensor, b: Tensor) -> Tensor:
+    """[a; b] for 2-D a [m, C] and b [n, C] (a new tensor)."""
+    (m, C), n = a.shape, b.shape[0]
+    out = empty((m + n, C), a.dtype, a.device)
+    ops.copy2d(a, out, m, C, 0, C, 0, C)
+    ops.copy2d(b, out, n, C, 0, C, m * C, C)
+    return out

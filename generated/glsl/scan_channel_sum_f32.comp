@@ -1,0 +1,60 @@
+#version 450
+#extension GL_EXT_control_flow_attributes : enable
+
+// scan_channel_sum: one thread per work item (WG threads a workgroup); f32 state and arithmetic.
+layout(constant_id = 0) const uint WG = 64;
+layout(constant_id = 1) const uint NMAX = 64;
+layout(std430, binding = 0) readonly buffer Buf_Hs { float Hs[]; };
+layout(std430, binding = 1) readonly buffer Buf_w { float w[]; };
+layout(std430, binding = 2) readonly buffer Buf_z { float z[]; };
+layout(std430, binding = 3) writeonly buffer Buf_o { float o[]; };
+layout(push_constant) uniform Push {
+    uint nb;
+    uint L;
+    uint Dc;
+    uint N;
+    uint CH;
+    uint nc;
+    uint G;
+    uint hd;
+    uint amode;
+    uint dtin;
+    uint use_w;
+    uint has_z;
+} p;
+layout(local_size_x_id = 0) in;
+// Activations: the sigmoid and tanh arguments are clamped to +-15, as builderforce's kernels do
+// (the derivatives silu_d and gelu_d use the same clamped sigmoid and tanh).
+float sigmoid_c(float x) { return 1.0 / (1.0 + exp(-clamp(x, -15.0, 15.0))); }
+float silu_f(float x) { return x * sigmoid_c(x); }
+float silu_d(float x) { float s = sigmoid_c(x); return s * (1.0 + x * (1.0 - s)); }
+const float GELU_C = 0.7978845608;
+float gelu_f(float x) { return 0.5 * x * (1.0 + tanh(clamp(GELU_C * (x + 0.044715 * x * x * x), -15.0, 15.0))); }
+float gelu_d(float x) {
+    float t = tanh(clamp(GELU_C * (x + 0.044715 * x * x * x), -15.0, 15.0));
+    return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * GELU_C * (1.0 + 3.0 * 0.044715 * x * x);
+}
+// Softplus, stable for any x: max(x, 0) + log(1 + e^-|x|) (log1p's series where e^-|x| is tiny), and
+// its derivative, the unclamped sigmoid.
+float softplus_f(float x) {
+    const float e = exp(-abs(x));
+    return max(x, 0.0) + (e < 1e-4 ? e * (1.0 - 0.5 * e) : log(1.0 + e));
+}
+float sigmoid_u(float x) { return x >= 0.0 ? 1.0 / (1.0 + exp(-x)) : exp(x) / (1.0 + exp(x)); }
+
+void main() {
+    const uint i = (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * WG + gl_LocalInvocationID.x;
+    // o[b, t, g, n] = Σ_{d in group g} w[b, t, d] Hs[b, t, d, n]  (w = dy · silu(z), or 1); in order.
+    if (i >= p.nb * p.L * p.G * p.N) return;
+    const uint n = i % p.N, gg = (i / p.N) % p.G, bt = i / (p.N * p.G), cpg = p.Dc / p.G;
+    float s = 0.0;
+    for (uint d = gg * cpg; d < (gg + 1) * cpg; ++d) {
+        float wv = 1.0;
+        if (p.use_w != 0) {
+            wv = float(w[bt * p.Dc + d]);
+            if (p.has_z != 0) wv *= silu_f(float(z[bt * p.Dc + d]));
+        }
+        s += wv * Hs[(bt * p.Dc + d) * p.N + n];
+    }
+    o[i] = float(s);
+}
