@@ -6,10 +6,10 @@ Attack classes (one per input, drawn at random):
   mutate     valid checkpoints and .evermind packages mutated (truncate, bit flips, grown length fields,
              corrupted JSON, inserted bytes, random splices), at the frame and inside it
   bomb       honest zstd frames of highly compressible content (64 MiB .. 1 GiB of zeros in ~2-33 KB),
-             as checkpoints and packages, sometimes with the header's content size or tail mutated
+             as checkpoints and packages, sometimes with the header's content size lying or bytes mutated
   tiny       tiny .evermind / .npz / .safetensors files whose config declares a huge model (random
              dimensions), and MoE0 / EVL0 / VRQ0 / EVT0 layouts whose headers claim huge counts
-  zipbomb    .npz files with a deflated member that declares far more than its compressed bytes
+  zipbomb    .npz files with a deflated member of 1 GiB in ~1 MB (sometimes mutated)
   race       (every 2000 inputs) two threads saving one key, and (every 10000) two processes: the
              sequences must be exactly 1..N and the final checkpoint loadable
   symlink    (every 500 inputs) symlinks planted at the temp names (the old predictable one, and the
@@ -186,35 +186,38 @@ def tiny_input(r: random.Random, d: str):
     return "tiny EVT0", lambda: parse_evt0(body + struct.pack("<II", CRC_MAGIC, crc32(body)))
 
 
-def zipbomb_input(r: random.Random, d: str, zeros_member: bytes):
+def zipbombs(n: int = 1 << 30) -> list:
+    """npz files (bytes) holding a config, maybe a real tensor, and one deflated member declaring n bytes
+    under a name the loader may expect or not; built once (deflating 1 GiB takes seconds)."""
+    out = []
+    for name in ("extra.npy", "embed.weight.npy", "norm.weight.npy"):
+        b = io.BytesIO()
+        with zipfile.ZipFile(b, "w", zipfile.ZIP_DEFLATED) as zf:
+            zf.writestr("__config__.npy", _npy(np.frombuffer(json.dumps(LM).encode(), np.uint8)))
+            if name == "extra.npy":
+                zf.writestr("embed.weight.npy", _npy(np.zeros((16, 8), np.float32)))
+            with zf.open(name, "w", force_zip64=True) as f:
+                np.lib.format.write_array_header_1_0(f, {"descr": "<f4", "fortran_order": False, "shape": (n // 4,)})
+                chunk = bytes(1 << 20)
+                for _ in range(n >> 20):
+                    f.write(chunk)
+        out.append(b.getvalue())
+    return out
+
+
+def zipbomb_input(r: random.Random, d: str, templates: list):
+    buf = bytearray(r.choice(templates))
+    if r.random() < 0.3:
+        buf = mutate(buf, r)
     p = os.path.join(d, "z.npz")
-    with zipfile.ZipFile(p, "w", zipfile.ZIP_DEFLATED) as zf:
-        zf.writestr("__config__.npy", _npy(np.frombuffer(json.dumps(LM).encode(), np.uint8)))
-        if r.random() < 0.5:
-            zf.writestr("embed.weight.npy", _npy(np.zeros((16, 8), np.float32)))
-    # splice the prebuilt deflated member (declaring up to 1 GiB) in as its own zip
-    with zipfile.ZipFile(p, "a") as zf, zipfile.ZipFile(io.BytesIO(zeros_member)) as src:
-        info = src.infolist()[0]
-        info.filename = r.choice(["extra.npy", "embed.weight.npy", "norm.weight.npy"])
-        if info.filename not in zf.namelist():
-            with src.open(src.infolist()[0]) as s, zf.open(info, "w", force_zip64=True) as dst:
-                shutil.copyfileobj(s, dst, 1 << 20)
+    with open(p, "wb") as f:
+        f.write(buf)
     return "zip bomb npz", lambda: load_model_file(p)
 
 
 def _npy(a) -> bytes:
     b = io.BytesIO()
     np.lib.format.write_array(b, a)
-    return b.getvalue()
-
-
-def zeros_member(n: int) -> bytes:
-    b = io.BytesIO()
-    with zipfile.ZipFile(b, "w", zipfile.ZIP_DEFLATED) as zf, zf.open("m.npy", "w", force_zip64=True) as f:
-        np.lib.format.write_array_header_1_0(f, {"descr": "<f4", "fortran_order": False, "shape": (n // 4,)})
-        chunk = bytes(1 << 20)
-        for _ in range(n >> 20):
-            f.write(chunk)
     return b.getvalue()
 
 
@@ -294,8 +297,8 @@ def main(n=100000, seed=0):
     inner = {k: framing.unframe(v) for k, v in base.items()}
     print("building bombs ...", flush=True)
     templates = bombs()
-    zmember = zeros_member(1 << 30)
-    print(f"bombs: {[len(b) for _, b in templates]} bytes; zip member {len(zmember)} bytes", flush=True)
+    zmember = zipbombs()
+    print(f"bombs: {[len(b) for _, b in templates]} bytes; zip bombs {[len(z) for z in zmember]} bytes", flush=True)
     work = tempfile.mkdtemp()
     counts = collections.Counter()
     worst, worst_case = 0, ""
