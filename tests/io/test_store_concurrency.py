@@ -43,7 +43,10 @@ SAVER = textwrap.dedent("""
     d, who = sys.argv[1], sys.argv[2]
     seqs = []
     for i in range(100):
-        s = save_checkpoint("shared", {"who": who, "i": i, "w": np.full(64, i, np.float32)}, directory=d)
+        if who == "b" and i % 2:  # a forced resume re-saves (sequence + 1) under the same lock
+            s = load_checkpoint("shared", {"configHash": f"b{i}"}, force_resume=True, directory=d)
+        else:
+            s = save_checkpoint("shared", {"who": who, "i": i, "w": np.full(64, i, np.float32)}, directory=d)
         seqs.append(s["metadata"]["lineage"]["sequence"])
         rec = load_checkpoint("shared", directory=d)  # loadable after every save (hash and arrays verified)
         assert rec is not None and (rec["w"] == rec["i"]).all()
