@@ -309,9 +309,11 @@ def main(n=100000, seed=0):
         if i % 2000 == 1999:
             d = tempfile.mkdtemp(dir=work)
             counts[f"race: threads {race_threads(d)}"] += 1
-            if i % 10000 == 9999:
-                counts[f"race: processes {race_processes(d)}"] += 1
             shutil.rmtree(d)
+            if i % 10000 == 9999:
+                d = tempfile.mkdtemp(dir=work)
+                counts[f"race: processes {race_processes(d)}"] += 1
+                shutil.rmtree(d)
         if i % 500 == 250:
             d = tempfile.mkdtemp(dir=work)
             counts[f"symlink: {symlink_attack(d, r)}"] += 1
