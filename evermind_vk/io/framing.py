@@ -57,6 +57,46 @@ def unframe_file(f, size: int, max_size: int = DEFAULT_MAX, max_ratio: float = D
     return _unframe(read, size, max_size, max_ratio)
 
 
+class _Source:
+    """The frame's bytes [0, end) as a file-like source for zstd's stream reader."""
+    def __init__(self, read, end):
+        self.read_at, self.end, self.off = read, end, 0
+
+    def read(self, n=-1):
+        n = self.end - self.off if n is None or n < 0 else min(n, self.end - self.off)
+        piece = bytes(self.read_at(self.off, n)) if n > 0 else b""
+        self.off += len(piece)
+        return piece
+
+
+def _frame_length(read, n: int, head: bytes) -> int:
+    """Walk the frame's block headers (no decompression): its exact length, or TruncatedError /
+    FormatError. Lets trailing data be found without handing it to zstd."""
+    try:
+        off = zstandard.frame_header_size(head)
+    except zstandard.ZstdError as e:
+        raise TruncatedError(f"zstd frame header unreadable: {e}") from e
+    while True:
+        b = bytes(read(off, 3))
+        if len(b) < 3:
+            raise TruncatedError("zstd frame truncated (in a block header)")
+        v = b[0] | b[1] << 8 | b[2] << 16
+        last, btype, bsize = v & 1, (v >> 1) & 3, v >> 3
+        if btype == 3:
+            raise FormatError("zstd frame corrupt: reserved block type")
+        if btype != 1 and bsize > 128 << 10:
+            raise FormatError(f"zstd frame corrupt: a block of {bsize} bytes")
+        off += 3 + (1 if btype == 1 else bsize)
+        if off > n:
+            raise TruncatedError("zstd frame truncated")
+        if last:
+            break
+    off += 4  # the content checksum (required)
+    if off > n:
+        raise TruncatedError("zstd frame truncated (in its checksum)")
+    return off
+
+
 def _unframe(read, n: int, max_size: int, max_ratio: float) -> bytearray:
     head = bytes(read(0, 18))
     if len(head) < 4 or head[:4] != MAGIC:
@@ -80,25 +120,26 @@ def _unframe(read, n: int, max_size: int, max_ratio: float) -> bytearray:
                          f"than the {cap} believed here (max_ratio {max_ratio}); a decompression bomb?")
     if params.window_size > WINDOW_CAP:
         raise LimitError(f"zstd window {params.window_size} exceeds {WINDOW_CAP}")
-    dobj = zstandard.ZstdDecompressor(max_window_size=WINDOW_CAP).decompressobj()
+    end = _frame_length(read, n, head)
+    if end != n:
+        raise FormatError(f"{n - end} bytes of trailing data after the zstd frame")
+    # zstd checks the declared content size only at the frame's end, so a lying header could expand far
+    # beyond it within one call: read the output in bounded steps and stop as soon as it exceeds the claim.
+    reader = zstandard.ZstdDecompressor(max_window_size=WINDOW_CAP).stream_reader(
+        _Source(read, end), read_size=_STEP, read_across_frames=False)
     out = bytearray()
-    off = 0
     try:
-        while off < n and not dobj.eof:
-            piece = read(off, _STEP)
-            off += len(piece)
-            out += dobj.decompress(piece)
-            if len(out) > size:  # zstd refuses this itself; checked so no version can surprise us
-                raise IntegrityError(f"zstd frame produced more than the {size} bytes its header claimed")
+        while True:
+            piece = reader.read(_STEP)
+            if not piece:
+                break
+            out += piece
+            if len(out) > size:
+                raise IntegrityError(f"zstd frame produces more than the {size} bytes its header claims")
     except zstandard.ZstdError as e:
         msg = str(e)
         kind = IntegrityError if "checksum" in msg.lower() else FormatError
         raise kind(f"zstd frame corrupt: {msg}") from e
-    if not dobj.eof:
-        raise TruncatedError("zstd frame truncated")
-    trailing = len(dobj.unused_data) + (n - off)
-    if trailing:
-        raise FormatError(f"{trailing} bytes of trailing data after the zstd frame")
     if len(out) != size:
         raise IntegrityError(f"zstd frame produced {len(out)} bytes, header claimed {size}")
     return out

@@ -211,7 +211,8 @@ class Trainer:
               param_groups=None,
               save_key: str | None = None, save_every: int = 0, save_dir: str = ".evermind-checkpoints",
               stop_on_signal: bool = False) -> list[float]:
-        """Train; returns the mean loss of each epoch (over all its target tokens).
+        """Train; returns the mean loss of each epoch over its target tokens (an epoch cut short by a
+        time limit, max_steps or a signal: over the steps it ran; the history says how many).
 
         schedule: an LRSchedule (doppler's lr_at, per optimizer step; the step's lr is history's
         effective_lr). accum_steps: micro-batches of batch_size per optimizer step, their gradients
@@ -339,6 +340,12 @@ class Trainer:
                 if done >= len(batch_list) or stop:
                     if bar is not None:
                         bar.end_epoch()  # the summary below gets a line of its own
+                if done < len(batch_list) and stop and count:
+                    # A run stopped mid-epoch (time limit, max_steps, a signal) reports that epoch's mean over
+                    # the steps it ran (the history says how many); the saved position still resumes mid-epoch.
+                    losses.append(total / count)
+                    if on_epoch_end is not None:
+                        on_epoch_end(epoch + 1, losses[-1], float(np.mean(norms)) if (track_grad_norm and norms) else None)
                 if done >= len(batch_list):
                     losses.append(total / max(count, 1))
                     self._position = {"epoch": epoch + 1, "batch": 0, "order": None, "total": 0.0, "count": 0,

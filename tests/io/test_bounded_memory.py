@@ -1,5 +1,5 @@
 """Bounded memory for every loader, measured: each bomb or tiny-file case of issue 15 runs in a fresh
-subprocess that reads its own peak RSS (ru_maxrss) before and after; the growth must stay under 64 MB,
+subprocess that reads its RSS before (VmRSS) and its peak RSS after (ru_maxrss); the growth must stay under 64 MB,
 and the case must end in the typed error it names."""
 import hashlib
 import io
@@ -59,6 +59,14 @@ def files(tmp_path_factory):
     assert len(ck) < 64 << 10
     (d / "bomb.json").write_bytes(ck)  # a path key (ends in .json)
     out["checkpoint_bomb"] = str(d / "bomb.json")
+    # 1b. the same frame with its header lying: it claims 16 MiB (within every cap) and holds 1 GiB
+    fhd = ck[4]
+    at = 5 + (0 if fhd & 0x20 else 1)
+    width = {1: 2, 2: 4, 3: 8}[fhd >> 6]
+    liar = ck[:at] + (16 << 20).to_bytes(width, "little") + ck[at + width:]
+    assert zstandard.get_frame_parameters(liar).content_size == 16 << 20
+    (d / "liar.json").write_bytes(liar)
+    out["lying_header"] = str(d / "liar.json")
     # 2. the same kind of frame around an .evermind package of 1 GiB of zeros
     man = js_json({"schema": "evermind.model/1", "name": "b", "version": "1", "modelType": "evermind-transformer-lm",
                    "config": BIG_LM, "paramCount": 1, "checkpointFormat": "EVT0", "checkpointFp16": False,
@@ -118,6 +126,7 @@ CASES = {
     "checkpoint_bomb_open_blob": ("LimitError", "from evermind_vk.io import open_blob; open_blob(P)"),
     "package_bomb": ("LimitError", "from evermind_vk.io import EvermindPackage; EvermindPackage.from_file(P)"),
     "package_bomb_open_blob": ("LimitError", "from evermind_vk.io import open_blob; open_blob(P)"),
+    "lying_header": ("IntegrityError", "from evermind_vk.io.checkpoint import load_checkpoint; load_checkpoint(P)"),
     "moe_experts": ("FormatError", "from evermind_vk.io import EvermindPackage as E\n"
                                    "v = E.from_file(P).validate(); assert not v['ok'], v\n"
                                    "raise __import__('evermind_vk').errors.FormatError(v['errors'][0])"),
@@ -131,7 +140,8 @@ RUNNER = textwrap.dedent("""
     import resource, sys
     import numpy, zstandard, evermind_vk, evermind_vk.files, evermind_vk.io  # baseline: everything imported
     P = sys.argv[1]
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    # the baseline is the RSS now (not the peak so far, which import-time spikes could leave above it)
+    before = int(next(l for l in open("/proc/self/status") if l.startswith("VmRSS:")).split()[1])
     try:
         exec(sys.argv[2])
         outcome = "no error"

@@ -389,6 +389,10 @@ def test_cli_pack_inspect_verify(device, tmp_path):
     assert main(["pack", "--model", str(tmp_path / "m.npz"), "--name", "t", "--out", out, "--fp16"]) == 0
     assert main(["inspect", out]) == 0
     assert main(["verify", out]) == 0
+    raw = str(tmp_path / "m.raw.evermind")  # --raw: the unframed EVM1 bytes builderforce reads
+    assert main(["pack", "--model", str(tmp_path / "m.npz"), "--name", "t", "--out", raw, "--fp16", "--raw"]) == 0
+    assert open(raw, "rb").read() == EvermindPackage.from_file(out).to_blob()
+    assert main(["verify", raw]) == 0
     bad = bytearray(open(out, "rb").read())
     bad[len(bad) // 2] ^= 4
     (tmp_path / "bad.evermind").write_bytes(bytes(bad))

@@ -15,7 +15,7 @@ import pytest
 
 from evermind_vk.errors import (CheckpointKeyCollisionError, CheckpointMismatchError, FormatError)
 from evermind_vk.io import atomic, framing
-from evermind_vk.io.checkpoint import MAGIC, decode, load_checkpoint, save_checkpoint
+from evermind_vk.io.checkpoint import MAGIC, decode, load_checkpoint, save_checkpoint, verify
 
 
 def test_two_threads_saving_one_key_never_corrupt_it(tmp_path):
@@ -43,7 +43,10 @@ SAVER = textwrap.dedent("""
     d, who = sys.argv[1], sys.argv[2]
     seqs = []
     for i in range(100):
-        s = save_checkpoint("shared", {"who": who, "i": i, "w": np.full(64, i, np.float32)}, directory=d)
+        if who == "b" and i % 2:  # a forced resume re-saves (sequence + 1) under the same lock
+            s = load_checkpoint("shared", {"configHash": f"b{i}"}, force_resume=True, directory=d)
+        else:
+            s = save_checkpoint("shared", {"who": who, "i": i, "w": np.full(64, i, np.float32)}, directory=d)
         seqs.append(s["metadata"]["lineage"]["sequence"])
         rec = load_checkpoint("shared", directory=d)  # loadable after every save (hash and arrays verified)
         assert rec is not None and (rec["w"] == rec["i"]).all()
@@ -76,17 +79,22 @@ def test_a_planted_symlink_at_the_temp_name_cannot_redirect_the_write(tmp_path, 
     victim = tmp_path / "victim"
     victim.write_bytes(b"precious")
     target = tmp_path / "ck.bin"
+    # the name the old code used, predictable from the pid:
+    os.symlink(victim, tmp_path / f".ck.bin.tmp{os.getpid()}")
+    atomic.atomic_write(str(target), b"new")
+    assert victim.read_bytes() == b"precious" and target.read_bytes() == b"new" and not target.is_symlink()
+    # the unpredictable name, forced to collide: O_EXCL|O_NOFOLLOW refuses it and another name is drawn
     names = iter(["planted", "fresh"])
     monkeypatch.setattr(atomic.secrets, "token_hex", lambda n: next(names))
     os.symlink(victim, tmp_path / ".ck.bin.planted.tmp")
-    atomic.atomic_write(str(target), b"new")
-    assert victim.read_bytes() == b"precious" and target.read_bytes() == b"new"
-    assert os.path.islink(tmp_path / ".ck.bin.planted.tmp")
-    # The name the old code used is not used at all any more:
-    os.symlink(victim, tmp_path / f".ck.bin.tmp{os.getpid()}")
-    monkeypatch.undo()
     atomic.atomic_write(str(target), b"newer")
     assert victim.read_bytes() == b"precious" and target.read_bytes() == b"newer"
+    assert os.path.islink(tmp_path / ".ck.bin.planted.tmp")
+    # a symlink planted at the lock file is refused, not followed
+    os.symlink(victim, tmp_path / ".ck.json.lock")
+    with pytest.raises(OSError, match="symlink"):
+        save_checkpoint(str(tmp_path / "ck.json"), {"v": 1})
+    assert victim.read_bytes() == b"precious"
 
 
 def test_temp_file_removed_when_the_write_fails(tmp_path, monkeypatch):
@@ -110,8 +118,12 @@ def test_permissions_of_an_existing_checkpoint_are_kept(tmp_path):
 
 def test_directories_created_on_the_way_are_fsynced(tmp_path, monkeypatch):
     synced = []
-    real = atomic._fsync_dir
-    monkeypatch.setattr(atomic, "_fsync_dir", lambda d: (synced.append(os.path.abspath(d)), real(d)))
+    real = os.fsync
+
+    def fsync(fd):
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        return real(fd)
+    monkeypatch.setattr(os, "fsync", fsync)
     path = tmp_path / "a" / "b" / "c" / "ck.json"
     save_checkpoint(str(path), {"v": 1})
     for parent in (tmp_path, tmp_path / "a", tmp_path / "a" / "b", tmp_path / "a" / "b" / "c"):
@@ -137,15 +149,17 @@ def _evck(record: dict, body: bytes = b"") -> bytes:
     return framing.frame(MAGIC + struct.pack("<IQQ", 1, len(js), len(body)) + js + body)
 
 
-def test_deeply_nested_json_is_a_format_error(tmp_path):
-    deep = b"[" * 100000 + b"]" * 100000
-    with pytest.raises(FormatError):
-        decode(deep)
-    with pytest.raises(FormatError, match="nests deeper"):
-        decode(b"[" * 900 + b"]" * 900)  # parses, but anything recursing over it would not
-    js = ('{"metadata": {}, "x": ' + "[" * 900 + "]" * 900 + "}").encode()
-    with pytest.raises(FormatError):
-        decode(framing.frame(MAGIC + struct.pack("<IQQ", 1, len(js), 0) + js))
+def test_deeply_nested_json_is_a_format_error():
+    for depth in (100000, 5000, 900, 200):
+        nested = "[" * depth + "]" * depth
+        doppler = ('{"metadata": {"checkpointHash": null}, "x": ' + nested + "}").encode()
+        with pytest.raises(FormatError):
+            _, stored = decode(doppler)
+            verify(stored)  # recurses over the record (stable JSON) when the reader let it through
+        js = ('{"metadata": {}, "x": ' + nested + "}").encode()
+        with pytest.raises(FormatError):
+            _, stored = decode(framing.frame(MAGIC + struct.pack("<IQQ", 1, len(js), 0) + js))
+            verify(stored)
 
 
 def test_array_shape_and_byte_size_mismatches_are_format_errors():

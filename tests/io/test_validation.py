@@ -144,3 +144,22 @@ def _timed(f, data):
     t = time.process_time()
     f(data)
     return time.process_time() - t
+
+
+def test_open_blob_decodes_any_file_once(device, tmp_path, monkeypatch):
+    from evermind_vk.io import framing, open_blob
+    from evermind_vk.io.checkpoint import save_checkpoint
+    calls = []
+    real = framing._unframe
+    monkeypatch.setattr(framing, "_unframe", lambda *a: calls.append(1) or real(*a))
+    pkg_path = str(tmp_path / "m.evermind")
+    EvermindPackage.from_model(TransformerLM(CFG), "t").to_file(pkg_path)
+    got = open_blob(pkg_path)
+    assert got.kind == "package" and got.package.validate()["ok"] and len(calls) == 1
+    ck = save_checkpoint("c", {"w": np.ones(3, np.float32)}, directory=str(tmp_path))["path"]
+    got = open_blob(ck)
+    assert got.kind == "checkpoint" and np.array_equal(got.record["w"], np.ones(3)) and len(calls) == 2
+    assert got.stored["w"]["__ndarray__"]["shape"] == [3]
+    (tmp_path / "junk").write_bytes(b"junk")
+    with pytest.raises(FormatError, match="neither"):
+        open_blob(str(tmp_path / "junk"))
