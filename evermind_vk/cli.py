@@ -417,18 +417,18 @@ def _add_profile_parser(sub) -> None:
     p = sub.add_parser("profile", help="GPU time per kernel variant of one recorded training step",
                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--text", help="a UTF-8 text file for the sample batch (default: the embedded corpus)")
-    p.add_argument("--seq-len", type=POS_INT, default=64)
-    p.add_argument("--batch-size", type=POS_INT, default=8)
-    p.add_argument("--lr", type=NONNEG, default=3e-3)
-    p.add_argument("--max-grad-norm", type=FINITE, default=1.0)
-    p.add_argument("--d-model", type=POS_INT, default=64)
-    p.add_argument("--layers", type=POS_INT, default=2)
-    p.add_argument("--heads", type=POS_INT, default=4)
-    p.add_argument("--kv-heads", type=POS_INT, default=2)
-    p.add_argument("--d-ff", type=POS_INT, default=128)
-    p.add_argument("--seed", type=NONNEG_INT, default=0)
+    p.add_argument("--seq-len", type=POS_INT, default=64, help="tokens per sequence")
+    p.add_argument("--batch-size", type=POS_INT, default=8, help="sequences per step")
+    p.add_argument("--lr", type=NONNEG, default=3e-3, help="AdamW learning rate")
+    p.add_argument("--max-grad-norm", type=FINITE, default=1.0, help="gradient clipping norm (<= 0: none)")
+    p.add_argument("--d-model", type=POS_INT, default=64, help="model width")
+    p.add_argument("--layers", type=POS_INT, default=2, help="transformer layers")
+    p.add_argument("--heads", type=POS_INT, default=4, help="attention heads")
+    p.add_argument("--kv-heads", type=POS_INT, default=2, help="key/value heads")
+    p.add_argument("--d-ff", type=POS_INT, default=128, help="MLP hidden width")
+    p.add_argument("--seed", type=NONNEG_INT, default=0, help="initialisation seed")
     p.add_argument("--repeats", type=POS_INT, default=3, help="timed runs of the step (median per operation)")
-    p.add_argument("--device", default=None)
+    p.add_argument("--device", default=None, help="index or name substring")
     p.set_defaults(fn=cmd_profile)
 
 
@@ -530,7 +530,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--checkpoint", default=None, help="checkpoint path (default: OUT/trainer-checkpoint)")
     p.add_argument("--accum-steps", type=POS_INT, default=1, help="micro-batches per optimizer step")
     p.add_argument("--max-steps", type=NONNEG_INT, default=None, help="stop after this many optimizer steps")
-    p.add_argument("--lr-schedule", default="constant", choices=("constant", "cosine", "step_decay"))
+    p.add_argument("--lr-schedule", default="constant", choices=("constant", "cosine", "step_decay"),
+                   help="learning-rate schedule over the run's optimizer steps (doppler's semantics)")
     p.add_argument("--warmup-steps", type=NONNEG_INT, default=0, help="linear warm-up steps")
     # Image models: `--model conv-ae` trains a conv autoencoder on generated images instead.
     p.add_argument("--model", choices=("lm", "conv-ae", "evermind-lm", "moe", "mamba"), default="lm",
@@ -736,11 +737,11 @@ def add_video_parser(sub) -> None:
     p.add_argument("--out", required=True, help="encode: tokens JSON; decode: a folder, or a .png strip")
     p.add_argument("--codec", help="VRQ0 file (encode: fitted and written here if absent)")
     p.add_argument("--frames", type=POS_INT, default=1, help="frames in an input strip")
-    p.add_argument("--patch", type=POS_INT, default=4)
-    p.add_argument("--levels", type=POS_INT, default=2)
-    p.add_argument("--codebook", type=POS_INT, default=16)
-    p.add_argument("--keyframe-interval", type=POS_INT, default=12)
-    p.add_argument("--iterations", type=POS_INT, default=8)
+    p.add_argument("--patch", type=POS_INT, default=4, help="patch side in pixels")
+    p.add_argument("--levels", type=POS_INT, default=2, help="residual quantisation levels")
+    p.add_argument("--codebook", type=POS_INT, default=16, help="codewords per level")
+    p.add_argument("--keyframe-interval", type=POS_INT, default=12, help="frames between key frames")
+    p.add_argument("--iterations", type=POS_INT, default=8, help="k-means iterations per level")
     p.set_defaults(fn=cmd_video)
 
 # -- HybridMambaModel: train --model mamba --layers mamba1,mamba2,attention,... ------------------------------

@@ -277,7 +277,8 @@ def matmul_loop_count(kind: str, spec: dict, K: int) -> int:
 def matmul_k_splits(kind: str, spec: dict, K: int, device_type: str) -> list[tuple[int, int]]:
     """[k0, k1) ranges of one product, run as ordered dispatches accumulating into C (beta = 1 after the
     first), so that no invocation loops more than MAX_LOOP times. Only CPU devices (lavapipe) are split;
-    ranges are multiples of 64 (keeps the 16-byte alignment of every algorithm's offsets)."""
+    ranges are multiples of 64 (keeps the 16-byte alignment of every algorithm's offsets). The partial
+    sums live in C between dispatches, so an f16 C rounds each split's running sum to f16."""
     if device_type != "cpu" or matmul_loop_count(kind, spec, K) <= MAX_LOOP:
         return [(0, K)]
     per = matmul_loop_count(kind, spec, 64)  # loops per 64 values of k

@@ -73,7 +73,14 @@ def test_matmul_huge_k(device, dtype):
     K, bval, want = (200000, 1.0, 200000.0) if dtype == "f32" else (262144, 0.125, 32768.0)
     a = np.ones((1, K), NP[dtype])
     b = np.full((K, 1), bval, NP[dtype])
-    assert ev.matmul(ev.tensor(a), ev.tensor(b)).numpy().tolist() == [[want]]
+    got = float(ev.matmul(ev.tensor(a), ev.tensor(b)).numpy()[0, 0])
+    if dtype == "f32":
+        assert got == want
+    else:  # split-K dispatches accumulate into the f16 output: each split's partial sum is rounded to f16
+        # (<= half an ulp of 32768, i.e. 8, per split); a loop cut short by the driver drops whole chunks
+        # (18,720 before the split), far outside this bound
+        splits = -(-K // 1024)
+        assert abs(got - want) <= 8 * splits, (got, want)
     rng = np.random.default_rng(11)  # positive terms: a dropped tail cannot cancel out
     a = rng.uniform(0.5, 1.0, (1, K)).astype(NP[dtype])
     b = (rng.uniform(0.5, 1.0, (K, 1)) / 64).astype(NP[dtype])

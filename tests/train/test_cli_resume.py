@@ -40,7 +40,7 @@ def test_sigint_saves_and_resume_continues(device, tmp_path):
     assert res.returncode == 0, res.stderr
     assert f"resuming {key} at step {step}" in res.stdout
     assert load_checkpoint(key)["global_step"] == step + 2
-    gen = subprocess.run([sys.executable, "-m", "evermind_vk", "generate", "--model", str(out / "model.npz"),
+    gen = subprocess.run([sys.executable, "-m", "evermind_vk", "generate", "--model", str(out),
                           "--prompt", "the ", "--tokens", "5", "--top-p", "0.9", "--repetition-penalty", "1.2"],
                          capture_output=True, text=True, timeout=300)
     assert gen.returncode == 0, gen.stderr
