@@ -34,7 +34,8 @@ TEMPLATES = ROOT / "templates"
 GENERATED = ROOT / "generated"
 
 sys.path.insert(0, str(ROOT))
-from evermind_vk.runtime.variants import features_for, matmul_kind, matmul_row_errors, register_block  # noqa: E402
+from evermind_vk.runtime.variants import (attention_row_errors, features_for, matmul_kind, matmul_row_errors,  # noqa: E402
+                                          register_block)
 
 # Each template declares, at its top, `{% set INTERFACE = {op: {...}} %}`: per op its storage buffers
 # (name, element type, access r|w|rw), push constants (name, u32|f32; all words are 4 bytes) and
@@ -86,7 +87,25 @@ def simple(template, op, dtype, wg, flags=()):
     return Variant(template, op, dtype, (("WG", wg),), flags=tuple(flags))
 
 
+def attention(op, dtype, hd, rows, tile, tpr, flags=()):
+    """A fused attention row: head-dim bound HD, ROWS per workgroup, TILE streamed rows, TPR threads a row."""
+    spec = dict(WG=rows * tpr, ROWS=rows, TILE=tile, HD=hd, TPR=tpr)
+    errors = attention_row_errors(spec)
+    if errors:
+        raise SystemExit(f"codegen: {op} {dtype} {spec}:\n  " + "\n  ".join(errors))
+    return Variant("attention", op, dtype, tuple(spec.items()), flags=tuple(flags),
+                   tile=f"d{hd}_r{rows}x{tile}_p{tpr}")
+
+
 F = ("f32", "f16")
+# Fused attention configurations (HD, ROWS, TILE, TPR), the same for every pass. CPU devices (lavapipe):
+# one thread per row. GPUs: rows split over 2 or 4 threads of a subgroup; 32-row variants for launches
+# with few heads (more workgroups).
+ATTENTION_CONFIGS = (
+    *((hd, 64, 32, 1) for hd in (8, 16, 32, 64)), (128, 64, 16, 1),
+    *((hd, rows, 64, 2) for hd in (8, 16, 32, 64) for rows in (32, 64)),
+    *((128, rows, 32, 4) for rows in (16, 32)), (32, 16, 32, 4),
+)
 
 # ---------------------------------------------------------------------------------------------
 # The variant table.
@@ -124,6 +143,10 @@ VARIANTS = [
     simple("reduce", "final_sum", "f32", 256),
     simple("optim", "adamw_step", "f32", 256),
     simple("optim", "clip_scale", "f32", 256),
+    # Fused attention: forward, and the two backward passes (dq, then dkv).
+    *(attention("attention", dt, *cfg) for dt in F for cfg in ATTENTION_CONFIGS),
+    *(attention("attention_backward", dt, *cfg, flags=[stage]) for stage in ("dq", "dkv") for dt in F
+      for cfg in ATTENTION_CONFIGS),
 ]
 
 GLSL_TYPES = {"f32": "float", "f16": "float16_t", "u32": "uint", "i32": "int"}

@@ -18,6 +18,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from ..errors import UnsupportedError
+
 # -- features ----------------------------------------------------------------------------------------
 # Device features a dtype or a code-changing flag needs (names as in Device.caps).
 DTYPE_FEATURES = {"f16": ("storage_buffer_16bit_access",)}
@@ -207,3 +209,92 @@ def pick_matmul(cands, M: int, N: int, K: int, lay: Layout, device_type: str, sh
     tiles = sorted({(v.spec["BM"], v.spec["BN"], v.spec["BK"]) for v in pool})
     tile = matmul_tile(M, N, K, tiles, shared_memory, device_type, batch, buffers=MATMUL_BUFFERS[kind])
     return next(v for v in pool if (v.spec["BM"], v.spec["BN"], v.spec["BK"]) == tile)
+
+
+# -- attention: fused (flash-style) kernels or the matmul-based path -----------------------------------
+# A fused variant's specialization: HD (head-dim bound, a multiple of 4 * TPR), ROWS (rows a workgroup
+# owns), TILE (rows streamed through shared memory per step), TPR (threads per row, one subgroup's
+# neighbours), WG = ROWS * TPR. Passes: "fwd" (op attention), "dq" and "dkv" (op attention_backward).
+ATTENTION_MAX_HD = 128
+ATTENTION_LOOP_LIMIT = 4096  # per-invocation tile-loop iterations allowed (lavapipe ends loops at 65535)
+
+
+def attention_shared_bytes(spec: dict, stage: str) -> int:
+    """Shared memory a fused attention variant declares (two f32 tiles, the exchange buffer, dkv's stats)."""
+    tiles = 2 * spec["TILE"] * spec["HD"] * 4
+    xch = 4 * spec["WG"] * 16 if spec["TPR"] > 1 else 16
+    return tiles + xch + (8 * spec["TILE"] if stage == "dkv" else 0)
+
+
+def attention_row_errors(spec: dict) -> list[str]:
+    """Why a fused attention row of the variant table cannot work with its template (empty: it can)."""
+    hd, rows, tile, tpr, wg = (spec[n] for n in ("HD", "ROWS", "TILE", "TPR", "WG"))
+    errs = []
+    if tpr not in (1, 2, 4):
+        errs.append(f"TPR {tpr} must be 1, 2 or 4")
+    if hd % (4 * tpr) or hd > ATTENTION_MAX_HD:
+        errs.append(f"HD {hd} must be a multiple of 4 * TPR = {4 * tpr} and at most {ATTENTION_MAX_HD}")
+    if tile % 4:
+        errs.append(f"TILE {tile} must be a multiple of 4 (rows are consumed four at a time)")
+    if wg != rows * tpr:
+        errs.append(f"WG {wg} must be ROWS * TPR = {rows * tpr}")
+    return errs
+
+
+def attention_launch_errors(spec: dict, stage: str, S: int, D: int, shared_memory: int, subgroup_size: int) -> list[str]:
+    """Each assumption the fused template makes about a launch that this one breaks (empty: it may run)."""
+    errs = []
+    if D > spec["HD"]:
+        errs.append(f"head dim {D} exceeds the variant's HD {spec['HD']}")
+    if attention_shared_bytes(spec, stage) > shared_memory:
+        errs.append(f"needs {attention_shared_bytes(spec, stage)} bytes of shared memory, the device has {shared_memory}")
+    if spec["TPR"] > 1 and (subgroup_size % spec["TPR"] or spec["WG"] % subgroup_size):
+        errs.append(f"TPR {spec['TPR']} threads of a row must share a subgroup: subgroup size {subgroup_size} must "
+                    f"divide WG {spec['WG']} and be a multiple of TPR")
+    if -(-S // spec["TILE"]) > ATTENTION_LOOP_LIMIT:
+        errs.append(f"{S} rows in tiles of {spec['TILE']} exceed {ATTENTION_LOOP_LIMIT} loop iterations per invocation")
+    return errs
+
+
+def pick_attention(cands, stage: str, S: int, D: int, groups_per_row_tile: int, device_type: str,
+                   shared_memory: int, subgroup_size: int, forced: str = ""):
+    """The fused variant for one pass, or None where none may run (the caller then takes the matmul path).
+
+    A forced configuration (EVERMIND_VK_ATTENTION_VARIANT: the name's tail, e.g. `d64_r64x64_p2`, the
+    same for every pass) wins where its launch rules hold. Otherwise: the smallest HD that holds D; on CPU devices one thread per row (TPR 1: no exchange), on others
+    split rows (TPR > 1); then the largest ROWS that still gives 128 workgroups (a GPU) or 4 (a CPU),
+    else the smallest ROWS."""
+    ok = [v for v in cands if not attention_launch_errors(v.spec, stage, S, D, shared_memory, subgroup_size)]
+    hit = [v for v in ok if forced and v.name.endswith("_" + forced)]
+    if hit:
+        return hit[0]
+    ok = [v for v in ok if (v.spec["TPR"] == 1) == (device_type == "cpu")]
+    if not ok:
+        return None
+    hd = min(v.spec["HD"] for v in ok)
+    ok = [v for v in ok if v.spec["HD"] == hd]
+    want = 4 if device_type == "cpu" else 128
+
+    def groups(v):
+        return -(-S // v.spec["ROWS"]) * groups_per_row_tile
+
+    full = [v for v in ok if groups(v) >= want]
+    if full:
+        return max(full, key=lambda v: (v.spec["ROWS"], v.spec["TILE"]))
+    return min(ok, key=lambda v: (v.spec["ROWS"], -v.spec["TILE"]))
+
+
+ATTENTION_PATHS = ("matmul", "fused")
+
+
+def attention_path(forced: str, fused_available: bool) -> str:
+    """'fused' or 'matmul'. forced (EVERMIND_VK_ATTENTION) is '', 'matmul' or 'fused'; a forced fused
+    path where no fused variant may run is an error, not a silent fallback."""
+    if forced and forced not in ATTENTION_PATHS:
+        raise UnsupportedError(f"EVERMIND_VK_ATTENTION={forced!r}: want one of {', '.join(ATTENTION_PATHS)}")
+    if forced == "matmul":
+        return "matmul"
+    if forced == "fused" and not fused_available:
+        raise UnsupportedError("EVERMIND_VK_ATTENTION=fused, but no fused attention variant fits this launch "
+                         f"(head dim > {ATTENTION_MAX_HD}, shared memory or subgroup size)")
+    return "fused" if fused_available else "matmul"

@@ -235,14 +235,21 @@ def test_attention(device, dtype, S, heads, D, causal, recompute, seed):
     close(dv.numpy(), wdv, n, dtype, "dv")
 
 
-def test_attention_gqa_reference_vector(device):
-    # S=1, H=4, KVH=1, hd=1: q=[1,2,3,4], k=[2], v=[3], dO=1 => P=1, dQ=0, dK=0, dV=4.
+@pytest.mark.parametrize("path", ["matmul", "fused"])
+def test_attention_gqa_reference_vector(device, path, monkeypatch):
+    # S=1, H=4, KVH=1, hd=1: q=[1,2,3,4], k=[2], v=[3], dO=1 => P=1, dQ=0, dK=0, dV=4; the fused path
+    # saves the base-2 logsumexp of the scores q.k = [2, 4, 6, 8] instead of P.
+    monkeypatch.setenv("EVERMIND_VK_ATTENTION", path)
     q = ev.tensor(np.array([1, 2, 3, 4], np.float32).reshape(1, 4, 1))
     k = ev.tensor(np.array([[[2]]], np.float32))
     v = ev.tensor(np.array([[[3]]], np.float32))
     out, p = ops.attention(q, k, v)
-    assert np.array_equal(p.numpy().ravel(), [1, 1, 1, 1]) and np.array_equal(out.numpy().ravel(), [3, 3, 3, 3])
-    dq, dk, dv = ops.attention_backward(q, k, v, ev.tensor(np.ones((1, 4, 1), np.float32)), p)
+    if path == "matmul":
+        assert np.array_equal(p.numpy().ravel(), [1, 1, 1, 1])
+    else:
+        assert p.shape == (4, 1) and np.allclose(p.numpy().ravel(), np.array([2, 4, 6, 8]) * np.log2(np.e), rtol=1e-6)
+    assert np.array_equal(out.numpy().ravel(), [3, 3, 3, 3])
+    dq, dk, dv = ops.attention_backward(q, k, v, ev.tensor(np.ones((1, 4, 1), np.float32)), p, out=out)
     assert np.array_equal(dq.numpy().ravel(), [0, 0, 0, 0])
     assert dk.numpy().ravel().tolist() == [0.0] and dv.numpy().ravel().tolist() == [4.0]
 
