@@ -25,7 +25,7 @@ def test_names_are_derived_from_the_table():
     for v in manifest["variants"]:
         spec = dict(v["spec_constants"])
         tile = (f"t{spec['BM']}x{spec['BN']}" if "BM" in spec else f"t{spec['WG']}x{spec['VEC']}" if "VEC" in spec
-                else f"d{spec['HD']}_r{spec['ROWS']}x{spec['TILE']}_p{spec['TPR']}" if "HD" in spec else None)
+                else f"r{spec['ROWS']}x{spec['TILE']}" if "ROWS" in spec else None)
         assert v["name"] == "_".join([v["op"], v["dtype"], *v["flags"]] + ([tile] if tile else []))
         assert (ROOT / "generated" / v["spirv"]).exists()
     assert len(names) == len(manifest["variants"])

@@ -88,13 +88,14 @@ def simple(template, op, dtype, wg, flags=()):
 
 
 def attention(op, dtype, hd, rows, tile, tpr, flags=()):
-    """A fused attention row: head-dim bound HD, ROWS per workgroup, TILE streamed rows, TPR threads a row."""
-    spec = dict(WG=rows * tpr, ROWS=rows, TILE=tile, HD=hd, TPR=tpr)
-    errors = attention_row_errors(spec)
+    """A fused attention row: head-dim bound HD and TPR threads a row (template parameters, flags dHD
+    and pTPR: they size the named registers), ROWS per workgroup and TILE streamed rows (specialization)."""
+    spec = dict(WG=rows * tpr, ROWS=rows, TILE=tile)
+    errors = attention_row_errors(dict(spec, HD=hd, TPR=tpr))
     if errors:
-        raise SystemExit(f"codegen: {op} {dtype} {spec}:\n  " + "\n  ".join(errors))
-    return Variant("attention", op, dtype, tuple(spec.items()), flags=tuple(flags),
-                   tile=f"d{hd}_r{rows}x{tile}_p{tpr}")
+        raise SystemExit(f"codegen: {op} {dtype} {spec} d{hd} p{tpr}:\n  " + "\n  ".join(errors))
+    return Variant("attention", op, dtype, tuple(spec.items()), flags=(*flags, f"d{hd}", f"p{tpr}"),
+                   tile=f"r{rows}x{tile}")
 
 
 F = ("f32", "f16")

@@ -89,7 +89,8 @@ def _path(q: Tensor, S: int, H: int, KVH: int, D: int, B: int):
 
 def _launch(v, stage: str, tensors: list, S: int, H: int, KVH: int, D: int, B: int, causal: bool, scale: float):
     dev = tensors[0].device
-    errs = variants.attention_launch_errors(v.spec, stage, S, D, dev.info.shared_memory, dev.info.subgroup_size)
+    errs = variants.attention_launch_errors(variants.attention_params(v), stage, S, D, dev.info.shared_memory,
+                                            dev.info.subgroup_size)
     if errs:  # the selector never does this; a template must never run outside its assumptions
         raise UnsupportedError(f"{v.name} cannot run S={S} D={D}: " + "; ".join(errs))
     push = dict(S=S, H=H, KVH=KVH, D=D, causal=int(causal), scale=scale)

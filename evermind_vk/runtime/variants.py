@@ -212,11 +212,21 @@ def pick_matmul(cands, M: int, N: int, K: int, lay: Layout, device_type: str, sh
 
 
 # -- attention: fused (flash-style) kernels or the matmul-based path -----------------------------------
-# A fused variant's specialization: HD (head-dim bound, a multiple of 4 * TPR), ROWS (rows a workgroup
-# owns), TILE (rows streamed through shared memory per step), TPR (threads per row, one subgroup's
-# neighbours), WG = ROWS * TPR. Passes: "fwd" (op attention), "dq" and "dkv" (op attention_backward).
+# A fused variant's parameters: HD (head-dim bound, a multiple of 4 * TPR) and TPR (threads per row,
+# one subgroup's neighbours) are template parameters (flags dHD, pTPR); ROWS (rows a workgroup owns),
+# TILE (rows streamed through shared memory per step) and WG = ROWS * TPR are specialization constants.
+# Passes: "fwd" (op attention), "dq" and "dkv" (op attention_backward, flag dq or dkv).
 ATTENTION_MAX_HD = 128
 ATTENTION_LOOP_LIMIT = 4096  # per-invocation tile-loop iterations allowed (lavapipe ends loops at 65535)
+
+
+def attention_params(v) -> dict:
+    """A fused attention variant's specialization constants plus HD and TPR from its flags."""
+    out = dict(v.spec)
+    for f in v.flags:
+        if f[0] in "dp" and f[1:].isdigit():
+            out["HD" if f[0] == "d" else "TPR"] = int(f[1:])
+    return out
 
 
 def attention_shared_bytes(spec: dict, stage: str) -> int:
@@ -260,19 +270,20 @@ def pick_attention(cands, stage: str, S: int, D: int, groups_per_row_tile: int, 
                    shared_memory: int, subgroup_size: int, forced: str = ""):
     """The fused variant for one pass, or None where none may run (the caller then takes the matmul path).
 
-    A forced configuration (EVERMIND_VK_ATTENTION_VARIANT: the name's tail, e.g. `d64_r64x64_p2`, the
+    A forced configuration (EVERMIND_VK_ATTENTION_VARIANT: the name's tail, e.g. `d64_p2_r64x64`, the
     same for every pass) wins where its launch rules hold. Otherwise: the smallest HD that holds D; on CPU devices one thread per row (TPR 1: no exchange), on others
     split rows (TPR > 1); then the largest ROWS that still gives 128 workgroups (a GPU) or 4 (a CPU),
     else the smallest ROWS."""
-    ok = [v for v in cands if not attention_launch_errors(v.spec, stage, S, D, shared_memory, subgroup_size)]
+    P = {v.name: attention_params(v) for v in cands}
+    ok = [v for v in cands if not attention_launch_errors(P[v.name], stage, S, D, shared_memory, subgroup_size)]
     hit = [v for v in ok if forced and v.name.endswith("_" + forced)]
     if hit:
         return hit[0]
-    ok = [v for v in ok if (v.spec["TPR"] == 1) == (device_type == "cpu")]
+    ok = [v for v in ok if (P[v.name]["TPR"] == 1) == (device_type == "cpu")]
     if not ok:
         return None
-    hd = min(v.spec["HD"] for v in ok)
-    ok = [v for v in ok if v.spec["HD"] == hd]
+    hd = min(P[v.name]["HD"] for v in ok)
+    ok = [v for v in ok if P[v.name]["HD"] == hd]
     want = 4 if device_type == "cpu" else 128
 
     def groups(v):

@@ -18,7 +18,7 @@ attention_module = importlib.import_module("evermind_vk.ops.attention")
 NP = {"f32": np.float32, "f16": np.float16}
 GQA = st.sampled_from([(1, 1), (2, 1), (4, 2), (3, 3), (3, 1)])
 # "" = the rule's pick (TPR 1 on lavapipe); the others force a GPU layout (HD 32: fits lavapipe's 32 KiB).
-CONFIGS = ["", "d32_r64x64_p2", "d32_r16x32_p4"]
+CONFIGS = ["", "d32_p2_r64x64", "d32_p4_r16x32"]
 
 
 def _close(got, want, n, dtype, what):
@@ -143,22 +143,23 @@ def test_kill_switch_and_wide_heads_take_the_matmul_path(device, monkeypatch):
 
 # -- the selection rule (pure) ------------------------------------------------------------------------
 class V:
-    def __init__(self, name, **spec):
-        self.name, self.spec = name, dict(spec, WG=spec["ROWS"] * spec["TPR"])
+    def __init__(self, HD, ROWS, TILE, TPR):
+        self.name, self.flags = f"a_d{HD}_p{TPR}_r{ROWS}x{TILE}", (f"d{HD}", f"p{TPR}")
+        self.spec = dict(ROWS=ROWS, TILE=TILE, WG=ROWS * TPR)
 
 
-CANDS = [V(f"a_d{hd}_r{r}x{t}_p{p}", HD=hd, ROWS=r, TILE=t, TPR=p)
+CANDS = [V(hd, r, t, p)
          for (hd, r, t, p) in ((64, 64, 32, 1), (128, 64, 16, 1), (64, 64, 64, 2), (64, 32, 64, 2),
                                (128, 32, 32, 4), (128, 16, 32, 4))]
 
 
 def test_rule_picks_by_device_and_head_dim():
-    assert variants.pick_attention(CANDS, "fwd", 128, 64, 4, "cpu", 32768, 8).spec["TPR"] == 1
+    assert variants.pick_attention(CANDS, "fwd", 128, 64, 4, "cpu", 32768, 8).flags[1] == "p1"
     gpu = variants.pick_attention(CANDS, "fwd", 4096, 64, 16, "discrete_gpu", 49152, 32)
-    assert (gpu.spec["HD"], gpu.spec["ROWS"], gpu.spec["TPR"]) == (64, 64, 2)
+    assert gpu.name == "a_d64_p2_r64x64"
     few = variants.pick_attention(CANDS, "dkv", 1024, 64, 2, "discrete_gpu", 49152, 32)
     assert few.spec["ROWS"] == 32  # few workgroups: the smaller row tile
-    assert variants.pick_attention(CANDS, "fwd", 1024, 100, 16, "discrete_gpu", 49152, 32).spec["HD"] == 128
+    assert variants.pick_attention(CANDS, "fwd", 1024, 100, 16, "discrete_gpu", 49152, 32).flags[0] == "d128"
     assert variants.pick_attention(CANDS, "fwd", 1024, 129, 16, "discrete_gpu", 49152, 32) is None
     # shared memory and subgroup limits are respected
     assert variants.pick_attention(CANDS, "fwd", 1024, 64, 16, "discrete_gpu", 16384, 32) is None
@@ -173,8 +174,8 @@ def test_rule_refuses_loops_past_the_limit():
 
 
 def test_rule_forced_variant_and_kill_switch():
-    forced = variants.pick_attention(CANDS, "fwd", 4096, 64, 16, "discrete_gpu", 49152, 32, forced="d64_r32x64_p2")
-    assert forced.name.endswith("d64_r32x64_p2")
+    forced = variants.pick_attention(CANDS, "fwd", 4096, 64, 16, "discrete_gpu", 49152, 32, forced="d64_p2_r32x64")
+    assert forced.name.endswith("d64_p2_r32x64")
     assert variants.attention_path("matmul", True) == "matmul"
     assert variants.attention_path("", True) == "fused" and variants.attention_path("", False) == "matmul"
     with pytest.raises(ev.UnsupportedError):

@@ -132,7 +132,7 @@ def test_fd_attention(device, monkeypatch, path, causal, heads):
     check(fwd, bwd, [rnd(3, H, 2), rnd(3, KVH, 2, seed=2), rnd(3, KVH, 2, seed=3)])
 
 
-@pytest.mark.parametrize("config", ["", "d32_r16x32_p4"])
+@pytest.mark.parametrize("config", ["", "d32_p4_r16x32"])
 def test_fd_fused_attention_packed(device, monkeypatch, config):
     """The fused kernels on two packed sequences of 5 tokens (GQA 2:1, causal), default and row-split layouts."""
     monkeypatch.setenv("EVERMIND_VK_ATTENTION", "fused")
