@@ -231,7 +231,7 @@ def attention_params(v) -> dict:
 
 def attention_shared_bytes(spec: dict, stage: str) -> int:
     """Shared memory a fused attention variant declares (two f32 tiles, the exchange buffer, dkv's stats)."""
-    tiles = 2 * spec["TILE"] * spec["HD"] * 4
+    tiles = 2 * spec["TILE"] * (spec["HD"] + 4 * (spec["TPR"] - 1)) * 4  # rows padded one vec4 per part
     xch = 4 * spec["WG"] * 16 if spec["TPR"] > 1 else 16
     return tiles + xch + (8 * spec["TILE"] if stage == "dkv" else 0)
 

@@ -71,29 +71,32 @@ void st_dv(uint base, uint d, vec4 x) {
 const uint HD = 64, TPR = 1;
 const uint DV = 16;        // vec4s of a row per thread
 const uint HV = HD / 4;          // vec4s of a row
+// A streamed row in shared memory: the TPR parts of DV vec4s each, one vec4 apart (HVP per row), so
+// the parts the TPR threads of a row read at once fall in different banks.
+const uint HVP = HV + TPR - 1;
 const float LOG2E = 1.4426950408889634;
 const float NEG = -3.0e38;       // masked score: exp2(NEG - m) == 0 for any finite row max m
 
-shared vec4 t0[TILE * HV];       // streamed tile: K (fwd, dq) or Q (dkv)
-shared vec4 t1[TILE * HV];       // V (fwd, dq) or dO (dkv)
+shared vec4 t0[TILE * HVP];       // streamed tile: K (fwd, dq) or Q (dkv)
+shared vec4 t1[TILE * HVP];       // V (fwd, dq) or dO (dkv)
 shared float tl[TILE], td[TILE]; // lse and D of the q tile's rows
-shared vec4 xch[TPR > 1 ? 4 * WG : 1];  // partial-sum exchange: 2 buffers x 2 quantities
+shared vec4 xch[TPR > 1 ? 4 * WG : 1];  // partial-sum exchange: 2 buffers x 2 quantities (the forward uses 1)
 
 uint slot, row, lane;
 
 // Sums of a and b over the TPR threads of this row (identical in each of them). Double-buffered by
 // `buf` (alternate per call): the barrier of call n+1 orders every read of call n before a rewrite.
-void allsum2(inout vec4 a, inout vec4 b, uint buf) {
+void allsum2(inout vec4 a, inout vec4 b, uint buf, bool two) {
     if (TPR == 1) return;
     xch[(2 * buf) * WG + slot] = a;
-    xch[(2 * buf + 1) * WG + slot] = b;
+    if (two) xch[(2 * buf + 1) * WG + slot] = b;
     subgroupMemoryBarrierShared();
     subgroupBarrier();
     a = vec4(0.0);
     b = vec4(0.0);
     [[unroll]] for (uint t = 0; t < TPR; ++t) {
         a += xch[(2 * buf) * WG + row * TPR + t];
-        b += xch[(2 * buf + 1) * WG + row * TPR + t];
+        if (two) b += xch[(2 * buf + 1) * WG + row * TPR + t];
     }
 }
 
@@ -232,10 +235,10 @@ void main() {
         for (uint i0 = istart; i0 < S; i0 += TILE) {
             barrier();
             for (uint e = tid; e < TILE * HV; e += WG) {
-                const uint i = i0 + e / HV, d = 4 * (e % HV);
+                const uint i = i0 + e / HV, d4 = e % HV, at = (e / HV) * HVP + d4 + d4 / DV;
                 const uint qb = ((b * S + i) * p.H + h) * p.D;
-                t0[e] = i < S ? ld_q(qb, d) : vec4(0.0);
-                t1[e] = i < S ? ld_dout(qb, d) : vec4(0.0);
+                t0[at] = i < S ? ld_q(qb, 4 * d4) : vec4(0.0);
+                t1[at] = i < S ? ld_dout(qb, 4 * d4) : vec4(0.0);
             }
             for (uint e = tid; e < TILE; e += WG) {
                 const uint i = i0 + e;
@@ -247,86 +250,86 @@ void main() {
             for (uint c0 = 0; c0 < n; c0 += 4, nb ^= 1u) {
                 vec4 s = vec4(0.0), dp = vec4(0.0);
                 {
-                    const uint x = c0 * HV + lane * DV + 0;
-                    s += vec4(dot(kr0, t0[x]), dot(kr0, t0[x + HV]), dot(kr0, t0[x + 2 * HV]), dot(kr0, t0[x + 3 * HV]));
-                    dp += vec4(dot(vr0, t1[x]), dot(vr0, t1[x + HV]), dot(vr0, t1[x + 2 * HV]), dot(vr0, t1[x + 3 * HV]));
+                    const uint x = c0 * HVP + lane * (DV + 1) + 0;
+                    s += vec4(dot(kr0, t0[x]), dot(kr0, t0[x + HVP]), dot(kr0, t0[x + 2 * HVP]), dot(kr0, t0[x + 3 * HVP]));
+                    dp += vec4(dot(vr0, t1[x]), dot(vr0, t1[x + HVP]), dot(vr0, t1[x + 2 * HVP]), dot(vr0, t1[x + 3 * HVP]));
                 }
                 {
-                    const uint x = c0 * HV + lane * DV + 1;
-                    s += vec4(dot(kr1, t0[x]), dot(kr1, t0[x + HV]), dot(kr1, t0[x + 2 * HV]), dot(kr1, t0[x + 3 * HV]));
-                    dp += vec4(dot(vr1, t1[x]), dot(vr1, t1[x + HV]), dot(vr1, t1[x + 2 * HV]), dot(vr1, t1[x + 3 * HV]));
+                    const uint x = c0 * HVP + lane * (DV + 1) + 1;
+                    s += vec4(dot(kr1, t0[x]), dot(kr1, t0[x + HVP]), dot(kr1, t0[x + 2 * HVP]), dot(kr1, t0[x + 3 * HVP]));
+                    dp += vec4(dot(vr1, t1[x]), dot(vr1, t1[x + HVP]), dot(vr1, t1[x + 2 * HVP]), dot(vr1, t1[x + 3 * HVP]));
                 }
                 {
-                    const uint x = c0 * HV + lane * DV + 2;
-                    s += vec4(dot(kr2, t0[x]), dot(kr2, t0[x + HV]), dot(kr2, t0[x + 2 * HV]), dot(kr2, t0[x + 3 * HV]));
-                    dp += vec4(dot(vr2, t1[x]), dot(vr2, t1[x + HV]), dot(vr2, t1[x + 2 * HV]), dot(vr2, t1[x + 3 * HV]));
+                    const uint x = c0 * HVP + lane * (DV + 1) + 2;
+                    s += vec4(dot(kr2, t0[x]), dot(kr2, t0[x + HVP]), dot(kr2, t0[x + 2 * HVP]), dot(kr2, t0[x + 3 * HVP]));
+                    dp += vec4(dot(vr2, t1[x]), dot(vr2, t1[x + HVP]), dot(vr2, t1[x + 2 * HVP]), dot(vr2, t1[x + 3 * HVP]));
                 }
                 {
-                    const uint x = c0 * HV + lane * DV + 3;
-                    s += vec4(dot(kr3, t0[x]), dot(kr3, t0[x + HV]), dot(kr3, t0[x + 2 * HV]), dot(kr3, t0[x + 3 * HV]));
-                    dp += vec4(dot(vr3, t1[x]), dot(vr3, t1[x + HV]), dot(vr3, t1[x + 2 * HV]), dot(vr3, t1[x + 3 * HV]));
+                    const uint x = c0 * HVP + lane * (DV + 1) + 3;
+                    s += vec4(dot(kr3, t0[x]), dot(kr3, t0[x + HVP]), dot(kr3, t0[x + 2 * HVP]), dot(kr3, t0[x + 3 * HVP]));
+                    dp += vec4(dot(vr3, t1[x]), dot(vr3, t1[x + HVP]), dot(vr3, t1[x + 2 * HVP]), dot(vr3, t1[x + 3 * HVP]));
                 }
                 {
-                    const uint x = c0 * HV + lane * DV + 4;
-                    s += vec4(dot(kr4, t0[x]), dot(kr4, t0[x + HV]), dot(kr4, t0[x + 2 * HV]), dot(kr4, t0[x + 3 * HV]));
-                    dp += vec4(dot(vr4, t1[x]), dot(vr4, t1[x + HV]), dot(vr4, t1[x + 2 * HV]), dot(vr4, t1[x + 3 * HV]));
+                    const uint x = c0 * HVP + lane * (DV + 1) + 4;
+                    s += vec4(dot(kr4, t0[x]), dot(kr4, t0[x + HVP]), dot(kr4, t0[x + 2 * HVP]), dot(kr4, t0[x + 3 * HVP]));
+                    dp += vec4(dot(vr4, t1[x]), dot(vr4, t1[x + HVP]), dot(vr4, t1[x + 2 * HVP]), dot(vr4, t1[x + 3 * HVP]));
                 }
                 {
-                    const uint x = c0 * HV + lane * DV + 5;
-                    s += vec4(dot(kr5, t0[x]), dot(kr5, t0[x + HV]), dot(kr5, t0[x + 2 * HV]), dot(kr5, t0[x + 3 * HV]));
-                    dp += vec4(dot(vr5, t1[x]), dot(vr5, t1[x + HV]), dot(vr5, t1[x + 2 * HV]), dot(vr5, t1[x + 3 * HV]));
+                    const uint x = c0 * HVP + lane * (DV + 1) + 5;
+                    s += vec4(dot(kr5, t0[x]), dot(kr5, t0[x + HVP]), dot(kr5, t0[x + 2 * HVP]), dot(kr5, t0[x + 3 * HVP]));
+                    dp += vec4(dot(vr5, t1[x]), dot(vr5, t1[x + HVP]), dot(vr5, t1[x + 2 * HVP]), dot(vr5, t1[x + 3 * HVP]));
                 }
                 {
-                    const uint x = c0 * HV + lane * DV + 6;
-                    s += vec4(dot(kr6, t0[x]), dot(kr6, t0[x + HV]), dot(kr6, t0[x + 2 * HV]), dot(kr6, t0[x + 3 * HV]));
-                    dp += vec4(dot(vr6, t1[x]), dot(vr6, t1[x + HV]), dot(vr6, t1[x + 2 * HV]), dot(vr6, t1[x + 3 * HV]));
+                    const uint x = c0 * HVP + lane * (DV + 1) + 6;
+                    s += vec4(dot(kr6, t0[x]), dot(kr6, t0[x + HVP]), dot(kr6, t0[x + 2 * HVP]), dot(kr6, t0[x + 3 * HVP]));
+                    dp += vec4(dot(vr6, t1[x]), dot(vr6, t1[x + HVP]), dot(vr6, t1[x + 2 * HVP]), dot(vr6, t1[x + 3 * HVP]));
                 }
                 {
-                    const uint x = c0 * HV + lane * DV + 7;
-                    s += vec4(dot(kr7, t0[x]), dot(kr7, t0[x + HV]), dot(kr7, t0[x + 2 * HV]), dot(kr7, t0[x + 3 * HV]));
-                    dp += vec4(dot(vr7, t1[x]), dot(vr7, t1[x + HV]), dot(vr7, t1[x + 2 * HV]), dot(vr7, t1[x + 3 * HV]));
+                    const uint x = c0 * HVP + lane * (DV + 1) + 7;
+                    s += vec4(dot(kr7, t0[x]), dot(kr7, t0[x + HVP]), dot(kr7, t0[x + 2 * HVP]), dot(kr7, t0[x + 3 * HVP]));
+                    dp += vec4(dot(vr7, t1[x]), dot(vr7, t1[x + HVP]), dot(vr7, t1[x + 2 * HVP]), dot(vr7, t1[x + 3 * HVP]));
                 }
                 {
-                    const uint x = c0 * HV + lane * DV + 8;
-                    s += vec4(dot(kr8, t0[x]), dot(kr8, t0[x + HV]), dot(kr8, t0[x + 2 * HV]), dot(kr8, t0[x + 3 * HV]));
-                    dp += vec4(dot(vr8, t1[x]), dot(vr8, t1[x + HV]), dot(vr8, t1[x + 2 * HV]), dot(vr8, t1[x + 3 * HV]));
+                    const uint x = c0 * HVP + lane * (DV + 1) + 8;
+                    s += vec4(dot(kr8, t0[x]), dot(kr8, t0[x + HVP]), dot(kr8, t0[x + 2 * HVP]), dot(kr8, t0[x + 3 * HVP]));
+                    dp += vec4(dot(vr8, t1[x]), dot(vr8, t1[x + HVP]), dot(vr8, t1[x + 2 * HVP]), dot(vr8, t1[x + 3 * HVP]));
                 }
                 {
-                    const uint x = c0 * HV + lane * DV + 9;
-                    s += vec4(dot(kr9, t0[x]), dot(kr9, t0[x + HV]), dot(kr9, t0[x + 2 * HV]), dot(kr9, t0[x + 3 * HV]));
-                    dp += vec4(dot(vr9, t1[x]), dot(vr9, t1[x + HV]), dot(vr9, t1[x + 2 * HV]), dot(vr9, t1[x + 3 * HV]));
+                    const uint x = c0 * HVP + lane * (DV + 1) + 9;
+                    s += vec4(dot(kr9, t0[x]), dot(kr9, t0[x + HVP]), dot(kr9, t0[x + 2 * HVP]), dot(kr9, t0[x + 3 * HVP]));
+                    dp += vec4(dot(vr9, t1[x]), dot(vr9, t1[x + HVP]), dot(vr9, t1[x + 2 * HVP]), dot(vr9, t1[x + 3 * HVP]));
                 }
                 {
-                    const uint x = c0 * HV + lane * DV + 10;
-                    s += vec4(dot(kr10, t0[x]), dot(kr10, t0[x + HV]), dot(kr10, t0[x + 2 * HV]), dot(kr10, t0[x + 3 * HV]));
-                    dp += vec4(dot(vr10, t1[x]), dot(vr10, t1[x + HV]), dot(vr10, t1[x + 2 * HV]), dot(vr10, t1[x + 3 * HV]));
+                    const uint x = c0 * HVP + lane * (DV + 1) + 10;
+                    s += vec4(dot(kr10, t0[x]), dot(kr10, t0[x + HVP]), dot(kr10, t0[x + 2 * HVP]), dot(kr10, t0[x + 3 * HVP]));
+                    dp += vec4(dot(vr10, t1[x]), dot(vr10, t1[x + HVP]), dot(vr10, t1[x + 2 * HVP]), dot(vr10, t1[x + 3 * HVP]));
                 }
                 {
-                    const uint x = c0 * HV + lane * DV + 11;
-                    s += vec4(dot(kr11, t0[x]), dot(kr11, t0[x + HV]), dot(kr11, t0[x + 2 * HV]), dot(kr11, t0[x + 3 * HV]));
-                    dp += vec4(dot(vr11, t1[x]), dot(vr11, t1[x + HV]), dot(vr11, t1[x + 2 * HV]), dot(vr11, t1[x + 3 * HV]));
+                    const uint x = c0 * HVP + lane * (DV + 1) + 11;
+                    s += vec4(dot(kr11, t0[x]), dot(kr11, t0[x + HVP]), dot(kr11, t0[x + 2 * HVP]), dot(kr11, t0[x + 3 * HVP]));
+                    dp += vec4(dot(vr11, t1[x]), dot(vr11, t1[x + HVP]), dot(vr11, t1[x + 2 * HVP]), dot(vr11, t1[x + 3 * HVP]));
                 }
                 {
-                    const uint x = c0 * HV + lane * DV + 12;
-                    s += vec4(dot(kr12, t0[x]), dot(kr12, t0[x + HV]), dot(kr12, t0[x + 2 * HV]), dot(kr12, t0[x + 3 * HV]));
-                    dp += vec4(dot(vr12, t1[x]), dot(vr12, t1[x + HV]), dot(vr12, t1[x + 2 * HV]), dot(vr12, t1[x + 3 * HV]));
+                    const uint x = c0 * HVP + lane * (DV + 1) + 12;
+                    s += vec4(dot(kr12, t0[x]), dot(kr12, t0[x + HVP]), dot(kr12, t0[x + 2 * HVP]), dot(kr12, t0[x + 3 * HVP]));
+                    dp += vec4(dot(vr12, t1[x]), dot(vr12, t1[x + HVP]), dot(vr12, t1[x + 2 * HVP]), dot(vr12, t1[x + 3 * HVP]));
                 }
                 {
-                    const uint x = c0 * HV + lane * DV + 13;
-                    s += vec4(dot(kr13, t0[x]), dot(kr13, t0[x + HV]), dot(kr13, t0[x + 2 * HV]), dot(kr13, t0[x + 3 * HV]));
-                    dp += vec4(dot(vr13, t1[x]), dot(vr13, t1[x + HV]), dot(vr13, t1[x + 2 * HV]), dot(vr13, t1[x + 3 * HV]));
+                    const uint x = c0 * HVP + lane * (DV + 1) + 13;
+                    s += vec4(dot(kr13, t0[x]), dot(kr13, t0[x + HVP]), dot(kr13, t0[x + 2 * HVP]), dot(kr13, t0[x + 3 * HVP]));
+                    dp += vec4(dot(vr13, t1[x]), dot(vr13, t1[x + HVP]), dot(vr13, t1[x + 2 * HVP]), dot(vr13, t1[x + 3 * HVP]));
                 }
                 {
-                    const uint x = c0 * HV + lane * DV + 14;
-                    s += vec4(dot(kr14, t0[x]), dot(kr14, t0[x + HV]), dot(kr14, t0[x + 2 * HV]), dot(kr14, t0[x + 3 * HV]));
-                    dp += vec4(dot(vr14, t1[x]), dot(vr14, t1[x + HV]), dot(vr14, t1[x + 2 * HV]), dot(vr14, t1[x + 3 * HV]));
+                    const uint x = c0 * HVP + lane * (DV + 1) + 14;
+                    s += vec4(dot(kr14, t0[x]), dot(kr14, t0[x + HVP]), dot(kr14, t0[x + 2 * HVP]), dot(kr14, t0[x + 3 * HVP]));
+                    dp += vec4(dot(vr14, t1[x]), dot(vr14, t1[x + HVP]), dot(vr14, t1[x + 2 * HVP]), dot(vr14, t1[x + 3 * HVP]));
                 }
                 {
-                    const uint x = c0 * HV + lane * DV + 15;
-                    s += vec4(dot(kr15, t0[x]), dot(kr15, t0[x + HV]), dot(kr15, t0[x + 2 * HV]), dot(kr15, t0[x + 3 * HV]));
-                    dp += vec4(dot(vr15, t1[x]), dot(vr15, t1[x + HV]), dot(vr15, t1[x + 2 * HV]), dot(vr15, t1[x + 3 * HV]));
+                    const uint x = c0 * HVP + lane * (DV + 1) + 15;
+                    s += vec4(dot(kr15, t0[x]), dot(kr15, t0[x + HVP]), dot(kr15, t0[x + 2 * HVP]), dot(kr15, t0[x + 3 * HVP]));
+                    dp += vec4(dot(vr15, t1[x]), dot(vr15, t1[x + HVP]), dot(vr15, t1[x + 2 * HVP]), dot(vr15, t1[x + 3 * HVP]));
                 }
-                allsum2(s, dp, nb);
+                allsum2(s, dp, nb, true);
                 bvec4 vis;
                 [[unroll]] for (uint u = 0; u < 4; ++u) {
                     const uint i = i0 + c0 + u;
@@ -337,84 +340,84 @@ void main() {
                 const vec4 pr = mix(vec4(0.0), exp2(s * c - L4), vis);
                 const vec4 ds = pr * (dp - D4);
                 {
-                    const uint x = c0 * HV + lane * DV + 0;
-                    dv_0 += pr.x * t1[x] + pr.y * t1[x + HV] + pr.z * t1[x + 2 * HV] + pr.w * t1[x + 3 * HV];
-                    dk_0 += ds.x * t0[x] + ds.y * t0[x + HV] + ds.z * t0[x + 2 * HV] + ds.w * t0[x + 3 * HV];
+                    const uint x = c0 * HVP + lane * (DV + 1) + 0;
+                    dv_0 += pr.x * t1[x] + pr.y * t1[x + HVP] + pr.z * t1[x + 2 * HVP] + pr.w * t1[x + 3 * HVP];
+                    dk_0 += ds.x * t0[x] + ds.y * t0[x + HVP] + ds.z * t0[x + 2 * HVP] + ds.w * t0[x + 3 * HVP];
                 }
                 {
-                    const uint x = c0 * HV + lane * DV + 1;
-                    dv_1 += pr.x * t1[x] + pr.y * t1[x + HV] + pr.z * t1[x + 2 * HV] + pr.w * t1[x + 3 * HV];
-                    dk_1 += ds.x * t0[x] + ds.y * t0[x + HV] + ds.z * t0[x + 2 * HV] + ds.w * t0[x + 3 * HV];
+                    const uint x = c0 * HVP + lane * (DV + 1) + 1;
+                    dv_1 += pr.x * t1[x] + pr.y * t1[x + HVP] + pr.z * t1[x + 2 * HVP] + pr.w * t1[x + 3 * HVP];
+                    dk_1 += ds.x * t0[x] + ds.y * t0[x + HVP] + ds.z * t0[x + 2 * HVP] + ds.w * t0[x + 3 * HVP];
                 }
                 {
-                    const uint x = c0 * HV + lane * DV + 2;
-                    dv_2 += pr.x * t1[x] + pr.y * t1[x + HV] + pr.z * t1[x + 2 * HV] + pr.w * t1[x + 3 * HV];
-                    dk_2 += ds.x * t0[x] + ds.y * t0[x + HV] + ds.z * t0[x + 2 * HV] + ds.w * t0[x + 3 * HV];
+                    const uint x = c0 * HVP + lane * (DV + 1) + 2;
+                    dv_2 += pr.x * t1[x] + pr.y * t1[x + HVP] + pr.z * t1[x + 2 * HVP] + pr.w * t1[x + 3 * HVP];
+                    dk_2 += ds.x * t0[x] + ds.y * t0[x + HVP] + ds.z * t0[x + 2 * HVP] + ds.w * t0[x + 3 * HVP];
                 }
                 {
-                    const uint x = c0 * HV + lane * DV + 3;
-                    dv_3 += pr.x * t1[x] + pr.y * t1[x + HV] + pr.z * t1[x + 2 * HV] + pr.w * t1[x + 3 * HV];
-                    dk_3 += ds.x * t0[x] + ds.y * t0[x + HV] + ds.z * t0[x + 2 * HV] + ds.w * t0[x + 3 * HV];
+                    const uint x = c0 * HVP + lane * (DV + 1) + 3;
+                    dv_3 += pr.x * t1[x] + pr.y * t1[x + HVP] + pr.z * t1[x + 2 * HVP] + pr.w * t1[x + 3 * HVP];
+                    dk_3 += ds.x * t0[x] + ds.y * t0[x + HVP] + ds.z * t0[x + 2 * HVP] + ds.w * t0[x + 3 * HVP];
                 }
                 {
-                    const uint x = c0 * HV + lane * DV + 4;
-                    dv_4 += pr.x * t1[x] + pr.y * t1[x + HV] + pr.z * t1[x + 2 * HV] + pr.w * t1[x + 3 * HV];
-                    dk_4 += ds.x * t0[x] + ds.y * t0[x + HV] + ds.z * t0[x + 2 * HV] + ds.w * t0[x + 3 * HV];
+                    const uint x = c0 * HVP + lane * (DV + 1) + 4;
+                    dv_4 += pr.x * t1[x] + pr.y * t1[x + HVP] + pr.z * t1[x + 2 * HVP] + pr.w * t1[x + 3 * HVP];
+                    dk_4 += ds.x * t0[x] + ds.y * t0[x + HVP] + ds.z * t0[x + 2 * HVP] + ds.w * t0[x + 3 * HVP];
                 }
                 {
-                    const uint x = c0 * HV + lane * DV + 5;
-                    dv_5 += pr.x * t1[x] + pr.y * t1[x + HV] + pr.z * t1[x + 2 * HV] + pr.w * t1[x + 3 * HV];
-                    dk_5 += ds.x * t0[x] + ds.y * t0[x + HV] + ds.z * t0[x + 2 * HV] + ds.w * t0[x + 3 * HV];
+                    const uint x = c0 * HVP + lane * (DV + 1) + 5;
+                    dv_5 += pr.x * t1[x] + pr.y * t1[x + HVP] + pr.z * t1[x + 2 * HVP] + pr.w * t1[x + 3 * HVP];
+                    dk_5 += ds.x * t0[x] + ds.y * t0[x + HVP] + ds.z * t0[x + 2 * HVP] + ds.w * t0[x + 3 * HVP];
                 }
                 {
-                    const uint x = c0 * HV + lane * DV + 6;
-                    dv_6 += pr.x * t1[x] + pr.y * t1[x + HV] + pr.z * t1[x + 2 * HV] + pr.w * t1[x + 3 * HV];
-                    dk_6 += ds.x * t0[x] + ds.y * t0[x + HV] + ds.z * t0[x + 2 * HV] + ds.w * t0[x + 3 * HV];
+                    const uint x = c0 * HVP + lane * (DV + 1) + 6;
+                    dv_6 += pr.x * t1[x] + pr.y * t1[x + HVP] + pr.z * t1[x + 2 * HVP] + pr.w * t1[x + 3 * HVP];
+                    dk_6 += ds.x * t0[x] + ds.y * t0[x + HVP] + ds.z * t0[x + 2 * HVP] + ds.w * t0[x + 3 * HVP];
                 }
                 {
-                    const uint x = c0 * HV + lane * DV + 7;
-                    dv_7 += pr.x * t1[x] + pr.y * t1[x + HV] + pr.z * t1[x + 2 * HV] + pr.w * t1[x + 3 * HV];
-                    dk_7 += ds.x * t0[x] + ds.y * t0[x + HV] + ds.z * t0[x + 2 * HV] + ds.w * t0[x + 3 * HV];
+                    const uint x = c0 * HVP + lane * (DV + 1) + 7;
+                    dv_7 += pr.x * t1[x] + pr.y * t1[x + HVP] + pr.z * t1[x + 2 * HVP] + pr.w * t1[x + 3 * HVP];
+                    dk_7 += ds.x * t0[x] + ds.y * t0[x + HVP] + ds.z * t0[x + 2 * HVP] + ds.w * t0[x + 3 * HVP];
                 }
                 {
-                    const uint x = c0 * HV + lane * DV + 8;
-                    dv_8 += pr.x * t1[x] + pr.y * t1[x + HV] + pr.z * t1[x + 2 * HV] + pr.w * t1[x + 3 * HV];
-                    dk_8 += ds.x * t0[x] + ds.y * t0[x + HV] + ds.z * t0[x + 2 * HV] + ds.w * t0[x + 3 * HV];
+                    const uint x = c0 * HVP + lane * (DV + 1) + 8;
+                    dv_8 += pr.x * t1[x] + pr.y * t1[x + HVP] + pr.z * t1[x + 2 * HVP] + pr.w * t1[x + 3 * HVP];
+                    dk_8 += ds.x * t0[x] + ds.y * t0[x + HVP] + ds.z * t0[x + 2 * HVP] + ds.w * t0[x + 3 * HVP];
                 }
                 {
-                    const uint x = c0 * HV + lane * DV + 9;
-                    dv_9 += pr.x * t1[x] + pr.y * t1[x + HV] + pr.z * t1[x + 2 * HV] + pr.w * t1[x + 3 * HV];
-                    dk_9 += ds.x * t0[x] + ds.y * t0[x + HV] + ds.z * t0[x + 2 * HV] + ds.w * t0[x + 3 * HV];
+                    const uint x = c0 * HVP + lane * (DV + 1) + 9;
+                    dv_9 += pr.x * t1[x] + pr.y * t1[x + HVP] + pr.z * t1[x + 2 * HVP] + pr.w * t1[x + 3 * HVP];
+                    dk_9 += ds.x * t0[x] + ds.y * t0[x + HVP] + ds.z * t0[x + 2 * HVP] + ds.w * t0[x + 3 * HVP];
                 }
                 {
-                    const uint x = c0 * HV + lane * DV + 10;
-                    dv_10 += pr.x * t1[x] + pr.y * t1[x + HV] + pr.z * t1[x + 2 * HV] + pr.w * t1[x + 3 * HV];
-                    dk_10 += ds.x * t0[x] + ds.y * t0[x + HV] + ds.z * t0[x + 2 * HV] + ds.w * t0[x + 3 * HV];
+                    const uint x = c0 * HVP + lane * (DV + 1) + 10;
+                    dv_10 += pr.x * t1[x] + pr.y * t1[x + HVP] + pr.z * t1[x + 2 * HVP] + pr.w * t1[x + 3 * HVP];
+                    dk_10 += ds.x * t0[x] + ds.y * t0[x + HVP] + ds.z * t0[x + 2 * HVP] + ds.w * t0[x + 3 * HVP];
                 }
                 {
-                    const uint x = c0 * HV + lane * DV + 11;
-                    dv_11 += pr.x * t1[x] + pr.y * t1[x + HV] + pr.z * t1[x + 2 * HV] + pr.w * t1[x + 3 * HV];
-                    dk_11 += ds.x * t0[x] + ds.y * t0[x + HV] + ds.z * t0[x + 2 * HV] + ds.w * t0[x + 3 * HV];
+                    const uint x = c0 * HVP + lane * (DV + 1) + 11;
+                    dv_11 += pr.x * t1[x] + pr.y * t1[x + HVP] + pr.z * t1[x + 2 * HVP] + pr.w * t1[x + 3 * HVP];
+                    dk_11 += ds.x * t0[x] + ds.y * t0[x + HVP] + ds.z * t0[x + 2 * HVP] + ds.w * t0[x + 3 * HVP];
                 }
                 {
-                    const uint x = c0 * HV + lane * DV + 12;
-                    dv_12 += pr.x * t1[x] + pr.y * t1[x + HV] + pr.z * t1[x + 2 * HV] + pr.w * t1[x + 3 * HV];
-                    dk_12 += ds.x * t0[x] + ds.y * t0[x + HV] + ds.z * t0[x + 2 * HV] + ds.w * t0[x + 3 * HV];
+                    const uint x = c0 * HVP + lane * (DV + 1) + 12;
+                    dv_12 += pr.x * t1[x] + pr.y * t1[x + HVP] + pr.z * t1[x + 2 * HVP] + pr.w * t1[x + 3 * HVP];
+                    dk_12 += ds.x * t0[x] + ds.y * t0[x + HVP] + ds.z * t0[x + 2 * HVP] + ds.w * t0[x + 3 * HVP];
                 }
                 {
-                    const uint x = c0 * HV + lane * DV + 13;
-                    dv_13 += pr.x * t1[x] + pr.y * t1[x + HV] + pr.z * t1[x + 2 * HV] + pr.w * t1[x + 3 * HV];
-                    dk_13 += ds.x * t0[x] + ds.y * t0[x + HV] + ds.z * t0[x + 2 * HV] + ds.w * t0[x + 3 * HV];
+                    const uint x = c0 * HVP + lane * (DV + 1) + 13;
+                    dv_13 += pr.x * t1[x] + pr.y * t1[x + HVP] + pr.z * t1[x + 2 * HVP] + pr.w * t1[x + 3 * HVP];
+                    dk_13 += ds.x * t0[x] + ds.y * t0[x + HVP] + ds.z * t0[x + 2 * HVP] + ds.w * t0[x + 3 * HVP];
                 }
                 {
-                    const uint x = c0 * HV + lane * DV + 14;
-                    dv_14 += pr.x * t1[x] + pr.y * t1[x + HV] + pr.z * t1[x + 2 * HV] + pr.w * t1[x + 3 * HV];
-                    dk_14 += ds.x * t0[x] + ds.y * t0[x + HV] + ds.z * t0[x + 2 * HV] + ds.w * t0[x + 3 * HV];
+                    const uint x = c0 * HVP + lane * (DV + 1) + 14;
+                    dv_14 += pr.x * t1[x] + pr.y * t1[x + HVP] + pr.z * t1[x + 2 * HVP] + pr.w * t1[x + 3 * HVP];
+                    dk_14 += ds.x * t0[x] + ds.y * t0[x + HVP] + ds.z * t0[x + 2 * HVP] + ds.w * t0[x + 3 * HVP];
                 }
                 {
-                    const uint x = c0 * HV + lane * DV + 15;
-                    dv_15 += pr.x * t1[x] + pr.y * t1[x + HV] + pr.z * t1[x + 2 * HV] + pr.w * t1[x + 3 * HV];
-                    dk_15 += ds.x * t0[x] + ds.y * t0[x + HV] + ds.z * t0[x + 2 * HV] + ds.w * t0[x + 3 * HV];
+                    const uint x = c0 * HVP + lane * (DV + 1) + 15;
+                    dv_15 += pr.x * t1[x] + pr.y * t1[x + HVP] + pr.z * t1[x + 2 * HVP] + pr.w * t1[x + 3 * HVP];
+                    dk_15 += ds.x * t0[x] + ds.y * t0[x + HVP] + ds.z * t0[x + 2 * HVP] + ds.w * t0[x + 3 * HVP];
                 }
             }
         }

@@ -70,28 +70,31 @@ void st_dq(uint base, uint d, vec4 x) {
 const uint HD = 16, TPR = 1;
 const uint DV = 4;        // vec4s of a row per thread
 const uint HV = HD / 4;          // vec4s of a row
+// A streamed row in shared memory: the TPR parts of DV vec4s each, one vec4 apart (HVP per row), so
+// the parts the TPR threads of a row read at once fall in different banks.
+const uint HVP = HV + TPR - 1;
 const float LOG2E = 1.4426950408889634;
 const float NEG = -3.0e38;       // masked score: exp2(NEG - m) == 0 for any finite row max m
 
-shared vec4 t0[TILE * HV];       // streamed tile: K (fwd, dq) or Q (dkv)
-shared vec4 t1[TILE * HV];       // V (fwd, dq) or dO (dkv)
-shared vec4 xch[TPR > 1 ? 4 * WG : 1];  // partial-sum exchange: 2 buffers x 2 quantities
+shared vec4 t0[TILE * HVP];       // streamed tile: K (fwd, dq) or Q (dkv)
+shared vec4 t1[TILE * HVP];       // V (fwd, dq) or dO (dkv)
+shared vec4 xch[TPR > 1 ? 4 * WG : 1];  // partial-sum exchange: 2 buffers x 2 quantities (the forward uses 1)
 
 uint slot, row, lane;
 
 // Sums of a and b over the TPR threads of this row (identical in each of them). Double-buffered by
 // `buf` (alternate per call): the barrier of call n+1 orders every read of call n before a rewrite.
-void allsum2(inout vec4 a, inout vec4 b, uint buf) {
+void allsum2(inout vec4 a, inout vec4 b, uint buf, bool two) {
     if (TPR == 1) return;
     xch[(2 * buf) * WG + slot] = a;
-    xch[(2 * buf + 1) * WG + slot] = b;
+    if (two) xch[(2 * buf + 1) * WG + slot] = b;
     subgroupMemoryBarrierShared();
     subgroupBarrier();
     a = vec4(0.0);
     b = vec4(0.0);
     [[unroll]] for (uint t = 0; t < TPR; ++t) {
         a += xch[(2 * buf) * WG + row * TPR + t];
-        b += xch[(2 * buf + 1) * WG + row * TPR + t];
+        if (two) b += xch[(2 * buf + 1) * WG + row * TPR + t];
     }
 }
 
@@ -145,7 +148,7 @@ void main() {
         dsum += live ? dot(dor3, ld_o(qbase, d0 + 4 * 3)) : 0.0;
     }
     vec4 dd = vec4(dsum, 0.0, 0.0, 0.0), unused = vec4(0.0);
-    allsum2(dd, unused, 1);
+    allsum2(dd, unused, 1, false);
     const float D_i = dd.x;
     if (live && lane == 0) delta[stat] = D_i;
     const float L_i = live ? lse[stat] : 0.0;
@@ -154,36 +157,36 @@ void main() {
     for (uint j0 = 0; j0 < kend; j0 += TILE) {
         barrier();  // the previous tile is consumed
         for (uint e = tid; e < TILE * HV; e += WG) {
-            const uint j = j0 + e / HV, d = 4 * (e % HV);
+            const uint j = j0 + e / HV, d4 = e % HV, at = (e / HV) * HVP + d4 + d4 / DV;
             const uint kb = ((b * S + j) * p.KVH + g) * p.D;
-            t0[e] = j < S ? ld_k(kb, d) : vec4(0.0);
-            t1[e] = j < S ? ld_v(kb, d) : vec4(0.0);
+            t0[at] = j < S ? ld_k(kb, 4 * d4) : vec4(0.0);
+            t1[at] = j < S ? ld_v(kb, 4 * d4) : vec4(0.0);
         }
         barrier();
         const uint n = min(TILE, kend - j0);
         for (uint c0 = 0; c0 < n; c0 += 4, nb ^= 1u) {
             vec4 s = vec4(0.0), dp = vec4(0.0);
             {
-                const uint x = c0 * HV + lane * DV + 0;
-                s += vec4(dot(qr0, t0[x]), dot(qr0, t0[x + HV]), dot(qr0, t0[x + 2 * HV]), dot(qr0, t0[x + 3 * HV]));
-                dp += vec4(dot(dor0, t1[x]), dot(dor0, t1[x + HV]), dot(dor0, t1[x + 2 * HV]), dot(dor0, t1[x + 3 * HV]));
+                const uint x = c0 * HVP + lane * (DV + 1) + 0;
+                s += vec4(dot(qr0, t0[x]), dot(qr0, t0[x + HVP]), dot(qr0, t0[x + 2 * HVP]), dot(qr0, t0[x + 3 * HVP]));
+                dp += vec4(dot(dor0, t1[x]), dot(dor0, t1[x + HVP]), dot(dor0, t1[x + 2 * HVP]), dot(dor0, t1[x + 3 * HVP]));
             }
             {
-                const uint x = c0 * HV + lane * DV + 1;
-                s += vec4(dot(qr1, t0[x]), dot(qr1, t0[x + HV]), dot(qr1, t0[x + 2 * HV]), dot(qr1, t0[x + 3 * HV]));
-                dp += vec4(dot(dor1, t1[x]), dot(dor1, t1[x + HV]), dot(dor1, t1[x + 2 * HV]), dot(dor1, t1[x + 3 * HV]));
+                const uint x = c0 * HVP + lane * (DV + 1) + 1;
+                s += vec4(dot(qr1, t0[x]), dot(qr1, t0[x + HVP]), dot(qr1, t0[x + 2 * HVP]), dot(qr1, t0[x + 3 * HVP]));
+                dp += vec4(dot(dor1, t1[x]), dot(dor1, t1[x + HVP]), dot(dor1, t1[x + 2 * HVP]), dot(dor1, t1[x + 3 * HVP]));
             }
             {
-                const uint x = c0 * HV + lane * DV + 2;
-                s += vec4(dot(qr2, t0[x]), dot(qr2, t0[x + HV]), dot(qr2, t0[x + 2 * HV]), dot(qr2, t0[x + 3 * HV]));
-                dp += vec4(dot(dor2, t1[x]), dot(dor2, t1[x + HV]), dot(dor2, t1[x + 2 * HV]), dot(dor2, t1[x + 3 * HV]));
+                const uint x = c0 * HVP + lane * (DV + 1) + 2;
+                s += vec4(dot(qr2, t0[x]), dot(qr2, t0[x + HVP]), dot(qr2, t0[x + 2 * HVP]), dot(qr2, t0[x + 3 * HVP]));
+                dp += vec4(dot(dor2, t1[x]), dot(dor2, t1[x + HVP]), dot(dor2, t1[x + 2 * HVP]), dot(dor2, t1[x + 3 * HVP]));
             }
             {
-                const uint x = c0 * HV + lane * DV + 3;
-                s += vec4(dot(qr3, t0[x]), dot(qr3, t0[x + HV]), dot(qr3, t0[x + 2 * HV]), dot(qr3, t0[x + 3 * HV]));
-                dp += vec4(dot(dor3, t1[x]), dot(dor3, t1[x + HV]), dot(dor3, t1[x + 2 * HV]), dot(dor3, t1[x + 3 * HV]));
+                const uint x = c0 * HVP + lane * (DV + 1) + 3;
+                s += vec4(dot(qr3, t0[x]), dot(qr3, t0[x + HVP]), dot(qr3, t0[x + 2 * HVP]), dot(qr3, t0[x + 3 * HVP]));
+                dp += vec4(dot(dor3, t1[x]), dot(dor3, t1[x + HVP]), dot(dor3, t1[x + 2 * HVP]), dot(dor3, t1[x + 3 * HVP]));
             }
-            allsum2(s, dp, nb);
+            allsum2(s, dp, nb, true);
             bvec4 vis;
             [[unroll]] for (uint u = 0; u < 4; ++u) {
                 const uint j = j0 + c0 + u;
@@ -192,20 +195,20 @@ void main() {
             const vec4 pr = mix(vec4(0.0), exp2(s * c - L_i), vis);
             const vec4 ds = pr * (dp - D_i);
             {
-                const uint x = c0 * HV + lane * DV + 0;
-                acc0 += ds.x * t0[x] + ds.y * t0[x + HV] + ds.z * t0[x + 2 * HV] + ds.w * t0[x + 3 * HV];
+                const uint x = c0 * HVP + lane * (DV + 1) + 0;
+                acc0 += ds.x * t0[x] + ds.y * t0[x + HVP] + ds.z * t0[x + 2 * HVP] + ds.w * t0[x + 3 * HVP];
             }
             {
-                const uint x = c0 * HV + lane * DV + 1;
-                acc1 += ds.x * t0[x] + ds.y * t0[x + HV] + ds.z * t0[x + 2 * HV] + ds.w * t0[x + 3 * HV];
+                const uint x = c0 * HVP + lane * (DV + 1) + 1;
+                acc1 += ds.x * t0[x] + ds.y * t0[x + HVP] + ds.z * t0[x + 2 * HVP] + ds.w * t0[x + 3 * HVP];
             }
             {
-                const uint x = c0 * HV + lane * DV + 2;
-                acc2 += ds.x * t0[x] + ds.y * t0[x + HV] + ds.z * t0[x + 2 * HV] + ds.w * t0[x + 3 * HV];
+                const uint x = c0 * HVP + lane * (DV + 1) + 2;
+                acc2 += ds.x * t0[x] + ds.y * t0[x + HVP] + ds.z * t0[x + 2 * HVP] + ds.w * t0[x + 3 * HVP];
             }
             {
-                const uint x = c0 * HV + lane * DV + 3;
-                acc3 += ds.x * t0[x] + ds.y * t0[x + HV] + ds.z * t0[x + 2 * HV] + ds.w * t0[x + 3 * HV];
+                const uint x = c0 * HVP + lane * (DV + 1) + 3;
+                acc3 += ds.x * t0[x] + ds.y * t0[x + HVP] + ds.z * t0[x + 2 * HVP] + ds.w * t0[x + 3 * HVP];
             }
         }
     }

@@ -70,28 +70,31 @@ void st_dq(uint base, uint d, vec4 x) {
 const uint HD = 64, TPR = 1;
 const uint DV = 16;        // vec4s of a row per thread
 const uint HV = HD / 4;          // vec4s of a row
+// A streamed row in shared memory: the TPR parts of DV vec4s each, one vec4 apart (HVP per row), so
+// the parts the TPR threads of a row read at once fall in different banks.
+const uint HVP = HV + TPR - 1;
 const float LOG2E = 1.4426950408889634;
 const float NEG = -3.0e38;       // masked score: exp2(NEG - m) == 0 for any finite row max m
 
-shared vec4 t0[TILE * HV];       // streamed tile: K (fwd, dq) or Q (dkv)
-shared vec4 t1[TILE * HV];       // V (fwd, dq) or dO (dkv)
-shared vec4 xch[TPR > 1 ? 4 * WG : 1];  // partial-sum exchange: 2 buffers x 2 quantities
+shared vec4 t0[TILE * HVP];       // streamed tile: K (fwd, dq) or Q (dkv)
+shared vec4 t1[TILE * HVP];       // V (fwd, dq) or dO (dkv)
+shared vec4 xch[TPR > 1 ? 4 * WG : 1];  // partial-sum exchange: 2 buffers x 2 quantities (the forward uses 1)
 
 uint slot, row, lane;
 
 // Sums of a and b over the TPR threads of this row (identical in each of them). Double-buffered by
 // `buf` (alternate per call): the barrier of call n+1 orders every read of call n before a rewrite.
-void allsum2(inout vec4 a, inout vec4 b, uint buf) {
+void allsum2(inout vec4 a, inout vec4 b, uint buf, bool two) {
     if (TPR == 1) return;
     xch[(2 * buf) * WG + slot] = a;
-    xch[(2 * buf + 1) * WG + slot] = b;
+    if (two) xch[(2 * buf + 1) * WG + slot] = b;
     subgroupMemoryBarrierShared();
     subgroupBarrier();
     a = vec4(0.0);
     b = vec4(0.0);
     [[unroll]] for (uint t = 0; t < TPR; ++t) {
         a += xch[(2 * buf) * WG + row * TPR + t];
-        b += xch[(2 * buf + 1) * WG + row * TPR + t];
+        if (two) b += xch[(2 * buf + 1) * WG + row * TPR + t];
     }
 }
 
@@ -241,7 +244,7 @@ void main() {
         dsum += live ? dot(dor15, ld_o(qbase, d0 + 4 * 15)) : 0.0;
     }
     vec4 dd = vec4(dsum, 0.0, 0.0, 0.0), unused = vec4(0.0);
-    allsum2(dd, unused, 1);
+    allsum2(dd, unused, 1, false);
     const float D_i = dd.x;
     if (live && lane == 0) delta[stat] = D_i;
     const float L_i = live ? lse[stat] : 0.0;
@@ -250,96 +253,96 @@ void main() {
     for (uint j0 = 0; j0 < kend; j0 += TILE) {
         barrier();  // the previous tile is consumed
         for (uint e = tid; e < TILE * HV; e += WG) {
-            const uint j = j0 + e / HV, d = 4 * (e % HV);
+            const uint j = j0 + e / HV, d4 = e % HV, at = (e / HV) * HVP + d4 + d4 / DV;
             const uint kb = ((b * S + j) * p.KVH + g) * p.D;
-            t0[e] = j < S ? ld_k(kb, d) : vec4(0.0);
-            t1[e] = j < S ? ld_v(kb, d) : vec4(0.0);
+            t0[at] = j < S ? ld_k(kb, 4 * d4) : vec4(0.0);
+            t1[at] = j < S ? ld_v(kb, 4 * d4) : vec4(0.0);
         }
         barrier();
         const uint n = min(TILE, kend - j0);
         for (uint c0 = 0; c0 < n; c0 += 4, nb ^= 1u) {
             vec4 s = vec4(0.0), dp = vec4(0.0);
             {
-                const uint x = c0 * HV + lane * DV + 0;
-                s += vec4(dot(qr0, t0[x]), dot(qr0, t0[x + HV]), dot(qr0, t0[x + 2 * HV]), dot(qr0, t0[x + 3 * HV]));
-                dp += vec4(dot(dor0, t1[x]), dot(dor0, t1[x + HV]), dot(dor0, t1[x + 2 * HV]), dot(dor0, t1[x + 3 * HV]));
+                const uint x = c0 * HVP + lane * (DV + 1) + 0;
+                s += vec4(dot(qr0, t0[x]), dot(qr0, t0[x + HVP]), dot(qr0, t0[x + 2 * HVP]), dot(qr0, t0[x + 3 * HVP]));
+                dp += vec4(dot(dor0, t1[x]), dot(dor0, t1[x + HVP]), dot(dor0, t1[x + 2 * HVP]), dot(dor0, t1[x + 3 * HVP]));
             }
             {
-                const uint x = c0 * HV + lane * DV + 1;
-                s += vec4(dot(qr1, t0[x]), dot(qr1, t0[x + HV]), dot(qr1, t0[x + 2 * HV]), dot(qr1, t0[x + 3 * HV]));
-                dp += vec4(dot(dor1, t1[x]), dot(dor1, t1[x + HV]), dot(dor1, t1[x + 2 * HV]), dot(dor1, t1[x + 3 * HV]));
+                const uint x = c0 * HVP + lane * (DV + 1) + 1;
+                s += vec4(dot(qr1, t0[x]), dot(qr1, t0[x + HVP]), dot(qr1, t0[x + 2 * HVP]), dot(qr1, t0[x + 3 * HVP]));
+                dp += vec4(dot(dor1, t1[x]), dot(dor1, t1[x + HVP]), dot(dor1, t1[x + 2 * HVP]), dot(dor1, t1[x + 3 * HVP]));
             }
             {
-                const uint x = c0 * HV + lane * DV + 2;
-                s += vec4(dot(qr2, t0[x]), dot(qr2, t0[x + HV]), dot(qr2, t0[x + 2 * HV]), dot(qr2, t0[x + 3 * HV]));
-                dp += vec4(dot(dor2, t1[x]), dot(dor2, t1[x + HV]), dot(dor2, t1[x + 2 * HV]), dot(dor2, t1[x + 3 * HV]));
+                const uint x = c0 * HVP + lane * (DV + 1) + 2;
+                s += vec4(dot(qr2, t0[x]), dot(qr2, t0[x + HVP]), dot(qr2, t0[x + 2 * HVP]), dot(qr2, t0[x + 3 * HVP]));
+                dp += vec4(dot(dor2, t1[x]), dot(dor2, t1[x + HVP]), dot(dor2, t1[x + 2 * HVP]), dot(dor2, t1[x + 3 * HVP]));
             }
             {
-                const uint x = c0 * HV + lane * DV + 3;
-                s += vec4(dot(qr3, t0[x]), dot(qr3, t0[x + HV]), dot(qr3, t0[x + 2 * HV]), dot(qr3, t0[x + 3 * HV]));
-                dp += vec4(dot(dor3, t1[x]), dot(dor3, t1[x + HV]), dot(dor3, t1[x + 2 * HV]), dot(dor3, t1[x + 3 * HV]));
+                const uint x = c0 * HVP + lane * (DV + 1) + 3;
+                s += vec4(dot(qr3, t0[x]), dot(qr3, t0[x + HVP]), dot(qr3, t0[x + 2 * HVP]), dot(qr3, t0[x + 3 * HVP]));
+                dp += vec4(dot(dor3, t1[x]), dot(dor3, t1[x + HVP]), dot(dor3, t1[x + 2 * HVP]), dot(dor3, t1[x + 3 * HVP]));
             }
             {
-                const uint x = c0 * HV + lane * DV + 4;
-                s += vec4(dot(qr4, t0[x]), dot(qr4, t0[x + HV]), dot(qr4, t0[x + 2 * HV]), dot(qr4, t0[x + 3 * HV]));
-                dp += vec4(dot(dor4, t1[x]), dot(dor4, t1[x + HV]), dot(dor4, t1[x + 2 * HV]), dot(dor4, t1[x + 3 * HV]));
+                const uint x = c0 * HVP + lane * (DV + 1) + 4;
+                s += vec4(dot(qr4, t0[x]), dot(qr4, t0[x + HVP]), dot(qr4, t0[x + 2 * HVP]), dot(qr4, t0[x + 3 * HVP]));
+                dp += vec4(dot(dor4, t1[x]), dot(dor4, t1[x + HVP]), dot(dor4, t1[x + 2 * HVP]), dot(dor4, t1[x + 3 * HVP]));
             }
             {
-                const uint x = c0 * HV + lane * DV + 5;
-                s += vec4(dot(qr5, t0[x]), dot(qr5, t0[x + HV]), dot(qr5, t0[x + 2 * HV]), dot(qr5, t0[x + 3 * HV]));
-                dp += vec4(dot(dor5, t1[x]), dot(dor5, t1[x + HV]), dot(dor5, t1[x + 2 * HV]), dot(dor5, t1[x + 3 * HV]));
+                const uint x = c0 * HVP + lane * (DV + 1) + 5;
+                s += vec4(dot(qr5, t0[x]), dot(qr5, t0[x + HVP]), dot(qr5, t0[x + 2 * HVP]), dot(qr5, t0[x + 3 * HVP]));
+                dp += vec4(dot(dor5, t1[x]), dot(dor5, t1[x + HVP]), dot(dor5, t1[x + 2 * HVP]), dot(dor5, t1[x + 3 * HVP]));
             }
             {
-                const uint x = c0 * HV + lane * DV + 6;
-                s += vec4(dot(qr6, t0[x]), dot(qr6, t0[x + HV]), dot(qr6, t0[x + 2 * HV]), dot(qr6, t0[x + 3 * HV]));
-                dp += vec4(dot(dor6, t1[x]), dot(dor6, t1[x + HV]), dot(dor6, t1[x + 2 * HV]), dot(dor6, t1[x + 3 * HV]));
+                const uint x = c0 * HVP + lane * (DV + 1) + 6;
+                s += vec4(dot(qr6, t0[x]), dot(qr6, t0[x + HVP]), dot(qr6, t0[x + 2 * HVP]), dot(qr6, t0[x + 3 * HVP]));
+                dp += vec4(dot(dor6, t1[x]), dot(dor6, t1[x + HVP]), dot(dor6, t1[x + 2 * HVP]), dot(dor6, t1[x + 3 * HVP]));
             }
             {
-                const uint x = c0 * HV + lane * DV + 7;
-                s += vec4(dot(qr7, t0[x]), dot(qr7, t0[x + HV]), dot(qr7, t0[x + 2 * HV]), dot(qr7, t0[x + 3 * HV]));
-                dp += vec4(dot(dor7, t1[x]), dot(dor7, t1[x + HV]), dot(dor7, t1[x + 2 * HV]), dot(dor7, t1[x + 3 * HV]));
+                const uint x = c0 * HVP + lane * (DV + 1) + 7;
+                s += vec4(dot(qr7, t0[x]), dot(qr7, t0[x + HVP]), dot(qr7, t0[x + 2 * HVP]), dot(qr7, t0[x + 3 * HVP]));
+                dp += vec4(dot(dor7, t1[x]), dot(dor7, t1[x + HVP]), dot(dor7, t1[x + 2 * HVP]), dot(dor7, t1[x + 3 * HVP]));
             }
             {
-                const uint x = c0 * HV + lane * DV + 8;
-                s += vec4(dot(qr8, t0[x]), dot(qr8, t0[x + HV]), dot(qr8, t0[x + 2 * HV]), dot(qr8, t0[x + 3 * HV]));
-                dp += vec4(dot(dor8, t1[x]), dot(dor8, t1[x + HV]), dot(dor8, t1[x + 2 * HV]), dot(dor8, t1[x + 3 * HV]));
+                const uint x = c0 * HVP + lane * (DV + 1) + 8;
+                s += vec4(dot(qr8, t0[x]), dot(qr8, t0[x + HVP]), dot(qr8, t0[x + 2 * HVP]), dot(qr8, t0[x + 3 * HVP]));
+                dp += vec4(dot(dor8, t1[x]), dot(dor8, t1[x + HVP]), dot(dor8, t1[x + 2 * HVP]), dot(dor8, t1[x + 3 * HVP]));
             }
             {
-                const uint x = c0 * HV + lane * DV + 9;
-                s += vec4(dot(qr9, t0[x]), dot(qr9, t0[x + HV]), dot(qr9, t0[x + 2 * HV]), dot(qr9, t0[x + 3 * HV]));
-                dp += vec4(dot(dor9, t1[x]), dot(dor9, t1[x + HV]), dot(dor9, t1[x + 2 * HV]), dot(dor9, t1[x + 3 * HV]));
+                const uint x = c0 * HVP + lane * (DV + 1) + 9;
+                s += vec4(dot(qr9, t0[x]), dot(qr9, t0[x + HVP]), dot(qr9, t0[x + 2 * HVP]), dot(qr9, t0[x + 3 * HVP]));
+                dp += vec4(dot(dor9, t1[x]), dot(dor9, t1[x + HVP]), dot(dor9, t1[x + 2 * HVP]), dot(dor9, t1[x + 3 * HVP]));
             }
             {
-                const uint x = c0 * HV + lane * DV + 10;
-                s += vec4(dot(qr10, t0[x]), dot(qr10, t0[x + HV]), dot(qr10, t0[x + 2 * HV]), dot(qr10, t0[x + 3 * HV]));
-                dp += vec4(dot(dor10, t1[x]), dot(dor10, t1[x + HV]), dot(dor10, t1[x + 2 * HV]), dot(dor10, t1[x + 3 * HV]));
+                const uint x = c0 * HVP + lane * (DV + 1) + 10;
+                s += vec4(dot(qr10, t0[x]), dot(qr10, t0[x + HVP]), dot(qr10, t0[x + 2 * HVP]), dot(qr10, t0[x + 3 * HVP]));
+                dp += vec4(dot(dor10, t1[x]), dot(dor10, t1[x + HVP]), dot(dor10, t1[x + 2 * HVP]), dot(dor10, t1[x + 3 * HVP]));
             }
             {
-                const uint x = c0 * HV + lane * DV + 11;
-                s += vec4(dot(qr11, t0[x]), dot(qr11, t0[x + HV]), dot(qr11, t0[x + 2 * HV]), dot(qr11, t0[x + 3 * HV]));
-                dp += vec4(dot(dor11, t1[x]), dot(dor11, t1[x + HV]), dot(dor11, t1[x + 2 * HV]), dot(dor11, t1[x + 3 * HV]));
+                const uint x = c0 * HVP + lane * (DV + 1) + 11;
+                s += vec4(dot(qr11, t0[x]), dot(qr11, t0[x + HVP]), dot(qr11, t0[x + 2 * HVP]), dot(qr11, t0[x + 3 * HVP]));
+                dp += vec4(dot(dor11, t1[x]), dot(dor11, t1[x + HVP]), dot(dor11, t1[x + 2 * HVP]), dot(dor11, t1[x + 3 * HVP]));
             }
             {
-                const uint x = c0 * HV + lane * DV + 12;
-                s += vec4(dot(qr12, t0[x]), dot(qr12, t0[x + HV]), dot(qr12, t0[x + 2 * HV]), dot(qr12, t0[x + 3 * HV]));
-                dp += vec4(dot(dor12, t1[x]), dot(dor12, t1[x + HV]), dot(dor12, t1[x + 2 * HV]), dot(dor12, t1[x + 3 * HV]));
+                const uint x = c0 * HVP + lane * (DV + 1) + 12;
+                s += vec4(dot(qr12, t0[x]), dot(qr12, t0[x + HVP]), dot(qr12, t0[x + 2 * HVP]), dot(qr12, t0[x + 3 * HVP]));
+                dp += vec4(dot(dor12, t1[x]), dot(dor12, t1[x + HVP]), dot(dor12, t1[x + 2 * HVP]), dot(dor12, t1[x + 3 * HVP]));
             }
             {
-                const uint x = c0 * HV + lane * DV + 13;
-                s += vec4(dot(qr13, t0[x]), dot(qr13, t0[x + HV]), dot(qr13, t0[x + 2 * HV]), dot(qr13, t0[x + 3 * HV]));
-                dp += vec4(dot(dor13, t1[x]), dot(dor13, t1[x + HV]), dot(dor13, t1[x + 2 * HV]), dot(dor13, t1[x + 3 * HV]));
+                const uint x = c0 * HVP + lane * (DV + 1) + 13;
+                s += vec4(dot(qr13, t0[x]), dot(qr13, t0[x + HVP]), dot(qr13, t0[x + 2 * HVP]), dot(qr13, t0[x + 3 * HVP]));
+                dp += vec4(dot(dor13, t1[x]), dot(dor13, t1[x + HVP]), dot(dor13, t1[x + 2 * HVP]), dot(dor13, t1[x + 3 * HVP]));
             }
             {
-                const uint x = c0 * HV + lane * DV + 14;
-                s += vec4(dot(qr14, t0[x]), dot(qr14, t0[x + HV]), dot(qr14, t0[x + 2 * HV]), dot(qr14, t0[x + 3 * HV]));
-                dp += vec4(dot(dor14, t1[x]), dot(dor14, t1[x + HV]), dot(dor14, t1[x + 2 * HV]), dot(dor14, t1[x + 3 * HV]));
+                const uint x = c0 * HVP + lane * (DV + 1) + 14;
+                s += vec4(dot(qr14, t0[x]), dot(qr14, t0[x + HVP]), dot(qr14, t0[x + 2 * HVP]), dot(qr14, t0[x + 3 * HVP]));
+                dp += vec4(dot(dor14, t1[x]), dot(dor14, t1[x + HVP]), dot(dor14, t1[x + 2 * HVP]), dot(dor14, t1[x + 3 * HVP]));
             }
             {
-                const uint x = c0 * HV + lane * DV + 15;
-                s += vec4(dot(qr15, t0[x]), dot(qr15, t0[x + HV]), dot(qr15, t0[x + 2 * HV]), dot(qr15, t0[x + 3 * HV]));
-                dp += vec4(dot(dor15, t1[x]), dot(dor15, t1[x + HV]), dot(dor15, t1[x + 2 * HV]), dot(dor15, t1[x + 3 * HV]));
+                const uint x = c0 * HVP + lane * (DV + 1) + 15;
+                s += vec4(dot(qr15, t0[x]), dot(qr15, t0[x + HVP]), dot(qr15, t0[x + 2 * HVP]), dot(qr15, t0[x + 3 * HVP]));
+                dp += vec4(dot(dor15, t1[x]), dot(dor15, t1[x + HVP]), dot(dor15, t1[x + 2 * HVP]), dot(dor15, t1[x + 3 * HVP]));
             }
-            allsum2(s, dp, nb);
+            allsum2(s, dp, nb, true);
             bvec4 vis;
             [[unroll]] for (uint u = 0; u < 4; ++u) {
                 const uint j = j0 + c0 + u;
@@ -348,68 +351,68 @@ void main() {
             const vec4 pr = mix(vec4(0.0), exp2(s * c - L_i), vis);
             const vec4 ds = pr * (dp - D_i);
             {
-                const uint x = c0 * HV + lane * DV + 0;
-                acc0 += ds.x * t0[x] + ds.y * t0[x + HV] + ds.z * t0[x + 2 * HV] + ds.w * t0[x + 3 * HV];
+                const uint x = c0 * HVP + lane * (DV + 1) + 0;
+                acc0 += ds.x * t0[x] + ds.y * t0[x + HVP] + ds.z * t0[x + 2 * HVP] + ds.w * t0[x + 3 * HVP];
             }
             {
-                const uint x = c0 * HV + lane * DV + 1;
-                acc1 += ds.x * t0[x] + ds.y * t0[x + HV] + ds.z * t0[x + 2 * HV] + ds.w * t0[x + 3 * HV];
+                const uint x = c0 * HVP + lane * (DV + 1) + 1;
+                acc1 += ds.x * t0[x] + ds.y * t0[x + HVP] + ds.z * t0[x + 2 * HVP] + ds.w * t0[x + 3 * HVP];
             }
             {
-                const uint x = c0 * HV + lane * DV + 2;
-                acc2 += ds.x * t0[x] + ds.y * t0[x + HV] + ds.z * t0[x + 2 * HV] + ds.w * t0[x + 3 * HV];
+                const uint x = c0 * HVP + lane * (DV + 1) + 2;
+                acc2 += ds.x * t0[x] + ds.y * t0[x + HVP] + ds.z * t0[x + 2 * HVP] + ds.w * t0[x + 3 * HVP];
             }
             {
-                const uint x = c0 * HV + lane * DV + 3;
-                acc3 += ds.x * t0[x] + ds.y * t0[x + HV] + ds.z * t0[x + 2 * HV] + ds.w * t0[x + 3 * HV];
+                const uint x = c0 * HVP + lane * (DV + 1) + 3;
+                acc3 += ds.x * t0[x] + ds.y * t0[x + HVP] + ds.z * t0[x + 2 * HVP] + ds.w * t0[x + 3 * HVP];
             }
             {
-                const uint x = c0 * HV + lane * DV + 4;
-                acc4 += ds.x * t0[x] + ds.y * t0[x + HV] + ds.z * t0[x + 2 * HV] + ds.w * t0[x + 3 * HV];
+                const uint x = c0 * HVP + lane * (DV + 1) + 4;
+                acc4 += ds.x * t0[x] + ds.y * t0[x + HVP] + ds.z * t0[x + 2 * HVP] + ds.w * t0[x + 3 * HVP];
             }
             {
-                const uint x = c0 * HV + lane * DV + 5;
-                acc5 += ds.x * t0[x] + ds.y * t0[x + HV] + ds.z * t0[x + 2 * HV] + ds.w * t0[x + 3 * HV];
+                const uint x = c0 * HVP + lane * (DV + 1) + 5;
+                acc5 += ds.x * t0[x] + ds.y * t0[x + HVP] + ds.z * t0[x + 2 * HVP] + ds.w * t0[x + 3 * HVP];
             }
             {
-                const uint x = c0 * HV + lane * DV + 6;
-                acc6 += ds.x * t0[x] + ds.y * t0[x + HV] + ds.z * t0[x + 2 * HV] + ds.w * t0[x + 3 * HV];
+                const uint x = c0 * HVP + lane * (DV + 1) + 6;
+                acc6 += ds.x * t0[x] + ds.y * t0[x + HVP] + ds.z * t0[x + 2 * HVP] + ds.w * t0[x + 3 * HVP];
             }
             {
-                const uint x = c0 * HV + lane * DV + 7;
-                acc7 += ds.x * t0[x] + ds.y * t0[x + HV] + ds.z * t0[x + 2 * HV] + ds.w * t0[x + 3 * HV];
+                const uint x = c0 * HVP + lane * (DV + 1) + 7;
+                acc7 += ds.x * t0[x] + ds.y * t0[x + HVP] + ds.z * t0[x + 2 * HVP] + ds.w * t0[x + 3 * HVP];
             }
             {
-                const uint x = c0 * HV + lane * DV + 8;
-                acc8 += ds.x * t0[x] + ds.y * t0[x + HV] + ds.z * t0[x + 2 * HV] + ds.w * t0[x + 3 * HV];
+                const uint x = c0 * HVP + lane * (DV + 1) + 8;
+                acc8 += ds.x * t0[x] + ds.y * t0[x + HVP] + ds.z * t0[x + 2 * HVP] + ds.w * t0[x + 3 * HVP];
             }
             {
-                const uint x = c0 * HV + lane * DV + 9;
-                acc9 += ds.x * t0[x] + ds.y * t0[x + HV] + ds.z * t0[x + 2 * HV] + ds.w * t0[x + 3 * HV];
+                const uint x = c0 * HVP + lane * (DV + 1) + 9;
+                acc9 += ds.x * t0[x] + ds.y * t0[x + HVP] + ds.z * t0[x + 2 * HVP] + ds.w * t0[x + 3 * HVP];
             }
             {
-                const uint x = c0 * HV + lane * DV + 10;
-                acc10 += ds.x * t0[x] + ds.y * t0[x + HV] + ds.z * t0[x + 2 * HV] + ds.w * t0[x + 3 * HV];
+                const uint x = c0 * HVP + lane * (DV + 1) + 10;
+                acc10 += ds.x * t0[x] + ds.y * t0[x + HVP] + ds.z * t0[x + 2 * HVP] + ds.w * t0[x + 3 * HVP];
             }
             {
-                const uint x = c0 * HV + lane * DV + 11;
-                acc11 += ds.x * t0[x] + ds.y * t0[x + HV] + ds.z * t0[x + 2 * HV] + ds.w * t0[x + 3 * HV];
+                const uint x = c0 * HVP + lane * (DV + 1) + 11;
+                acc11 += ds.x * t0[x] + ds.y * t0[x + HVP] + ds.z * t0[x + 2 * HVP] + ds.w * t0[x + 3 * HVP];
             }
             {
-                const uint x = c0 * HV + lane * DV + 12;
-                acc12 += ds.x * t0[x] + ds.y * t0[x + HV] + ds.z * t0[x + 2 * HV] + ds.w * t0[x + 3 * HV];
+                const uint x = c0 * HVP + lane * (DV + 1) + 12;
+                acc12 += ds.x * t0[x] + ds.y * t0[x + HVP] + ds.z * t0[x + 2 * HVP] + ds.w * t0[x + 3 * HVP];
             }
             {
-                const uint x = c0 * HV + lane * DV + 13;
-                acc13 += ds.x * t0[x] + ds.y * t0[x + HV] + ds.z * t0[x + 2 * HV] + ds.w * t0[x + 3 * HV];
+                const uint x = c0 * HVP + lane * (DV + 1) + 13;
+                acc13 += ds.x * t0[x] + ds.y * t0[x + HVP] + ds.z * t0[x + 2 * HVP] + ds.w * t0[x + 3 * HVP];
             }
             {
-                const uint x = c0 * HV + lane * DV + 14;
-                acc14 += ds.x * t0[x] + ds.y * t0[x + HV] + ds.z * t0[x + 2 * HV] + ds.w * t0[x + 3 * HV];
+                const uint x = c0 * HVP + lane * (DV + 1) + 14;
+                acc14 += ds.x * t0[x] + ds.y * t0[x + HVP] + ds.z * t0[x + 2 * HVP] + ds.w * t0[x + 3 * HVP];
             }
             {
-                const uint x = c0 * HV + lane * DV + 15;
-                acc15 += ds.x * t0[x] + ds.y * t0[x + HV] + ds.z * t0[x + 2 * HV] + ds.w * t0[x + 3 * HV];
+                const uint x = c0 * HVP + lane * (DV + 1) + 15;
+                acc15 += ds.x * t0[x] + ds.y * t0[x + HVP] + ds.z * t0[x + 2 * HVP] + ds.w * t0[x + 3 * HVP];
             }
         }
     }

@@ -55,28 +55,31 @@ void st_o(uint base, uint d, vec4 x) {
 const uint HD = 128, TPR = 1;
 const uint DV = 32;        // vec4s of a row per thread
 const uint HV = HD / 4;          // vec4s of a row
+// A streamed row in shared memory: the TPR parts of DV vec4s each, one vec4 apart (HVP per row), so
+// the parts the TPR threads of a row read at once fall in different banks.
+const uint HVP = HV + TPR - 1;
 const float LOG2E = 1.4426950408889634;
 const float NEG = -3.0e38;       // masked score: exp2(NEG - m) == 0 for any finite row max m
 
-shared vec4 t0[TILE * HV];       // streamed tile: K (fwd, dq) or Q (dkv)
-shared vec4 t1[TILE * HV];       // V (fwd, dq) or dO (dkv)
-shared vec4 xch[TPR > 1 ? 4 * WG : 1];  // partial-sum exchange: 2 buffers x 2 quantities
+shared vec4 t0[TILE * HVP];       // streamed tile: K (fwd, dq) or Q (dkv)
+shared vec4 t1[TILE * HVP];       // V (fwd, dq) or dO (dkv)
+shared vec4 xch[TPR > 1 ? 4 * WG : 1];  // partial-sum exchange: 2 buffers x 2 quantities (the forward uses 1)
 
 uint slot, row, lane;
 
 // Sums of a and b over the TPR threads of this row (identical in each of them). Double-buffered by
 // `buf` (alternate per call): the barrier of call n+1 orders every read of call n before a rewrite.
-void allsum2(inout vec4 a, inout vec4 b, uint buf) {
+void allsum2(inout vec4 a, inout vec4 b, uint buf, bool two) {
     if (TPR == 1) return;
     xch[(2 * buf) * WG + slot] = a;
-    xch[(2 * buf + 1) * WG + slot] = b;
+    if (two) xch[(2 * buf + 1) * WG + slot] = b;
     subgroupMemoryBarrierShared();
     subgroupBarrier();
     a = vec4(0.0);
     b = vec4(0.0);
     [[unroll]] for (uint t = 0; t < TPR; ++t) {
         a += xch[(2 * buf) * WG + row * TPR + t];
-        b += xch[(2 * buf + 1) * WG + row * TPR + t];
+        if (two) b += xch[(2 * buf + 1) * WG + row * TPR + t];
     }
 }
 
@@ -262,144 +265,144 @@ void main() {
     for (uint j0 = 0; j0 < kend; j0 += TILE) {
         barrier();  // the previous tile is consumed
         for (uint e = tid; e < TILE * HV; e += WG) {
-            const uint j = j0 + e / HV, d = 4 * (e % HV);
+            const uint j = j0 + e / HV, d4 = e % HV, at = (e / HV) * HVP + d4 + d4 / DV;
             const uint kb = ((b * S + j) * p.KVH + g) * p.D;
-            t0[e] = j < S ? ld_k(kb, d) : vec4(0.0);
-            t1[e] = j < S ? ld_v(kb, d) : vec4(0.0);
+            t0[at] = j < S ? ld_k(kb, 4 * d4) : vec4(0.0);
+            t1[at] = j < S ? ld_v(kb, 4 * d4) : vec4(0.0);
         }
         barrier();
         const uint n = min(TILE, kend - j0);
         for (uint c0 = 0; c0 < n; c0 += 4, nb ^= 1u) {
             vec4 s = vec4(0.0), dp = vec4(0.0);
             {
-                const uint x = c0 * HV + lane * DV + 0;
-                s += vec4(dot(qr0, t0[x]), dot(qr0, t0[x + HV]), dot(qr0, t0[x + 2 * HV]), dot(qr0, t0[x + 3 * HV]));
+                const uint x = c0 * HVP + lane * (DV + 1) + 0;
+                s += vec4(dot(qr0, t0[x]), dot(qr0, t0[x + HVP]), dot(qr0, t0[x + 2 * HVP]), dot(qr0, t0[x + 3 * HVP]));
             }
             {
-                const uint x = c0 * HV + lane * DV + 1;
-                s += vec4(dot(qr1, t0[x]), dot(qr1, t0[x + HV]), dot(qr1, t0[x + 2 * HV]), dot(qr1, t0[x + 3 * HV]));
+                const uint x = c0 * HVP + lane * (DV + 1) + 1;
+                s += vec4(dot(qr1, t0[x]), dot(qr1, t0[x + HVP]), dot(qr1, t0[x + 2 * HVP]), dot(qr1, t0[x + 3 * HVP]));
             }
             {
-                const uint x = c0 * HV + lane * DV + 2;
-                s += vec4(dot(qr2, t0[x]), dot(qr2, t0[x + HV]), dot(qr2, t0[x + 2 * HV]), dot(qr2, t0[x + 3 * HV]));
+                const uint x = c0 * HVP + lane * (DV + 1) + 2;
+                s += vec4(dot(qr2, t0[x]), dot(qr2, t0[x + HVP]), dot(qr2, t0[x + 2 * HVP]), dot(qr2, t0[x + 3 * HVP]));
             }
             {
-                const uint x = c0 * HV + lane * DV + 3;
-                s += vec4(dot(qr3, t0[x]), dot(qr3, t0[x + HV]), dot(qr3, t0[x + 2 * HV]), dot(qr3, t0[x + 3 * HV]));
+                const uint x = c0 * HVP + lane * (DV + 1) + 3;
+                s += vec4(dot(qr3, t0[x]), dot(qr3, t0[x + HVP]), dot(qr3, t0[x + 2 * HVP]), dot(qr3, t0[x + 3 * HVP]));
             }
             {
-                const uint x = c0 * HV + lane * DV + 4;
-                s += vec4(dot(qr4, t0[x]), dot(qr4, t0[x + HV]), dot(qr4, t0[x + 2 * HV]), dot(qr4, t0[x + 3 * HV]));
+                const uint x = c0 * HVP + lane * (DV + 1) + 4;
+                s += vec4(dot(qr4, t0[x]), dot(qr4, t0[x + HVP]), dot(qr4, t0[x + 2 * HVP]), dot(qr4, t0[x + 3 * HVP]));
             }
             {
-                const uint x = c0 * HV + lane * DV + 5;
-                s += vec4(dot(qr5, t0[x]), dot(qr5, t0[x + HV]), dot(qr5, t0[x + 2 * HV]), dot(qr5, t0[x + 3 * HV]));
+                const uint x = c0 * HVP + lane * (DV + 1) + 5;
+                s += vec4(dot(qr5, t0[x]), dot(qr5, t0[x + HVP]), dot(qr5, t0[x + 2 * HVP]), dot(qr5, t0[x + 3 * HVP]));
             }
             {
-                const uint x = c0 * HV + lane * DV + 6;
-                s += vec4(dot(qr6, t0[x]), dot(qr6, t0[x + HV]), dot(qr6, t0[x + 2 * HV]), dot(qr6, t0[x + 3 * HV]));
+                const uint x = c0 * HVP + lane * (DV + 1) + 6;
+                s += vec4(dot(qr6, t0[x]), dot(qr6, t0[x + HVP]), dot(qr6, t0[x + 2 * HVP]), dot(qr6, t0[x + 3 * HVP]));
             }
             {
-                const uint x = c0 * HV + lane * DV + 7;
-                s += vec4(dot(qr7, t0[x]), dot(qr7, t0[x + HV]), dot(qr7, t0[x + 2 * HV]), dot(qr7, t0[x + 3 * HV]));
+                const uint x = c0 * HVP + lane * (DV + 1) + 7;
+                s += vec4(dot(qr7, t0[x]), dot(qr7, t0[x + HVP]), dot(qr7, t0[x + 2 * HVP]), dot(qr7, t0[x + 3 * HVP]));
             }
             {
-                const uint x = c0 * HV + lane * DV + 8;
-                s += vec4(dot(qr8, t0[x]), dot(qr8, t0[x + HV]), dot(qr8, t0[x + 2 * HV]), dot(qr8, t0[x + 3 * HV]));
+                const uint x = c0 * HVP + lane * (DV + 1) + 8;
+                s += vec4(dot(qr8, t0[x]), dot(qr8, t0[x + HVP]), dot(qr8, t0[x + 2 * HVP]), dot(qr8, t0[x + 3 * HVP]));
             }
             {
-                const uint x = c0 * HV + lane * DV + 9;
-                s += vec4(dot(qr9, t0[x]), dot(qr9, t0[x + HV]), dot(qr9, t0[x + 2 * HV]), dot(qr9, t0[x + 3 * HV]));
+                const uint x = c0 * HVP + lane * (DV + 1) + 9;
+                s += vec4(dot(qr9, t0[x]), dot(qr9, t0[x + HVP]), dot(qr9, t0[x + 2 * HVP]), dot(qr9, t0[x + 3 * HVP]));
             }
             {
-                const uint x = c0 * HV + lane * DV + 10;
-                s += vec4(dot(qr10, t0[x]), dot(qr10, t0[x + HV]), dot(qr10, t0[x + 2 * HV]), dot(qr10, t0[x + 3 * HV]));
+                const uint x = c0 * HVP + lane * (DV + 1) + 10;
+                s += vec4(dot(qr10, t0[x]), dot(qr10, t0[x + HVP]), dot(qr10, t0[x + 2 * HVP]), dot(qr10, t0[x + 3 * HVP]));
             }
             {
-                const uint x = c0 * HV + lane * DV + 11;
-                s += vec4(dot(qr11, t0[x]), dot(qr11, t0[x + HV]), dot(qr11, t0[x + 2 * HV]), dot(qr11, t0[x + 3 * HV]));
+                const uint x = c0 * HVP + lane * (DV + 1) + 11;
+                s += vec4(dot(qr11, t0[x]), dot(qr11, t0[x + HVP]), dot(qr11, t0[x + 2 * HVP]), dot(qr11, t0[x + 3 * HVP]));
             }
             {
-                const uint x = c0 * HV + lane * DV + 12;
-                s += vec4(dot(qr12, t0[x]), dot(qr12, t0[x + HV]), dot(qr12, t0[x + 2 * HV]), dot(qr12, t0[x + 3 * HV]));
+                const uint x = c0 * HVP + lane * (DV + 1) + 12;
+                s += vec4(dot(qr12, t0[x]), dot(qr12, t0[x + HVP]), dot(qr12, t0[x + 2 * HVP]), dot(qr12, t0[x + 3 * HVP]));
             }
             {
-                const uint x = c0 * HV + lane * DV + 13;
-                s += vec4(dot(qr13, t0[x]), dot(qr13, t0[x + HV]), dot(qr13, t0[x + 2 * HV]), dot(qr13, t0[x + 3 * HV]));
+                const uint x = c0 * HVP + lane * (DV + 1) + 13;
+                s += vec4(dot(qr13, t0[x]), dot(qr13, t0[x + HVP]), dot(qr13, t0[x + 2 * HVP]), dot(qr13, t0[x + 3 * HVP]));
             }
             {
-                const uint x = c0 * HV + lane * DV + 14;
-                s += vec4(dot(qr14, t0[x]), dot(qr14, t0[x + HV]), dot(qr14, t0[x + 2 * HV]), dot(qr14, t0[x + 3 * HV]));
+                const uint x = c0 * HVP + lane * (DV + 1) + 14;
+                s += vec4(dot(qr14, t0[x]), dot(qr14, t0[x + HVP]), dot(qr14, t0[x + 2 * HVP]), dot(qr14, t0[x + 3 * HVP]));
             }
             {
-                const uint x = c0 * HV + lane * DV + 15;
-                s += vec4(dot(qr15, t0[x]), dot(qr15, t0[x + HV]), dot(qr15, t0[x + 2 * HV]), dot(qr15, t0[x + 3 * HV]));
+                const uint x = c0 * HVP + lane * (DV + 1) + 15;
+                s += vec4(dot(qr15, t0[x]), dot(qr15, t0[x + HVP]), dot(qr15, t0[x + 2 * HVP]), dot(qr15, t0[x + 3 * HVP]));
             }
             {
-                const uint x = c0 * HV + lane * DV + 16;
-                s += vec4(dot(qr16, t0[x]), dot(qr16, t0[x + HV]), dot(qr16, t0[x + 2 * HV]), dot(qr16, t0[x + 3 * HV]));
+                const uint x = c0 * HVP + lane * (DV + 1) + 16;
+                s += vec4(dot(qr16, t0[x]), dot(qr16, t0[x + HVP]), dot(qr16, t0[x + 2 * HVP]), dot(qr16, t0[x + 3 * HVP]));
             }
             {
-                const uint x = c0 * HV + lane * DV + 17;
-                s += vec4(dot(qr17, t0[x]), dot(qr17, t0[x + HV]), dot(qr17, t0[x + 2 * HV]), dot(qr17, t0[x + 3 * HV]));
+                const uint x = c0 * HVP + lane * (DV + 1) + 17;
+                s += vec4(dot(qr17, t0[x]), dot(qr17, t0[x + HVP]), dot(qr17, t0[x + 2 * HVP]), dot(qr17, t0[x + 3 * HVP]));
             }
             {
-                const uint x = c0 * HV + lane * DV + 18;
-                s += vec4(dot(qr18, t0[x]), dot(qr18, t0[x + HV]), dot(qr18, t0[x + 2 * HV]), dot(qr18, t0[x + 3 * HV]));
+                const uint x = c0 * HVP + lane * (DV + 1) + 18;
+                s += vec4(dot(qr18, t0[x]), dot(qr18, t0[x + HVP]), dot(qr18, t0[x + 2 * HVP]), dot(qr18, t0[x + 3 * HVP]));
             }
             {
-                const uint x = c0 * HV + lane * DV + 19;
-                s += vec4(dot(qr19, t0[x]), dot(qr19, t0[x + HV]), dot(qr19, t0[x + 2 * HV]), dot(qr19, t0[x + 3 * HV]));
+                const uint x = c0 * HVP + lane * (DV + 1) + 19;
+                s += vec4(dot(qr19, t0[x]), dot(qr19, t0[x + HVP]), dot(qr19, t0[x + 2 * HVP]), dot(qr19, t0[x + 3 * HVP]));
             }
             {
-                const uint x = c0 * HV + lane * DV + 20;
-                s += vec4(dot(qr20, t0[x]), dot(qr20, t0[x + HV]), dot(qr20, t0[x + 2 * HV]), dot(qr20, t0[x + 3 * HV]));
+                const uint x = c0 * HVP + lane * (DV + 1) + 20;
+                s += vec4(dot(qr20, t0[x]), dot(qr20, t0[x + HVP]), dot(qr20, t0[x + 2 * HVP]), dot(qr20, t0[x + 3 * HVP]));
             }
             {
-                const uint x = c0 * HV + lane * DV + 21;
-                s += vec4(dot(qr21, t0[x]), dot(qr21, t0[x + HV]), dot(qr21, t0[x + 2 * HV]), dot(qr21, t0[x + 3 * HV]));
+                const uint x = c0 * HVP + lane * (DV + 1) + 21;
+                s += vec4(dot(qr21, t0[x]), dot(qr21, t0[x + HVP]), dot(qr21, t0[x + 2 * HVP]), dot(qr21, t0[x + 3 * HVP]));
             }
             {
-                const uint x = c0 * HV + lane * DV + 22;
-                s += vec4(dot(qr22, t0[x]), dot(qr22, t0[x + HV]), dot(qr22, t0[x + 2 * HV]), dot(qr22, t0[x + 3 * HV]));
+                const uint x = c0 * HVP + lane * (DV + 1) + 22;
+                s += vec4(dot(qr22, t0[x]), dot(qr22, t0[x + HVP]), dot(qr22, t0[x + 2 * HVP]), dot(qr22, t0[x + 3 * HVP]));
             }
             {
-                const uint x = c0 * HV + lane * DV + 23;
-                s += vec4(dot(qr23, t0[x]), dot(qr23, t0[x + HV]), dot(qr23, t0[x + 2 * HV]), dot(qr23, t0[x + 3 * HV]));
+                const uint x = c0 * HVP + lane * (DV + 1) + 23;
+                s += vec4(dot(qr23, t0[x]), dot(qr23, t0[x + HVP]), dot(qr23, t0[x + 2 * HVP]), dot(qr23, t0[x + 3 * HVP]));
             }
             {
-                const uint x = c0 * HV + lane * DV + 24;
-                s += vec4(dot(qr24, t0[x]), dot(qr24, t0[x + HV]), dot(qr24, t0[x + 2 * HV]), dot(qr24, t0[x + 3 * HV]));
+                const uint x = c0 * HVP + lane * (DV + 1) + 24;
+                s += vec4(dot(qr24, t0[x]), dot(qr24, t0[x + HVP]), dot(qr24, t0[x + 2 * HVP]), dot(qr24, t0[x + 3 * HVP]));
             }
             {
-                const uint x = c0 * HV + lane * DV + 25;
-                s += vec4(dot(qr25, t0[x]), dot(qr25, t0[x + HV]), dot(qr25, t0[x + 2 * HV]), dot(qr25, t0[x + 3 * HV]));
+                const uint x = c0 * HVP + lane * (DV + 1) + 25;
+                s += vec4(dot(qr25, t0[x]), dot(qr25, t0[x + HVP]), dot(qr25, t0[x + 2 * HVP]), dot(qr25, t0[x + 3 * HVP]));
             }
             {
-                const uint x = c0 * HV + lane * DV + 26;
-                s += vec4(dot(qr26, t0[x]), dot(qr26, t0[x + HV]), dot(qr26, t0[x + 2 * HV]), dot(qr26, t0[x + 3 * HV]));
+                const uint x = c0 * HVP + lane * (DV + 1) + 26;
+                s += vec4(dot(qr26, t0[x]), dot(qr26, t0[x + HVP]), dot(qr26, t0[x + 2 * HVP]), dot(qr26, t0[x + 3 * HVP]));
             }
             {
-                const uint x = c0 * HV + lane * DV + 27;
-                s += vec4(dot(qr27, t0[x]), dot(qr27, t0[x + HV]), dot(qr27, t0[x + 2 * HV]), dot(qr27, t0[x + 3 * HV]));
+                const uint x = c0 * HVP + lane * (DV + 1) + 27;
+                s += vec4(dot(qr27, t0[x]), dot(qr27, t0[x + HVP]), dot(qr27, t0[x + 2 * HVP]), dot(qr27, t0[x + 3 * HVP]));
             }
             {
-                const uint x = c0 * HV + lane * DV + 28;
-                s += vec4(dot(qr28, t0[x]), dot(qr28, t0[x + HV]), dot(qr28, t0[x + 2 * HV]), dot(qr28, t0[x + 3 * HV]));
+                const uint x = c0 * HVP + lane * (DV + 1) + 28;
+                s += vec4(dot(qr28, t0[x]), dot(qr28, t0[x + HVP]), dot(qr28, t0[x + 2 * HVP]), dot(qr28, t0[x + 3 * HVP]));
             }
             {
-                const uint x = c0 * HV + lane * DV + 29;
-                s += vec4(dot(qr29, t0[x]), dot(qr29, t0[x + HV]), dot(qr29, t0[x + 2 * HV]), dot(qr29, t0[x + 3 * HV]));
+                const uint x = c0 * HVP + lane * (DV + 1) + 29;
+                s += vec4(dot(qr29, t0[x]), dot(qr29, t0[x + HVP]), dot(qr29, t0[x + 2 * HVP]), dot(qr29, t0[x + 3 * HVP]));
             }
             {
-                const uint x = c0 * HV + lane * DV + 30;
-                s += vec4(dot(qr30, t0[x]), dot(qr30, t0[x + HV]), dot(qr30, t0[x + 2 * HV]), dot(qr30, t0[x + 3 * HV]));
+                const uint x = c0 * HVP + lane * (DV + 1) + 30;
+                s += vec4(dot(qr30, t0[x]), dot(qr30, t0[x + HVP]), dot(qr30, t0[x + 2 * HVP]), dot(qr30, t0[x + 3 * HVP]));
             }
             {
-                const uint x = c0 * HV + lane * DV + 31;
-                s += vec4(dot(qr31, t0[x]), dot(qr31, t0[x + HV]), dot(qr31, t0[x + 2 * HV]), dot(qr31, t0[x + 3 * HV]));
+                const uint x = c0 * HVP + lane * (DV + 1) + 31;
+                s += vec4(dot(qr31, t0[x]), dot(qr31, t0[x + HVP]), dot(qr31, t0[x + 2 * HVP]), dot(qr31, t0[x + 3 * HVP]));
             }
-            allsum2(s, dp, nb);
+            allsum2(s, dp, nb, false);
             bvec4 vis;
             [[unroll]] for (uint u = 0; u < 4; ++u) {
                 const uint j = j0 + c0 + u;
@@ -412,132 +415,132 @@ void main() {
             l = l * a + (pr.x + pr.y + pr.z + pr.w);
             m = mn;
             {
-                const uint x = c0 * HV + lane * DV + 0;
-                acc0 = acc0 * a + pr.x * t1[x] + pr.y * t1[x + HV] + pr.z * t1[x + 2 * HV] + pr.w * t1[x + 3 * HV];
+                const uint x = c0 * HVP + lane * (DV + 1) + 0;
+                acc0 = acc0 * a + pr.x * t1[x] + pr.y * t1[x + HVP] + pr.z * t1[x + 2 * HVP] + pr.w * t1[x + 3 * HVP];
             }
             {
-                const uint x = c0 * HV + lane * DV + 1;
-                acc1 = acc1 * a + pr.x * t1[x] + pr.y * t1[x + HV] + pr.z * t1[x + 2 * HV] + pr.w * t1[x + 3 * HV];
+                const uint x = c0 * HVP + lane * (DV + 1) + 1;
+                acc1 = acc1 * a + pr.x * t1[x] + pr.y * t1[x + HVP] + pr.z * t1[x + 2 * HVP] + pr.w * t1[x + 3 * HVP];
             }
             {
-                const uint x = c0 * HV + lane * DV + 2;
-                acc2 = acc2 * a + pr.x * t1[x] + pr.y * t1[x + HV] + pr.z * t1[x + 2 * HV] + pr.w * t1[x + 3 * HV];
+                const uint x = c0 * HVP + lane * (DV + 1) + 2;
+                acc2 = acc2 * a + pr.x * t1[x] + pr.y * t1[x + HVP] + pr.z * t1[x + 2 * HVP] + pr.w * t1[x + 3 * HVP];
             }
             {
-                const uint x = c0 * HV + lane * DV + 3;
-                acc3 = acc3 * a + pr.x * t1[x] + pr.y * t1[x + HV] + pr.z * t1[x + 2 * HV] + pr.w * t1[x + 3 * HV];
+                const uint x = c0 * HVP + lane * (DV + 1) + 3;
+                acc3 = acc3 * a + pr.x * t1[x] + pr.y * t1[x + HVP] + pr.z * t1[x + 2 * HVP] + pr.w * t1[x + 3 * HVP];
             }
             {
-                const uint x = c0 * HV + lane * DV + 4;
-                acc4 = acc4 * a + pr.x * t1[x] + pr.y * t1[x + HV] + pr.z * t1[x + 2 * HV] + pr.w * t1[x + 3 * HV];
+                const uint x = c0 * HVP + lane * (DV + 1) + 4;
+                acc4 = acc4 * a + pr.x * t1[x] + pr.y * t1[x + HVP] + pr.z * t1[x + 2 * HVP] + pr.w * t1[x + 3 * HVP];
             }
             {
-                const uint x = c0 * HV + lane * DV + 5;
-                acc5 = acc5 * a + pr.x * t1[x] + pr.y * t1[x + HV] + pr.z * t1[x + 2 * HV] + pr.w * t1[x + 3 * HV];
+                const uint x = c0 * HVP + lane * (DV + 1) + 5;
+                acc5 = acc5 * a + pr.x * t1[x] + pr.y * t1[x + HVP] + pr.z * t1[x + 2 * HVP] + pr.w * t1[x + 3 * HVP];
             }
             {
-                const uint x = c0 * HV + lane * DV + 6;
-                acc6 = acc6 * a + pr.x * t1[x] + pr.y * t1[x + HV] + pr.z * t1[x + 2 * HV] + pr.w * t1[x + 3 * HV];
+                const uint x = c0 * HVP + lane * (DV + 1) + 6;
+                acc6 = acc6 * a + pr.x * t1[x] + pr.y * t1[x + HVP] + pr.z * t1[x + 2 * HVP] + pr.w * t1[x + 3 * HVP];
             }
             {
-                const uint x = c0 * HV + lane * DV + 7;
-                acc7 = acc7 * a + pr.x * t1[x] + pr.y * t1[x + HV] + pr.z * t1[x + 2 * HV] + pr.w * t1[x + 3 * HV];
+                const uint x = c0 * HVP + lane * (DV + 1) + 7;
+                acc7 = acc7 * a + pr.x * t1[x] + pr.y * t1[x + HVP] + pr.z * t1[x + 2 * HVP] + pr.w * t1[x + 3 * HVP];
             }
             {
-                const uint x = c0 * HV + lane * DV + 8;
-                acc8 = acc8 * a + pr.x * t1[x] + pr.y * t1[x + HV] + pr.z * t1[x + 2 * HV] + pr.w * t1[x + 3 * HV];
+                const uint x = c0 * HVP + lane * (DV + 1) + 8;
+                acc8 = acc8 * a + pr.x * t1[x] + pr.y * t1[x + HVP] + pr.z * t1[x + 2 * HVP] + pr.w * t1[x + 3 * HVP];
             }
             {
-                const uint x = c0 * HV + lane * DV + 9;
-                acc9 = acc9 * a + pr.x * t1[x] + pr.y * t1[x + HV] + pr.z * t1[x + 2 * HV] + pr.w * t1[x + 3 * HV];
+                const uint x = c0 * HVP + lane * (DV + 1) + 9;
+                acc9 = acc9 * a + pr.x * t1[x] + pr.y * t1[x + HVP] + pr.z * t1[x + 2 * HVP] + pr.w * t1[x + 3 * HVP];
             }
             {
-                const uint x = c0 * HV + lane * DV + 10;
-                acc10 = acc10 * a + pr.x * t1[x] + pr.y * t1[x + HV] + pr.z * t1[x + 2 * HV] + pr.w * t1[x + 3 * HV];
+                const uint x = c0 * HVP + lane * (DV + 1) + 10;
+                acc10 = acc10 * a + pr.x * t1[x] + pr.y * t1[x + HVP] + pr.z * t1[x + 2 * HVP] + pr.w * t1[x + 3 * HVP];
             }
             {
-                const uint x = c0 * HV + lane * DV + 11;
-                acc11 = acc11 * a + pr.x * t1[x] + pr.y * t1[x + HV] + pr.z * t1[x + 2 * HV] + pr.w * t1[x + 3 * HV];
+                const uint x = c0 * HVP + lane * (DV + 1) + 11;
+                acc11 = acc11 * a + pr.x * t1[x] + pr.y * t1[x + HVP] + pr.z * t1[x + 2 * HVP] + pr.w * t1[x + 3 * HVP];
             }
             {
-                const uint x = c0 * HV + lane * DV + 12;
-                acc12 = acc12 * a + pr.x * t1[x] + pr.y * t1[x + HV] + pr.z * t1[x + 2 * HV] + pr.w * t1[x + 3 * HV];
+                const uint x = c0 * HVP + lane * (DV + 1) + 12;
+                acc12 = acc12 * a + pr.x * t1[x] + pr.y * t1[x + HVP] + pr.z * t1[x + 2 * HVP] + pr.w * t1[x + 3 * HVP];
             }
             {
-                const uint x = c0 * HV + lane * DV + 13;
-                acc13 = acc13 * a + pr.x * t1[x] + pr.y * t1[x + HV] + pr.z * t1[x + 2 * HV] + pr.w * t1[x + 3 * HV];
+                const uint x = c0 * HVP + lane * (DV + 1) + 13;
+                acc13 = acc13 * a + pr.x * t1[x] + pr.y * t1[x + HVP] + pr.z * t1[x + 2 * HVP] + pr.w * t1[x + 3 * HVP];
             }
             {
-                const uint x = c0 * HV + lane * DV + 14;
-                acc14 = acc14 * a + pr.x * t1[x] + pr.y * t1[x + HV] + pr.z * t1[x + 2 * HV] + pr.w * t1[x + 3 * HV];
+                const uint x = c0 * HVP + lane * (DV + 1) + 14;
+                acc14 = acc14 * a + pr.x * t1[x] + pr.y * t1[x + HVP] + pr.z * t1[x + 2 * HVP] + pr.w * t1[x + 3 * HVP];
             }
             {
-                const uint x = c0 * HV + lane * DV + 15;
-                acc15 = acc15 * a + pr.x * t1[x] + pr.y * t1[x + HV] + pr.z * t1[x + 2 * HV] + pr.w * t1[x + 3 * HV];
+                const uint x = c0 * HVP + lane * (DV + 1) + 15;
+                acc15 = acc15 * a + pr.x * t1[x] + pr.y * t1[x + HVP] + pr.z * t1[x + 2 * HVP] + pr.w * t1[x + 3 * HVP];
             }
             {
-                const uint x = c0 * HV + lane * DV + 16;
-                acc16 = acc16 * a + pr.x * t1[x] + pr.y * t1[x + HV] + pr.z * t1[x + 2 * HV] + pr.w * t1[x + 3 * HV];
+                const uint x = c0 * HVP + lane * (DV + 1) + 16;
+                acc16 = acc16 * a + pr.x * t1[x] + pr.y * t1[x + HVP] + pr.z * t1[x + 2 * HVP] + pr.w * t1[x + 3 * HVP];
             }
             {
-                const uint x = c0 * HV + lane * DV + 17;
-                acc17 = acc17 * a + pr.x * t1[x] + pr.y * t1[x + HV] + pr.z * t1[x + 2 * HV] + pr.w * t1[x + 3 * HV];
+                const uint x = c0 * HVP + lane * (DV + 1) + 17;
+                acc17 = acc17 * a + pr.x * t1[x] + pr.y * t1[x + HVP] + pr.z * t1[x + 2 * HVP] + pr.w * t1[x + 3 * HVP];
             }
             {
-                const uint x = c0 * HV + lane * DV + 18;
-                acc18 = acc18 * a + pr.x * t1[x] + pr.y * t1[x + HV] + pr.z * t1[x + 2 * HV] + pr.w * t1[x + 3 * HV];
+                const uint x = c0 * HVP + lane * (DV + 1) + 18;
+                acc18 = acc18 * a + pr.x * t1[x] + pr.y * t1[x + HVP] + pr.z * t1[x + 2 * HVP] + pr.w * t1[x + 3 * HVP];
             }
             {
-                const uint x = c0 * HV + lane * DV + 19;
-                acc19 = acc19 * a + pr.x * t1[x] + pr.y * t1[x + HV] + pr.z * t1[x + 2 * HV] + pr.w * t1[x + 3 * HV];
+                const uint x = c0 * HVP + lane * (DV + 1) + 19;
+                acc19 = acc19 * a + pr.x * t1[x] + pr.y * t1[x + HVP] + pr.z * t1[x + 2 * HVP] + pr.w * t1[x + 3 * HVP];
             }
             {
-                const uint x = c0 * HV + lane * DV + 20;
-                acc20 = acc20 * a + pr.x * t1[x] + pr.y * t1[x + HV] + pr.z * t1[x + 2 * HV] + pr.w * t1[x + 3 * HV];
+                const uint x = c0 * HVP + lane * (DV + 1) + 20;
+                acc20 = acc20 * a + pr.x * t1[x] + pr.y * t1[x + HVP] + pr.z * t1[x + 2 * HVP] + pr.w * t1[x + 3 * HVP];
             }
             {
-                const uint x = c0 * HV + lane * DV + 21;
-                acc21 = acc21 * a + pr.x * t1[x] + pr.y * t1[x + HV] + pr.z * t1[x + 2 * HV] + pr.w * t1[x + 3 * HV];
+                const uint x = c0 * HVP + lane * (DV + 1) + 21;
+                acc21 = acc21 * a + pr.x * t1[x] + pr.y * t1[x + HVP] + pr.z * t1[x + 2 * HVP] + pr.w * t1[x + 3 * HVP];
             }
             {
-                const uint x = c0 * HV + lane * DV + 22;
-                acc22 = acc22 * a + pr.x * t1[x] + pr.y * t1[x + HV] + pr.z * t1[x + 2 * HV] + pr.w * t1[x + 3 * HV];
+                const uint x = c0 * HVP + lane * (DV + 1) + 22;
+                acc22 = acc22 * a + pr.x * t1[x] + pr.y * t1[x + HVP] + pr.z * t1[x + 2 * HVP] + pr.w * t1[x + 3 * HVP];
             }
             {
-                const uint x = c0 * HV + lane * DV + 23;
-                acc23 = acc23 * a + pr.x * t1[x] + pr.y * t1[x + HV] + pr.z * t1[x + 2 * HV] + pr.w * t1[x + 3 * HV];
+                const uint x = c0 * HVP + lane * (DV + 1) + 23;
+                acc23 = acc23 * a + pr.x * t1[x] + pr.y * t1[x + HVP] + pr.z * t1[x + 2 * HVP] + pr.w * t1[x + 3 * HVP];
             }
             {
-                const uint x = c0 * HV + lane * DV + 24;
-                acc24 = acc24 * a + pr.x * t1[x] + pr.y * t1[x + HV] + pr.z * t1[x + 2 * HV] + pr.w * t1[x + 3 * HV];
+                const uint x = c0 * HVP + lane * (DV + 1) + 24;
+                acc24 = acc24 * a + pr.x * t1[x] + pr.y * t1[x + HVP] + pr.z * t1[x + 2 * HVP] + pr.w * t1[x + 3 * HVP];
             }
             {
-                const uint x = c0 * HV + lane * DV + 25;
-                acc25 = acc25 * a + pr.x * t1[x] + pr.y * t1[x + HV] + pr.z * t1[x + 2 * HV] + pr.w * t1[x + 3 * HV];
+                const uint x = c0 * HVP + lane * (DV + 1) + 25;
+                acc25 = acc25 * a + pr.x * t1[x] + pr.y * t1[x + HVP] + pr.z * t1[x + 2 * HVP] + pr.w * t1[x + 3 * HVP];
             }
             {
-                const uint x = c0 * HV + lane * DV + 26;
-                acc26 = acc26 * a + pr.x * t1[x] + pr.y * t1[x + HV] + pr.z * t1[x + 2 * HV] + pr.w * t1[x + 3 * HV];
+                const uint x = c0 * HVP + lane * (DV + 1) + 26;
+                acc26 = acc26 * a + pr.x * t1[x] + pr.y * t1[x + HVP] + pr.z * t1[x + 2 * HVP] + pr.w * t1[x + 3 * HVP];
             }
             {
-                const uint x = c0 * HV + lane * DV + 27;
-                acc27 = acc27 * a + pr.x * t1[x] + pr.y * t1[x + HV] + pr.z * t1[x + 2 * HV] + pr.w * t1[x + 3 * HV];
+                const uint x = c0 * HVP + lane * (DV + 1) + 27;
+                acc27 = acc27 * a + pr.x * t1[x] + pr.y * t1[x + HVP] + pr.z * t1[x + 2 * HVP] + pr.w * t1[x + 3 * HVP];
             }
             {
-                const uint x = c0 * HV + lane * DV + 28;
-                acc28 = acc28 * a + pr.x * t1[x] + pr.y * t1[x + HV] + pr.z * t1[x + 2 * HV] + pr.w * t1[x + 3 * HV];
+                const uint x = c0 * HVP + lane * (DV + 1) + 28;
+                acc28 = acc28 * a + pr.x * t1[x] + pr.y * t1[x + HVP] + pr.z * t1[x + 2 * HVP] + pr.w * t1[x + 3 * HVP];
             }
             {
-                const uint x = c0 * HV + lane * DV + 29;
-                acc29 = acc29 * a + pr.x * t1[x] + pr.y * t1[x + HV] + pr.z * t1[x + 2 * HV] + pr.w * t1[x + 3 * HV];
+                const uint x = c0 * HVP + lane * (DV + 1) + 29;
+                acc29 = acc29 * a + pr.x * t1[x] + pr.y * t1[x + HVP] + pr.z * t1[x + 2 * HVP] + pr.w * t1[x + 3 * HVP];
             }
             {
-                const uint x = c0 * HV + lane * DV + 30;
-                acc30 = acc30 * a + pr.x * t1[x] + pr.y * t1[x + HV] + pr.z * t1[x + 2 * HV] + pr.w * t1[x + 3 * HV];
+                const uint x = c0 * HVP + lane * (DV + 1) + 30;
+                acc30 = acc30 * a + pr.x * t1[x] + pr.y * t1[x + HVP] + pr.z * t1[x + 2 * HVP] + pr.w * t1[x + 3 * HVP];
             }
             {
-                const uint x = c0 * HV + lane * DV + 31;
-                acc31 = acc31 * a + pr.x * t1[x] + pr.y * t1[x + HV] + pr.z * t1[x + 2 * HV] + pr.w * t1[x + 3 * HV];
+                const uint x = c0 * HVP + lane * (DV + 1) + 31;
+                acc31 = acc31 * a + pr.x * t1[x] + pr.y * t1[x + HVP] + pr.z * t1[x + 2 * HVP] + pr.w * t1[x + 3 * HVP];
             }
         }
     }
