@@ -106,6 +106,9 @@ ATTENTION_CONFIGS = (
     *((hd, 64, 32, 1) for hd in (8, 16, 32, 64)), (128, 64, 16, 1),
     *((hd, rows, 64, 2) for hd in (8, 16, 32, 64) for rows in (32, 64)),
     *((128, rows, 32, 4) for rows in (16, 32)), (32, 16, 32, 4),
+    # The GPU layouts of HD 64 and 128 with tiles small enough for 32 KiB of shared memory (lavapipe
+    # runs them in the tests; devices with less shared memory than 48 KiB pick them).
+    (64, 32, 32, 2), (128, 16, 16, 4),
 )
 
 # ---------------------------------------------------------------------------------------------
