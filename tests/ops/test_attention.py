@@ -88,13 +88,24 @@ def _check(dtype, B, S, H, KVH, D, causal, seed, scale=None):
 
 @pytest.mark.parametrize("config", CONFIGS)
 @pytest.mark.parametrize("dtype", ["f32", "f16"])
-@settings(max_examples=8)
-@given(B=st.integers(1, 3), S=st.integers(1, 70), heads=GQA, D=st.sampled_from([1, 3, 8, 12, 16, 29, 32]),
+@settings(max_examples=10)
+@given(B=st.integers(1, 3), S=st.integers(1, 70), heads=GQA, D=st.sampled_from([1, 3, 8, 12, 16, 29, 32, 47, 64, 100]),
        causal=st.booleans(), seed=st.integers(0, 2**31))
 def test_fused_attention(device, monkeypatch, config, dtype, B, S, heads, D, causal, seed):
     monkeypatch.setenv("EVERMIND_VK_ATTENTION", "fused")
     monkeypatch.setenv("EVERMIND_VK_ATTENTION_VARIANT", config)
     _check(dtype, B, S, heads[0], heads[1], D, causal, seed)
+
+
+@pytest.mark.parametrize("config, D", [("d32_p2_r64x64", 32), ("d32_p4_r16x32", 30), ("d64_p2_r32x32", 64),
+                                       ("d64_p2_r32x32", 37), ("d128_p4_r16x16", 128), ("d128_p4_r16x16", 99)])
+@pytest.mark.parametrize("causal", [False, True])
+def test_fused_layouts_with_every_part_of_a_row_used(device, monkeypatch, config, D, causal):
+    """Head dims that put data in every thread's part of a row (a split row sums all its parts)."""
+    monkeypatch.setenv("EVERMIND_VK_ATTENTION", "fused")
+    monkeypatch.setenv("EVERMIND_VK_ATTENTION_VARIANT", config)
+    assert attention_module._fused_variants(ev.tensor(np.zeros((1, 1, D), np.float32)), 1, 1, 1, D, 1)["fwd"].name.endswith(config)
+    _check("f32", 2, 37, 4, 2, D, causal, D)
 
 
 @pytest.mark.parametrize("dtype", ["f32", "f16"])
