@@ -99,11 +99,12 @@ def attention(op, dtype, hd, rows, tile, tpr, flags=()):
 
 
 F = ("f32", "f16")
-# Fused attention configurations (HD, ROWS, TILE, TPR), the same for every pass. CPU devices (lavapipe):
+# Fused attention configurations (HD, ROWS, TILE, TPR), the same for every pass. CPU devices (lavapipe,
+# where 32 rows beat 16, 64 and 128 at S = 128 and 256: bench/results/lavapipe-attention.txt):
 # one thread per row. GPUs: rows split over 2 or 4 threads of a subgroup; 32-row variants for launches
 # with few heads (more workgroups).
 ATTENTION_CONFIGS = (
-    *((hd, 64, 32, 1) for hd in (8, 16, 32, 64)), (128, 64, 16, 1),
+    *((hd, 32, 32, 1) for hd in (8, 16, 32, 64)), (128, 32, 16, 1),
     *((hd, rows, 64, 2) for hd in (8, 16, 32, 64) for rows in (32, 64)),
     *((128, rows, 32, 4) for rows in (16, 32)), (32, 16, 32, 4),
     # The GPU layouts of HD 64 and 128 with tiles small enough for 32 KiB of shared memory (lavapipe
