@@ -4,6 +4,7 @@ numpy (CPU) always, PyTorch when importable (CUDA if a GPU is visible to it, els
 
     python bench/bench.py                       # lavapipe-sized defaults
     python bench/bench.py --matmul 4096 8192 --attn 2048 --adam 100000000 --json out.json
+    python bench/bench.py --matmul --adam 0 --attn 1024 2048 4096 --attn-hd 64 128 --attn-path fused matmul
 
 Device timings replay a recorded sequence of --reps dispatches with one submit (after a warm-up
 run), so they measure the kernels, not the per-submit cost.
@@ -107,51 +108,71 @@ def attn_flops(S, H, D, causal):
     return 3.5 * f * (0.5 if causal else 1.0)  # forward + backward (dV, dP, dQ, dK: 2x forward), causal counts half
 
 
-def bench_attention(S: int, H: int, KVH: int, D: int, reps: int) -> dict:
+def bench_attention(S: int, H: int, KVH: int, D: int, reps: int, paths=("default",), dtype: str = "f32") -> list[dict]:
+    """Causal attention forward + backward on one sequence, for each path (EVERMIND_VK_ATTENTION: the
+    rule's pick "default", "fused", "matmul"), beside numpy (S <= 2048) and torch SDPA in the same run."""
+    import os
     rng = np.random.default_rng(1)
     q = rng.standard_normal((S, H, D)).astype(np.float32)
     k = rng.standard_normal((S, KVH, D)).astype(np.float32)
     v = rng.standard_normal((S, KVH, D)).astype(np.float32)
     do = rng.standard_normal((S, H, D)).astype(np.float32)
-    tq, tk, tv, tdo = (ev.tensor(x) for x in (q, k, v, do))
-
-    def step():
-        o, p = ops.attention(tq, tk, tv, causal=True)
-        ops.attention_backward(tq, tk, tv, tdo, p, causal=True)
-    t_ev = device_time(step, reps)
+    npdt = np.float16 if dtype == "f16" else np.float32
+    tq, tk, tv, tdo = (ev.tensor(x.astype(npdt)) for x in (q, k, v, do))
     flops = attn_flops(S, H, D, True)
-    row = {"bench": "attention_fwd_bwd", "S": S, "H": H, "KVH": KVH, "D": D, "causal": True,
-           "evermind_gflops": flops / t_ev / 1e9, "evermind_ms": t_ev * 1e3}
-
     G = H // KVH
-
-    def np_step():
-        for h in range(H):
-            s = q[:, h] @ k[:, h // G].T / math.sqrt(D)
-            s = s + np.triu(np.full((S, S), -np.inf, np.float32), 1)
-            p = np.exp(s - s.max(1, keepdims=True))
-            p /= p.sum(1, keepdims=True)
-            p @ v[:, h // G]
-            dp = do[:, h] @ v[:, h // G].T
-            ds = p * (dp - (p * dp).sum(1, keepdims=True))
-            p.T @ do[:, h], ds @ k[:, h // G], ds.T @ q[:, h]
-    t_np = timed(np_step, 1)
-    row["numpy_ms"] = t_np * 1e3
-    row["ratio_vs_numpy"] = t_np / t_ev
+    base = {"bench": "attention_fwd_bwd", "S": S, "H": H, "KVH": KVH, "D": D, "causal": True, "dtype": dtype}
+    if S <= 2048:
+        def np_step():
+            for h in range(H):
+                s = q[:, h] @ k[:, h // G].T / math.sqrt(D)
+                s = s + np.triu(np.full((S, S), -np.inf, np.float32), 1)
+                p = np.exp(s - s.max(1, keepdims=True))
+                p /= p.sum(1, keepdims=True)
+                p @ v[:, h // G]
+                dp = do[:, h] @ v[:, h // G].T
+                ds = p * (dp - (p * dp).sum(1, keepdims=True))
+                p.T @ do[:, h], ds @ k[:, h // G], ds.T @ q[:, h]
+        base["numpy_ms"] = timed(np_step, 1) * 1e3
     if torch is not None:
         td = torch_dev()
-        Q = torch.tensor(q, device=td).permute(1, 0, 2).contiguous().requires_grad_()
-        K = torch.tensor(k, device=td).permute(1, 0, 2).repeat_interleave(G, 0).contiguous().requires_grad_()
-        V = torch.tensor(v, device=td).permute(1, 0, 2).repeat_interleave(G, 0).contiguous().requires_grad_()
-        DO = torch.tensor(do, device=td).permute(1, 0, 2).contiguous()
+        tdt = torch.float16 if (dtype == "f16" and td == "cuda") else torch.float32
+        Q = torch.tensor(q, device=td, dtype=tdt).permute(1, 0, 2).contiguous().requires_grad_()
+        K = torch.tensor(k, device=td, dtype=tdt).permute(1, 0, 2).repeat_interleave(G, 0).contiguous().requires_grad_()
+        V = torch.tensor(v, device=td, dtype=tdt).permute(1, 0, 2).repeat_interleave(G, 0).contiguous().requires_grad_()
+        DO = torch.tensor(do, device=td, dtype=tdt).permute(1, 0, 2).contiguous()
 
         def t_step():
             o = torch.nn.functional.scaled_dot_product_attention(Q[None], K[None], V[None], is_causal=True)
             torch.autograd.grad(o, (Q, K, V), DO[None])
-        t_t = torch_time(t_step, max(3, reps))
-        row[f"torch_{td}_ms"] = t_t * 1e3
-        row["ratio_vs_torch"] = t_t / t_ev
-    return row
+        base[f"torch_{td}_{str(tdt).split('.')[-1]}_sdpa_ms"] = torch_time(t_step, max(3, reps)) * 1e3
+    rows = []
+    for path in paths:
+        old = os.environ.get("EVERMIND_VK_ATTENTION")
+        if path == "default":
+            os.environ.pop("EVERMIND_VK_ATTENTION", None)
+        else:
+            os.environ["EVERMIND_VK_ATTENTION"] = path
+        try:
+            def step():
+                o, saved = ops.attention(tq, tk, tv, causal=True)
+                ops.attention_backward(tq, tk, tv, tdo, saved, causal=True, out=o)
+            t_ev = device_time(step, reps)
+            _, saved = ops.attention(tq, tk, tv, causal=True)
+            took = "fused" if saved.ndim == 2 else "matmul"
+        finally:
+            if old is None:
+                os.environ.pop("EVERMIND_VK_ATTENTION", None)
+            else:
+                os.environ["EVERMIND_VK_ATTENTION"] = old
+        row = dict(base, path=path, took=took, evermind_ms=t_ev * 1e3, evermind_gflops=flops / t_ev / 1e9)
+        if "numpy_ms" in row:
+            row["ratio_vs_numpy"] = row["numpy_ms"] / row["evermind_ms"]
+        tkey = next((k_ for k_ in row if k_.endswith("_sdpa_ms")), None)
+        if tkey:
+            row["ratio_vs_torch"] = row[tkey] / row["evermind_ms"]  # > 1: evermind-vk is faster
+        rows.append(row)
+    return rows
 
 
 def bench_adam(n_params: int, reps: int) -> dict:
@@ -185,7 +206,12 @@ def bench_adam(n_params: int, reps: int) -> dict:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--matmul", type=int, nargs="*", default=[256])
-    ap.add_argument("--attn", type=int, nargs="*", default=[128], help="sequence lengths (H=4, KVH=2, D=64)")
+    ap.add_argument("--attn", type=int, nargs="*", default=[128], help="sequence lengths (causal, one sequence)")
+    ap.add_argument("--attn-hd", type=int, nargs="*", default=[64], help="head dims for --attn")
+    ap.add_argument("--attn-heads", type=int, nargs=2, default=[4, 2], metavar=("H", "KVH"))
+    ap.add_argument("--attn-path", nargs="*", default=["default"], choices=["default", "fused", "matmul"],
+                    help="attention paths to time (EVERMIND_VK_ATTENTION), each beside the same torch SDPA")
+    ap.add_argument("--attn-dtype", default="f32", choices=["f32", "f16"])
     ap.add_argument("--adam", type=int, default=1_000_000, help="parameters in the AdamW step")
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--json", default="bench.json")
@@ -198,10 +224,11 @@ def main(argv=None) -> int:
         for row in bench_matmul(n, args.reps):
             info["results"].append(row)
             print(json.dumps(row))
-    for S in args.attn:
-        row = bench_attention(S, 4, 2, 64, args.reps)
-        info["results"].append(row)
-        print(json.dumps(row))
+    for D in args.attn_hd:
+        for S in args.attn:
+            for row in bench_attention(S, *args.attn_heads, D, args.reps, args.attn_path, args.attn_dtype):
+                info["results"].append(row)
+                print(json.dumps(row))
     if args.adam:
         row = bench_adam(args.adam, args.reps)
         info["results"].append(row)

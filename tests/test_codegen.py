@@ -24,7 +24,8 @@ def test_names_are_derived_from_the_table():
     assert "matmul_f16_t64x64" in names and "matmul_f32_t32x32" in names and "add_f32_t256x4" in names
     for v in manifest["variants"]:
         spec = dict(v["spec_constants"])
-        tile = (f"t{spec['BM']}x{spec['BN']}" if "BM" in spec else f"t{spec['WG']}x{spec['VEC']}" if "VEC" in spec else None)
+        tile = (f"t{spec['BM']}x{spec['BN']}" if "BM" in spec else f"t{spec['WG']}x{spec['VEC']}" if "VEC" in spec
+                else f"r{spec['ROWS']}x{spec['TILE']}" if "ROWS" in spec else None)
         assert v["name"] == "_".join([v["op"], v["dtype"], *v["flags"]] + ([tile] if tile else []))
         assert (ROOT / "generated" / v["spirv"]).exists()
     assert len(names) == len(manifest["variants"])

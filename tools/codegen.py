@@ -34,7 +34,8 @@ TEMPLATES = ROOT / "templates"
 GENERATED = ROOT / "generated"
 
 sys.path.insert(0, str(ROOT))
-from evermind_vk.runtime.variants import features_for, matmul_kind, matmul_row_errors, register_block  # noqa: E402
+from evermind_vk.runtime.variants import (attention_row_errors, features_for, matmul_kind, matmul_row_errors,  # noqa: E402
+                                          register_block)
 
 # Each template declares, at its top, `{% set INTERFACE = {op: {...}} %}`: per op its storage buffers
 # (name, element type, access r|w|rw), push constants (name, u32|f32; all words are 4 bytes) and
@@ -86,7 +87,30 @@ def simple(template, op, dtype, wg, flags=()):
     return Variant(template, op, dtype, (("WG", wg),), flags=tuple(flags))
 
 
+def attention(op, dtype, hd, rows, tile, tpr, flags=()):
+    """A fused attention row: head-dim bound HD and TPR threads a row (template parameters, flags dHD
+    and pTPR: they size the named registers), ROWS per workgroup and TILE streamed rows (specialization)."""
+    spec = dict(WG=rows * tpr, ROWS=rows, TILE=tile)
+    errors = attention_row_errors(dict(spec, HD=hd, TPR=tpr))
+    if errors:
+        raise SystemExit(f"codegen: {op} {dtype} {spec} d{hd} p{tpr}:\n  " + "\n  ".join(errors))
+    return Variant("attention", op, dtype, tuple(spec.items()), flags=(*flags, f"d{hd}", f"p{tpr}"),
+                   tile=f"r{rows}x{tile}")
+
+
 F = ("f32", "f16")
+# Fused attention configurations (HD, ROWS, TILE, TPR), the same for every pass. CPU devices (lavapipe,
+# where 32 rows beat 16, 64 and 128 at S = 128 and 256: bench/results/lavapipe-attention.txt):
+# one thread per row. GPUs: rows split over 2 or 4 threads of a subgroup; 32-row variants for launches
+# with few heads (more workgroups).
+ATTENTION_CONFIGS = (
+    *((hd, 32, 32, 1) for hd in (8, 16, 32, 64)), (128, 32, 16, 1),
+    *((hd, rows, 64, 2) for hd in (8, 16, 32, 64) for rows in (32, 64)),
+    *((128, rows, 32, 4) for rows in (16, 32)), (32, 16, 32, 4),
+    # The GPU layouts of HD 64 and 128 with tiles small enough for 32 KiB of shared memory (lavapipe
+    # runs them in the tests; devices with less shared memory than 48 KiB pick them).
+    (64, 32, 32, 2), (128, 16, 16, 4),
+)
 
 # ---------------------------------------------------------------------------------------------
 # The variant table.
@@ -156,6 +180,10 @@ VARIANTS = [
     *(Variant("cscan", op, dt, (("WG", 64), ("NMAX", 32)))
       for op in ("cscan_chunk", "cscan_carry", "cscan_output", "cscan_backward_chunk", "cscan_backward")
       for dt in F),
+    # Fused attention: forward, and the two backward passes (dq, then dkv).
+    *(attention("attention", dt, *cfg) for dt in F for cfg in ATTENTION_CONFIGS),
+    *(attention("attention_backward", dt, *cfg, flags=[stage]) for stage in ("dq", "dkv") for dt in F
+      for cfg in ATTENTION_CONFIGS),
 ]
 
 GLSL_TYPES = {"f32": "float", "f16": "float16_t", "u32": "uint", "i32": "int"}

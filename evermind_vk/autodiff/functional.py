@@ -76,7 +76,7 @@ def attention(q: Tensor, k: Tensor, v: Tensor, causal: bool = True, scale: float
               batch: int = 1, recompute: bool = False) -> Tensor:
     out, p = ops.attention(q, k, v, causal, scale, save_probs=not recompute, batch=batch)
     return track("attention", (q, k, v), out,
-                  lambda g: ops.attention_backward(q, k, v, g, p, causal, scale, batch))
+                  lambda g: ops.attention_backward(q, k, v, g, p, causal, scale, batch, out=out))
 
 
 def row_slice(x: Tensor, row: int) -> Tensor:

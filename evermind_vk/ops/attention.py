@@ -4,14 +4,26 @@ q: [S, H, D]; k, v: [S, KVH, D] with KVH dividing H (grouped-query attention: he
 h // (H // KVH)). Per head: P = softmax(scale * Q K^T) (causal: key j <= query i), O = P V.
 Backward (from the saved P, or recomputed from q, k):
     dV = P^T dO,  dP = dO V^T,  dS = P * (dP - rowsum(P * dP)),  dQ = scale dS K,  dK = scale dS^T Q
-with dK, dV summed over the heads of each group. Everything is the strided batched matmul kernel
-plus the row softmax kernels; no host round trip.
+with dK, dV summed over the heads of each group.
+
+Two paths, chosen by `runtime.variants.attention_path` (override: EVERMIND_VK_ATTENTION=matmul|fused):
+  fused   flash-style kernels (templates/attention.comp.j2): one dispatch for the forward over every
+          sequence and head, online softmax over K/V tiles, no S x S matrix; the forward saves the
+          per-row logsumexp [B*H, S] (f32, base 2 of the scaled scores); the backward is two dispatches
+          (dQ and D = rowsum(dO * O), then dK and dV per key tile). Head dims up to 128.
+  matmul  the strided batched matmul kernel plus the row softmax kernels, materialising the
+          probabilities [B*H, S, S] (the reference, and the path for head dims > 128).
+`attention` returns (out, saved): saved is what the backward needs (the logsumexp on the fused
+path, the probabilities on the matmul path) or None when save_probs is False (the backward then
+recomputes it). attention_backward tells the two apart by rank; the fused one also needs `out`.
 """
 from __future__ import annotations
 
 import math
+import os
 
 from ..errors import ShapeError, UnsupportedError
+from ..runtime import kernels, variants
 from ..runtime.tensor import Tensor, empty
 from .matmul import gemm_strided
 from .activations import softmax, softmax_backward
@@ -51,13 +63,62 @@ def _scores(q, k, B, S, H, KVH, D, scale):
     return s
 
 
+_STAGES = {"fwd": ("attention", None), "dq": ("attention_backward", "dq"), "dkv": ("attention_backward", "dkv")}
+
+
+def _fused_variants(q: Tensor, S: int, H: int, KVH: int, D: int, B: int):
+    """{stage: variant} of the fused kernels for this launch, or None where some stage has none."""
+    dev = q.device
+    out = {}
+    for stage, (op, flag) in _STAGES.items():
+        cands = [v for v in kernels.usable(op, q.dtype, dev) if flag is None or flag in v.flags]
+        heads = KVH if stage == "dkv" else H
+        v = variants.pick_attention(cands, stage, S, D, heads * B, dev.info.type, dev.info.shared_memory,
+                                    dev.info.subgroup_size, os.environ.get("EVERMIND_VK_ATTENTION_VARIANT", "").strip())
+        if v is None:
+            return None
+        out[stage] = v
+    return out
+
+
+def _path(q: Tensor, S: int, H: int, KVH: int, D: int, B: int):
+    """('fused', variants) or ('matmul', None) by the rule in runtime.variants."""
+    vs = _fused_variants(q, S, H, KVH, D, B) if B <= kernels.MAX_GROUPS else None
+    path = variants.attention_path(os.environ.get("EVERMIND_VK_ATTENTION", "").strip().lower(), vs is not None)
+    return path, (vs if path == "fused" else None)
+
+
+def _launch(v, stage: str, tensors: list, S: int, H: int, KVH: int, D: int, B: int, causal: bool, scale: float):
+    dev = tensors[0].device
+    errs = variants.attention_launch_errors(variants.attention_params(v), stage, S, D, dev.info.shared_memory,
+                                            dev.info.subgroup_size)
+    if errs:  # the selector never does this; a template must never run outside its assumptions
+        raise UnsupportedError(f"{v.name} cannot run S={S} D={D}: " + "; ".join(errs))
+    push = dict(S=S, H=H, KVH=KVH, D=D, causal=int(causal), scale=scale)
+    groups = (-(-S // v.spec["ROWS"]), KVH if stage == "dkv" else H, B)
+    kernels.dispatch(v, tensors, push, groups)
+
+
+def _fused_forward(vs, q, k, v, B, S, H, KVH, D, causal, scale):
+    out = empty(q.shape, q.dtype, q.device)
+    lse = empty((B * H, S), "f32", q.device)
+    _launch(vs["fwd"], "fwd", [q, k, v, out, lse], S, H, KVH, D, B, causal, scale)
+    return out, lse
+
+
 def attention(q: Tensor, k: Tensor, v: Tensor, causal: bool = True, scale: float | None = None,
               save_probs: bool = True, batch: int = 1):
-    """Returns (out [B*S, H, D], probs [B*H, S, S] or None). q, k, v hold `batch` sequences of S tokens
-    one after another. Pass probs to attention_backward, or None to recompute them there (less memory)."""
+    """Returns (out [B*S, H, D], saved or None). q, k, v hold `batch` sequences of S tokens one after
+    another. saved (the logsumexp [B*H, S] on the fused path, the probabilities [B*H, S, S] on the
+    matmul path) goes to attention_backward; save_probs=False returns None and the backward
+    recomputes it."""
     Sall, H, KVH, D = _geometry(q, k, v, batch)
     B, S = batch, Sall // batch
     scale = 1.0 / math.sqrt(D) if scale is None else float(scale)
+    path, vs = _path(q, S, H, KVH, D, B)
+    if path == "fused":
+        out, lse = _fused_forward(vs, q, k, v, B, S, H, KVH, D, causal, scale)
+        return out, (lse if save_probs else None)
     p = softmax(_scores(q, k, B, S, H, KVH, D, scale), causal=causal, seq=S)
     out = empty((Sall, H, D), q.dtype, q.device)
     for b in range(B):
@@ -69,14 +130,36 @@ def attention(q: Tensor, k: Tensor, v: Tensor, causal: bool = True, scale: float
 
 
 def attention_backward(q: Tensor, k: Tensor, v: Tensor, dout: Tensor, probs: Tensor | None = None,
-                       causal: bool = True, scale: float | None = None, batch: int = 1):
-    """(dq, dk, dv) of attention."""
+                       causal: bool = True, scale: float | None = None, batch: int = 1,
+                       out: Tensor | None = None):
+    """(dq, dk, dv) of attention. probs: what attention saved (a [B*H, S] logsumexp from the fused
+    path, used with the forward's `out`; [B*H, S, S] probabilities from the matmul path) or None
+    (recomputed, on the path the rule picks). Without `out` the fused path recomputes the forward."""
     Sall, H, KVH, D = _geometry(q, k, v, batch)
     B, S = batch, Sall // batch
     if dout.shape != q.shape or dout.dtype != q.dtype:
         raise ShapeError(f"attention_backward: dout {dout.shape}/{dout.dtype}, want {q.shape}/{q.dtype}")
     scale = 1.0 / math.sqrt(D) if scale is None else float(scale)
     G = H // KVH
+    if probs is None or probs.ndim == 2:
+        if probs is not None and (probs.shape != (B * H, S) or probs.dtype != "f32"):
+            raise ShapeError(f"attention_backward: logsumexp {probs.shape}/{probs.dtype}, want {(B * H, S)}/f32")
+        if out is not None and (out.shape != q.shape or out.dtype != q.dtype):
+            raise ShapeError(f"attention_backward: out {out.shape}/{out.dtype}, want {q.shape}/{q.dtype}")
+        path, vs = _path(q, S, H, KVH, D, B)
+        if probs is not None and path != "fused":  # a saved logsumexp: only the fused kernels use it
+            vs = _fused_variants(q, S, H, KVH, D, B)
+            if vs is None:
+                raise UnsupportedError(f"attention_backward: no fused variant for S={S} D={D} to use the logsumexp")
+            path = "fused"
+        if path == "fused":
+            if probs is None or out is None:  # recompute both (the forward is deterministic)
+                out, probs = _fused_forward(vs, q, k, v, B, S, H, KVH, D, causal, scale)
+            delta = empty((B * H, S), "f32", q.device)
+            dq, dk, dv = empty(q.shape, q.dtype, q.device), empty(k.shape, k.dtype, k.device), empty(v.shape, v.dtype, v.device)
+            _launch(vs["dq"], "dq", [q, k, v, out, dout, probs, delta, dq], S, H, KVH, D, B, causal, scale)
+            _launch(vs["dkv"], "dkv", [q, k, v, dout, probs, delta, dk, dv], S, H, KVH, D, B, causal, scale)
+            return dq, dk, dv
     if probs is None:
         probs = softmax(_scores(q, k, B, S, H, KVH, D, scale), causal=causal, seq=S)
     elif probs.shape != (B * H, S, S):

@@ -350,3 +350,101 @@ def scan_chunk_len(seq_len: int, requested: int, batch: int = 1) -> int:
 def scan_errors(n_state: int, nmax: int) -> list[str]:
     """Why a scan variant with NMAX registers of state cannot run N states (empty: it can)."""
     return [] if 1 <= n_state <= nmax else [f"d_state {n_state} outside 1..{nmax} (the scan keeps the states in registers)"]
+# -- attention: fused (flash-style) kernels or the matmul-based path -----------------------------------
+# A fused variant's parameters: HD (head-dim bound, a multiple of 4 * TPR) and TPR (threads per row,
+# one subgroup's neighbours) are template parameters (flags dHD, pTPR); ROWS (rows a workgroup owns),
+# TILE (rows streamed through shared memory per step) and WG = ROWS * TPR are specialization constants.
+# Passes: "fwd" (op attention), "dq" and "dkv" (op attention_backward, flag dq or dkv).
+ATTENTION_MAX_HD = 128
+ATTENTION_LOOP_LIMIT = 4096  # per-invocation tile-loop iterations allowed (lavapipe ends loops at 65535)
+
+
+def attention_params(v) -> dict:
+    """A fused attention variant's specialization constants plus HD and TPR from its flags."""
+    out = dict(v.spec)
+    for f in v.flags:
+        if f[0] in "dp" and f[1:].isdigit():
+            out["HD" if f[0] == "d" else "TPR"] = int(f[1:])
+    return out
+
+
+def attention_shared_bytes(spec: dict, stage: str) -> int:
+    """Shared memory a fused attention variant declares (two f32 tiles, the exchange buffer, dkv's stats)."""
+    tiles = 2 * spec["TILE"] * (spec["HD"] + 4 * (spec["TPR"] - 1)) * 4  # rows padded one vec4 per part
+    xch = 4 * spec["WG"] * 16 if spec["TPR"] > 1 else 16
+    return tiles + xch + (8 * spec["TILE"] if stage == "dkv" else 0)
+
+
+def attention_row_errors(spec: dict) -> list[str]:
+    """Why a fused attention row of the variant table cannot work with its template (empty: it can)."""
+    hd, rows, tile, tpr, wg = (spec[n] for n in ("HD", "ROWS", "TILE", "TPR", "WG"))
+    errs = []
+    if tpr not in (1, 2, 4):
+        errs.append(f"TPR {tpr} must be 1, 2 or 4")
+    if hd % (4 * tpr) or hd > ATTENTION_MAX_HD:
+        errs.append(f"HD {hd} must be a multiple of 4 * TPR = {4 * tpr} and at most {ATTENTION_MAX_HD}")
+    if tile % 4:
+        errs.append(f"TILE {tile} must be a multiple of 4 (rows are consumed four at a time)")
+    if wg != rows * tpr:
+        errs.append(f"WG {wg} must be ROWS * TPR = {rows * tpr}")
+    return errs
+
+
+def attention_launch_errors(spec: dict, stage: str, S: int, D: int, shared_memory: int, subgroup_size: int) -> list[str]:
+    """Each assumption the fused template makes about a launch that this one breaks (empty: it may run)."""
+    errs = []
+    if D > spec["HD"]:
+        errs.append(f"head dim {D} exceeds the variant's HD {spec['HD']}")
+    if attention_shared_bytes(spec, stage) > shared_memory:
+        errs.append(f"needs {attention_shared_bytes(spec, stage)} bytes of shared memory, the device has {shared_memory}")
+    if spec["TPR"] > 1 and (subgroup_size % spec["TPR"] or spec["WG"] % subgroup_size):
+        errs.append(f"TPR {spec['TPR']} threads of a row must share a subgroup: subgroup size {subgroup_size} must "
+                    f"divide WG {spec['WG']} and be a multiple of TPR")
+    if -(-S // spec["TILE"]) > ATTENTION_LOOP_LIMIT:
+        errs.append(f"{S} rows in tiles of {spec['TILE']} exceed {ATTENTION_LOOP_LIMIT} loop iterations per invocation")
+    return errs
+
+
+def pick_attention(cands, stage: str, S: int, D: int, groups_per_row_tile: int, device_type: str,
+                   shared_memory: int, subgroup_size: int, forced: str = ""):
+    """The fused variant for one pass, or None where none may run (the caller then takes the matmul path).
+
+    A forced configuration (EVERMIND_VK_ATTENTION_VARIANT: the name's tail, e.g. `d64_p2_r64x64`, the
+    same for every pass) wins where its launch rules hold. Otherwise: the smallest HD that holds D; on CPU devices one thread per row (TPR 1: no exchange), on others
+    split rows (TPR > 1); then the largest ROWS that still gives 128 workgroups (a GPU) or 4 (a CPU),
+    else the smallest ROWS."""
+    P = {v.name: attention_params(v) for v in cands}
+    ok = [v for v in cands if not attention_launch_errors(P[v.name], stage, S, D, shared_memory, subgroup_size)]
+    hit = [v for v in ok if forced and v.name.endswith("_" + forced)]
+    if hit:
+        return hit[0]
+    ok = [v for v in ok if (P[v.name]["TPR"] == 1) == (device_type == "cpu")]
+    if not ok:
+        return None
+    hd = min(P[v.name]["HD"] for v in ok)
+    ok = [v for v in ok if P[v.name]["HD"] == hd]
+    want = 4 if device_type == "cpu" else 128
+
+    def groups(v):
+        return -(-S // v.spec["ROWS"]) * groups_per_row_tile
+
+    full = [v for v in ok if groups(v) >= want]
+    if full:
+        return max(full, key=lambda v: (v.spec["ROWS"], v.spec["TILE"]))
+    return min(ok, key=lambda v: (v.spec["ROWS"], -v.spec["TILE"]))
+
+
+ATTENTION_PATHS = ("matmul", "fused")
+
+
+def attention_path(forced: str, fused_available: bool) -> str:
+    """'fused' or 'matmul'. forced (EVERMIND_VK_ATTENTION) is '', 'matmul' or 'fused'; a forced fused
+    path where no fused variant may run is an error, not a silent fallback."""
+    if forced and forced not in ATTENTION_PATHS:
+        raise UnsupportedError(f"EVERMIND_VK_ATTENTION={forced!r}: want one of {', '.join(ATTENTION_PATHS)}")
+    if forced == "matmul":
+        return "matmul"
+    if forced == "fused" and not fused_available:
+        raise UnsupportedError("EVERMIND_VK_ATTENTION=fused, but no fused attention variant fits this launch "
+                         f"(head dim > {ATTENTION_MAX_HD}, shared memory or subgroup size)")
+    return "fused" if fused_available else "matmul"

@@ -116,15 +116,33 @@ def test_fd_glu(device, kind, limit):
           lambda x, g: [ops.glu_backward(T(x), T(g), kind, limit).numpy()], [x])
 
 
+@pytest.mark.parametrize("path", ["matmul", "fused"])
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("heads", [(1, 1), (4, 2), (2, 1)])
-def test_fd_attention(device, causal, heads):
+def test_fd_attention(device, monkeypatch, path, causal, heads):
     H, KVH = heads
+    monkeypatch.setenv("EVERMIND_VK_ATTENTION", path)
 
     def fwd(q, k, v):
         return ops.attention(T(q), T(k), T(v), causal=causal)[0].numpy()
 
     def bwd(q, k, v, g):
         out, p = ops.attention(T(q), T(k), T(v), causal=causal)
-        return [a.numpy() for a in ops.attention_backward(T(q), T(k), T(v), T(g), p, causal=causal)]
+        return [a.numpy() for a in ops.attention_backward(T(q), T(k), T(v), T(g), p, causal=causal, out=out)]
     check(fwd, bwd, [rnd(3, H, 2), rnd(3, KVH, 2, seed=2), rnd(3, KVH, 2, seed=3)])
+
+
+@pytest.mark.parametrize("config", ["", "d32_p4_r16x32"])
+def test_fd_fused_attention_packed(device, monkeypatch, config):
+    """The fused kernels on two packed sequences of 5 tokens (GQA 2:1, causal), default and row-split layouts."""
+    monkeypatch.setenv("EVERMIND_VK_ATTENTION", "fused")
+    monkeypatch.setenv("EVERMIND_VK_ATTENTION_VARIANT", config)
+
+    def fwd(q, k, v):
+        return ops.attention(T(q), T(k), T(v), causal=True, batch=2)[0].numpy()
+
+    def bwd(q, k, v, g):
+        out, lse = ops.attention(T(q), T(k), T(v), causal=True, batch=2)
+        assert lse.shape == (4, 5)
+        return [a.numpy() for a in ops.attention_backward(T(q), T(k), T(v), T(g), lse, causal=True, batch=2, out=out)]
+    check(fwd, bwd, [rnd(10, 2, 3), rnd(10, 1, 3, seed=2), rnd(10, 1, 3, seed=3)])

@@ -210,9 +210,11 @@ def test_reduce_sum(device, dtype, n, square, seed):
 GQA = st.sampled_from([(1, 1), (2, 1), (4, 2), (4, 4), (3, 1)])
 
 
+@pytest.mark.parametrize("path", ["matmul", "fused"])
 @pytest.mark.parametrize("dtype", F)
 @given(S=st.integers(1, 24), heads=GQA, D=st.integers(1, 16), causal=st.booleans(), recompute=st.booleans(), seed=seeds)
-def test_attention(device, dtype, S, heads, D, causal, recompute, seed):
+def test_attention(device, monkeypatch, path, dtype, S, heads, D, causal, recompute, seed):
+    monkeypatch.setenv("EVERMIND_VK_ATTENTION", path)
     H, KVH = heads
     rng = np.random.default_rng(seed)
     q, k, v = data(rng, (S, H, D), dtype), data(rng, (S, KVH, D), dtype), data(rng, (S, KVH, D), dtype)
@@ -221,9 +223,10 @@ def test_attention(device, dtype, S, heads, D, causal, recompute, seed):
     scale = 1 / np.sqrt(D)
     qt, kt, vt = ev.tensor(q), ev.tensor(k), ev.tensor(v)
     out, probs = ops.attention(qt, kt, vt, causal=causal, save_probs=not recompute)
-    # f16: the reference rounds scores and probabilities to f16 where the device stores them; a
-    # 1-ulp difference in those roundings is allowed for through the f16 term of the tolerance.
-    rnd = (lambda a: rounded(a, "f16")) if dtype == "f16" else ref.same
+    # f16 on the matmul path: the reference rounds scores and probabilities to f16 where the device
+    # stores them; a 1-ulp difference in those roundings is allowed for through the f16 term of the
+    # tolerance. The fused path keeps them in f32 registers.
+    rnd = (lambda a: rounded(a, "f16")) if dtype == "f16" and path == "matmul" else ref.same
     wout, _ = ref.attention(Q, K, Vv, causal, scale, rnd)
     n = 4 * (S + D) if dtype == "f32" else 4 * (S + D) * 64
     close(out.numpy(), wout, n, dtype, "attention out")
@@ -235,14 +238,21 @@ def test_attention(device, dtype, S, heads, D, causal, recompute, seed):
     close(dv.numpy(), wdv, n, dtype, "dv")
 
 
-def test_attention_gqa_reference_vector(device):
-    # S=1, H=4, KVH=1, hd=1: q=[1,2,3,4], k=[2], v=[3], dO=1 => P=1, dQ=0, dK=0, dV=4.
+@pytest.mark.parametrize("path", ["matmul", "fused"])
+def test_attention_gqa_reference_vector(device, path, monkeypatch):
+    # S=1, H=4, KVH=1, hd=1: q=[1,2,3,4], k=[2], v=[3], dO=1 => P=1, dQ=0, dK=0, dV=4; the fused path
+    # saves the base-2 logsumexp of the scores q.k = [2, 4, 6, 8] instead of P.
+    monkeypatch.setenv("EVERMIND_VK_ATTENTION", path)
     q = ev.tensor(np.array([1, 2, 3, 4], np.float32).reshape(1, 4, 1))
     k = ev.tensor(np.array([[[2]]], np.float32))
     v = ev.tensor(np.array([[[3]]], np.float32))
     out, p = ops.attention(q, k, v)
-    assert np.array_equal(p.numpy().ravel(), [1, 1, 1, 1]) and np.array_equal(out.numpy().ravel(), [3, 3, 3, 3])
-    dq, dk, dv = ops.attention_backward(q, k, v, ev.tensor(np.ones((1, 4, 1), np.float32)), p)
+    if path == "matmul":
+        assert np.array_equal(p.numpy().ravel(), [1, 1, 1, 1])
+    else:
+        assert p.shape == (4, 1) and np.allclose(p.numpy().ravel(), np.array([2, 4, 6, 8]) * np.log2(np.e), rtol=1e-6)
+    assert np.array_equal(out.numpy().ravel(), [3, 3, 3, 3])
+    dq, dk, dv = ops.attention_backward(q, k, v, ev.tensor(np.ones((1, 4, 1), np.float32)), p, out=out)
     assert np.array_equal(dq.numpy().ravel(), [0, 0, 0, 0])
     assert dk.numpy().ravel().tolist() == [0.0] and dv.numpy().ravel().tolist() == [4.0]
 

@@ -1,0 +1,162 @@
+#version 450
+#extension GL_EXT_control_flow_attributes : enable
+// f16 storage with f32 arithmetic: needs storageBuffer16BitAccess only (no shaderFloat16).
+#extension GL_EXT_shader_16bit_storage : require
+
+#extension GL_KHR_shader_subgroup_basic : require
+// attention fwd (f16 storage, f32 arithmetic)
+layout(constant_id = 0) const uint WG = 128;
+layout(constant_id = 1) const uint ROWS = 64;
+layout(constant_id = 2) const uint TILE = 64;
+layout(std430, binding = 0) readonly buffer Buf_q { float16_t q[]; };
+layout(std430, binding = 1) readonly buffer Buf_k { float16_t k[]; };
+layout(std430, binding = 2) readonly buffer Buf_v { float16_t v[]; };
+layout(std430, binding = 3) writeonly buffer Buf_o { float16_t o[]; };
+layout(std430, binding = 4) writeonly buffer Buf_lse { float lse[]; };
+layout(push_constant) uniform Push {
+    uint S;
+    uint H;
+    uint KVH;
+    uint D;
+    uint causal;
+    float scale;
+} p;
+layout(local_size_x_id = 0) in;
+
+// 16-byte views (8-byte for f16) of the T bindings, used when D % 4 == 0 (rows then start aligned).
+layout(std430, binding = 0) readonly buffer Buf_q4 { uvec2 q4[]; };
+vec4 ld_q(uint base, uint d) {  // elements d..d+3 of the row starting at `base`, zeros past D
+    if (d >= p.D) return vec4(0.0);
+    if ((p.D & 3u) == 0u) { uvec2 w = q4[(base + d) / 4]; return vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y)); }
+    return vec4(float(q[base + d]), d + 1 < p.D ? float(q[base + d + 1]) : 0.0,
+                d + 2 < p.D ? float(q[base + d + 2]) : 0.0, d + 3 < p.D ? float(q[base + d + 3]) : 0.0);
+}
+layout(std430, binding = 1) readonly buffer Buf_k4 { uvec2 k4[]; };
+vec4 ld_k(uint base, uint d) {  // elements d..d+3 of the row starting at `base`, zeros past D
+    if (d >= p.D) return vec4(0.0);
+    if ((p.D & 3u) == 0u) { uvec2 w = k4[(base + d) / 4]; return vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y)); }
+    return vec4(float(k[base + d]), d + 1 < p.D ? float(k[base + d + 1]) : 0.0,
+                d + 2 < p.D ? float(k[base + d + 2]) : 0.0, d + 3 < p.D ? float(k[base + d + 3]) : 0.0);
+}
+layout(std430, binding = 2) readonly buffer Buf_v4 { uvec2 v4[]; };
+vec4 ld_v(uint base, uint d) {  // elements d..d+3 of the row starting at `base`, zeros past D
+    if (d >= p.D) return vec4(0.0);
+    if ((p.D & 3u) == 0u) { uvec2 w = v4[(base + d) / 4]; return vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y)); }
+    return vec4(float(v[base + d]), d + 1 < p.D ? float(v[base + d + 1]) : 0.0,
+                d + 2 < p.D ? float(v[base + d + 2]) : 0.0, d + 3 < p.D ? float(v[base + d + 3]) : 0.0);
+}
+layout(std430, binding = 3) writeonly buffer Buf_o4 { uvec2 o4[]; };
+void st_o(uint base, uint d, vec4 x) {
+    if (d >= p.D) return;
+    if ((p.D & 3u) == 0u) { o4[(base + d) / 4] = uvec2(packHalf2x16(x.xy), packHalf2x16(x.zw)); return; }
+    for (uint u = 0; u < 4 && d + u < p.D; ++u) o[base + d + u] = float16_t(x[u]);
+}
+
+const uint HD = 8, TPR = 1;
+const uint DV = 2;        // vec4s of a row per thread
+const uint HV = HD / 4;          // vec4s of a row
+// A streamed row in shared memory: the TPR parts of DV vec4s each, one vec4 apart (HVP per row), so
+// the parts the TPR threads of a row read at once fall in different banks.
+const uint HVP = HV + TPR - 1;
+const float LOG2E = 1.4426950408889634;
+const float NEG = -3.0e38;       // masked score: exp2(NEG - m) == 0 for any finite row max m
+
+shared vec4 t0[TILE * HVP];       // streamed tile: K (fwd, dq) or Q (dkv)
+shared vec4 t1[TILE * HVP];       // V (fwd, dq) or dO (dkv)
+shared vec4 xch[TPR > 1 ? 4 * WG : 1];  // partial-sum exchange: 2 buffers x 2 quantities (the forward uses 1)
+
+uint slot, row, lane;
+
+// Sums of a and b over the TPR threads of this row (identical in each of them). Double-buffered by
+// `buf` (alternate per call): the barrier of call n+1 orders every read of call n before a rewrite.
+void allsum2(inout vec4 a, inout vec4 b, uint buf, bool two) {
+    if (TPR == 1) return;
+    xch[(2 * buf) * WG + slot] = a;
+    if (two) xch[(2 * buf + 1) * WG + slot] = b;
+    subgroupMemoryBarrierShared();
+    subgroupBarrier();
+    a = vec4(0.0);
+    b = vec4(0.0);
+    [[unroll]] for (uint t = 0; t < TPR; ++t) {
+        a += xch[(2 * buf) * WG + row * TPR + t];
+        if (two) b += xch[(2 * buf + 1) * WG + row * TPR + t];
+    }
+}
+
+void main() {
+    const uint tid = gl_LocalInvocationIndex;
+    // Rows by subgroup, so the TPR threads of a row share one (any subgroup size that TPR divides).
+    slot = gl_SubgroupID * gl_SubgroupSize + gl_SubgroupInvocationID;
+    row = slot / TPR;
+    lane = slot % TPR;
+    const uint S = p.S, b = gl_WorkGroupID.z;
+    const bool causal = p.causal != 0u;
+    const float c = p.scale * LOG2E;
+    const uint r0 = gl_WorkGroupID.x * ROWS;  // the workgroup's first row
+    const uint me = r0 + row;                 // this thread's row (query, or key in dkv)
+    const uint d0 = lane * (HD / TPR);        // this thread's part of the row
+    const uint h = gl_WorkGroupID.y, g = h / (p.H / p.KVH);
+    const uint qbase = ((b * S + me) * p.H + h) * p.D;
+    const uint stat = (b * p.H + h) * S + me;  // lse / delta index
+    const bool live = me < S;
+    vec4 qr0, acc0;
+    vec4 qr1, acc1;
+    {
+        qr0 = live ? ld_q(qbase, d0 + 4 * 0) * c : vec4(0.0);
+        acc0 = vec4(0.0);
+    }
+    {
+        qr1 = live ? ld_q(qbase, d0 + 4 * 1) * c : vec4(0.0);
+        acc1 = vec4(0.0);
+    }
+    float m = NEG, l = 0.0;
+    const uint kend = causal ? min(S, r0 + ROWS) : S;  // keys the workgroup's rows see (uniform)
+    uint nb = 0;
+    for (uint j0 = 0; j0 < kend; j0 += TILE) {
+        barrier();  // the previous tile is consumed
+        for (uint e = tid; e < TILE * HV; e += WG) {
+            const uint j = j0 + e / HV, d4 = e % HV, at = (e / HV) * HVP + d4 + d4 / DV;
+            const uint kb = ((b * S + j) * p.KVH + g) * p.D;
+            t0[at] = j < S ? ld_k(kb, 4 * d4) : vec4(0.0);
+            t1[at] = j < S ? ld_v(kb, 4 * d4) : vec4(0.0);
+        }
+        barrier();
+        const uint n = min(TILE, kend - j0);
+        for (uint c0 = 0; c0 < n; c0 += 4, nb ^= 1u) {
+            vec4 s = vec4(0.0), dp = vec4(0.0);
+            {
+                const uint x = c0 * HVP + lane * (DV + 1) + 0;
+                s += vec4(dot(qr0, t0[x]), dot(qr0, t0[x + HVP]), dot(qr0, t0[x + 2 * HVP]), dot(qr0, t0[x + 3 * HVP]));
+            }
+            {
+                const uint x = c0 * HVP + lane * (DV + 1) + 1;
+                s += vec4(dot(qr1, t0[x]), dot(qr1, t0[x + HVP]), dot(qr1, t0[x + 2 * HVP]), dot(qr1, t0[x + 3 * HVP]));
+            }
+            allsum2(s, dp, nb, false);
+            bvec4 vis;
+            [[unroll]] for (uint u = 0; u < 4; ++u) {
+                const uint j = j0 + c0 + u;
+                vis[u] = j < S && (!causal || j <= me);
+            }
+            s = mix(vec4(NEG), s, vis);
+            const float mn = max(m, max(max(s.x, s.y), max(s.z, s.w)));
+            const float a = exp2(m - mn);
+            const vec4 pr = exp2(s - mn);
+            l = l * a + (pr.x + pr.y + pr.z + pr.w);
+            m = mn;
+            {
+                const uint x = c0 * HVP + lane * (DV + 1) + 0;
+                acc0 = acc0 * a + pr.x * t1[x] + pr.y * t1[x + HVP] + pr.z * t1[x + 2 * HVP] + pr.w * t1[x + 3 * HVP];
+            }
+            {
+                const uint x = c0 * HVP + lane * (DV + 1) + 1;
+                acc1 = acc1 * a + pr.x * t1[x] + pr.y * t1[x + HVP] + pr.z * t1[x + 2 * HVP] + pr.w * t1[x + 3 * HVP];
+            }
+        }
+    }
+    if (!live) return;
+    const float inv = 1.0 / l;
+    st_o(qbase, d0 + 4 * 0, acc0 * inv);
+    st_o(qbase, d0 + 4 * 1, acc1 * inv);
+    if (lane == 0) lse[stat] = m + log2(l);
+}

@@ -1,0 +1,220 @@
+"""Fused (flash-style) attention against the float64 numpy oracle on the same rounded inputs, against
+the matmul path, and the selection rule. Every configuration family the table has is forced at least
+once where it fits lavapipe's shared memory: one thread per row (TPR 1, lavapipe's default), rows
+split over 2 and over 4 threads of a subgroup (the GPU layouts)."""
+import importlib
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import evermind_vk as ev
+from evermind_vk import ops
+from evermind_vk.runtime import variants
+import ref
+from oracle import U16, U32, TINY16, TINY32, assert_within, rounded
+
+attention_module = importlib.import_module("evermind_vk.ops.attention")
+NP = {"f32": np.float32, "f16": np.float16}
+GQA = st.sampled_from([(1, 1), (2, 1), (4, 2), (3, 3), (3, 1)])
+# "" = the rule's pick (TPR 1 on lavapipe); the others force the GPU layouts (tiles that fit lavapipe's 32 KiB).
+CONFIGS = ["", "d32_p2_r64x64", "d32_p4_r16x32", "d64_p2_r32x32", "d128_p4_r16x16"]
+
+
+def _close(got, want, n, dtype, what, mag=None):
+    """|got - want| <= tol (|want| + mag): mag defaults to max|want|, or is the size of the terms that cancel."""
+    tol = 8 * (n + 8) * U32 + (2 * U16 if dtype == "f16" else 0)
+    if mag is None:
+        mag = np.abs(want).max() if want.size else 0.0
+    tiny = TINY16 if dtype == "f16" else TINY32
+    assert_within(np.asarray(got, np.float64), want, tol * (np.abs(want) + mag) + 2 * tiny, what)
+
+
+def _backward_ref(Q, K, V, DO, O, causal, scale):
+    """float64 gradients with D = rowsum(dO * O) from the output O the device stored (as the fused
+    backward reads it: in f16 its rounding moves D, and dP - D cancels), and the magnitudes of the
+    terms each gradient sums (for the tolerance: dP - D cancels)."""
+    S, H, D = Q.shape
+    G = H // K.shape[1]
+    _, P = ref.attention(Q, K, V, causal, scale)
+    grads = [np.zeros_like(Q), np.zeros_like(K), np.zeros_like(V)]
+    mags = [np.zeros_like(Q), np.zeros_like(K), np.zeros_like(V)]
+    for h in range(H):
+        kv = h // G
+        dp, Dh = DO[:, h] @ V[:, kv].T, (DO[:, h] * O[:, h]).sum(-1, keepdims=True)
+        ds = P[h] * (dp - Dh)
+        ads = P[h] * (np.abs(DO[:, h]) @ np.abs(V[:, kv]).T + (np.abs(DO[:, h]) * np.abs(O[:, h])).sum(-1, keepdims=True))
+        grads[0][:, h] = scale * ds @ K[:, kv]
+        mags[0][:, h] = scale * ads @ np.abs(K[:, kv])
+        grads[1][:, kv] += scale * ds.T @ Q[:, h]
+        mags[1][:, kv] += scale * ads.T @ np.abs(Q[:, h])
+        grads[2][:, kv] += P[h].T @ DO[:, h]
+        mags[2][:, kv] += P[h].T @ np.abs(DO[:, h])
+    return grads, mags
+
+
+def _data(rng, shape, dtype):
+    return rng.standard_normal(shape).astype(NP[dtype])
+
+
+def _check(dtype, B, S, H, KVH, D, causal, seed, scale=None):
+    rng = np.random.default_rng(seed)
+    q, k, v = _data(rng, (B * S, H, D), dtype), _data(rng, (B * S, KVH, D), dtype), _data(rng, (B * S, KVH, D), dtype)
+    do = _data(rng, (B * S, H, D), dtype)
+    qt, kt, vt = ev.tensor(q), ev.tensor(k), ev.tensor(v)
+    out, lse = ops.attention(qt, kt, vt, causal=causal, scale=scale, batch=B)
+    assert lse.shape == (B * H, S) and lse.dtype == "f32"  # the fused path: no S x S matrix
+    dq, dk, dv = ops.attention_backward(qt, kt, vt, ev.tensor(do), lse, causal=causal, scale=scale, batch=B, out=out)
+    sc = 1 / np.sqrt(D) if scale is None else scale
+    G = H // KVH
+    n = 4 * (S + D) * G
+    for b in range(B):
+        sl = slice(b * S, (b + 1) * S)
+        Q, K, V, DO = (rounded(a[sl], dtype) for a in (q, k, v, do))
+        wout, P = ref.attention(Q, K, V, causal, sc)
+        _close(out.numpy()[sl], wout, n, dtype, f"out (seq {b})")
+        # the saved logsumexp, base 2, of the scaled scores
+        s = np.stack([sc * Q[:, h] @ K[:, h // G].T for h in range(H)])
+        if causal:
+            s = np.where(np.tril(np.ones((S, S), bool)), s, -np.inf)
+        mx = s.max(-1, keepdims=True)
+        want_lse = (mx[..., 0] + np.log(np.exp(s - mx).sum(-1))) * np.log2(np.e)
+        _close(lse.numpy()[b * H:(b + 1) * H], want_lse, n, "f32", f"lse (seq {b})")
+        O = out.numpy()[sl].astype(np.float64)
+        grads, mags = _backward_ref(Q, K, V, DO, O, causal, sc)
+        for got, want, mag, name in zip((dq, dk, dv), grads, mags, ("dq", "dk", "dv")):
+            _close(got.numpy()[sl], want, n, dtype, f"{name} (seq {b})", mag=mag)
+
+
+@pytest.mark.parametrize("config", CONFIGS)
+@pytest.mark.parametrize("dtype", ["f32", "f16"])
+@settings(max_examples=10)
+@given(B=st.integers(1, 3), S=st.integers(1, 70), heads=GQA, D=st.sampled_from([1, 3, 8, 12, 16, 29, 32, 47, 64, 100]),
+       causal=st.booleans(), seed=st.integers(0, 2**31))
+def test_fused_attention(device, monkeypatch, config, dtype, B, S, heads, D, causal, seed):
+    monkeypatch.setenv("EVERMIND_VK_ATTENTION", "fused")
+    monkeypatch.setenv("EVERMIND_VK_ATTENTION_VARIANT", config)
+    _check(dtype, B, S, heads[0], heads[1], D, causal, seed)
+
+
+@pytest.mark.parametrize("config, D", [("d32_p2_r64x64", 32), ("d32_p4_r16x32", 30), ("d64_p2_r32x32", 64),
+                                       ("d64_p2_r32x32", 37), ("d128_p4_r16x16", 128), ("d128_p4_r16x16", 99)])
+@pytest.mark.parametrize("causal", [False, True])
+def test_fused_layouts_with_every_part_of_a_row_used(device, monkeypatch, config, D, causal):
+    """Head dims that put data in every thread's part of a row (a split row sums all its parts)."""
+    monkeypatch.setenv("EVERMIND_VK_ATTENTION", "fused")
+    monkeypatch.setenv("EVERMIND_VK_ATTENTION_VARIANT", config)
+    assert attention_module._fused_variants(ev.tensor(np.zeros((1, 1, D), np.float32)), 1, 1, 1, D, 1)["fwd"].name.endswith(config)
+    _check("f32", 2, 37, 4, 2, D, causal, D)
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f16"])
+@settings(max_examples=4)
+@given(S=st.integers(1, 40), heads=GQA, D=st.sampled_from([33, 64, 100, 128]), causal=st.booleans(),
+       seed=st.integers(0, 2**31))
+def test_fused_attention_wide_heads(device, monkeypatch, dtype, S, heads, D, causal, seed):
+    monkeypatch.setenv("EVERMIND_VK_ATTENTION", "fused")
+    _check(dtype, 1, S, heads[0], heads[1], D, causal, seed, scale=0.3)
+
+
+def test_fused_attention_long_sequence(device, monkeypatch):
+    """2,100 keys (66 tiles of 32, the last partial) in one causal row reduction."""
+    monkeypatch.setenv("EVERMIND_VK_ATTENTION", "fused")
+    _check("f32", 1, 2100, 1, 1, 8, True, 7)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_fused_and_matmul_paths_agree(device, monkeypatch, causal):
+    rng = np.random.default_rng(3)
+    B, S, H, KVH, D = 2, 37, 4, 2, 16
+    q, k, v, do = (rng.standard_normal(s).astype(np.float32) for s in
+                   ((B * S, H, D), (B * S, KVH, D), (B * S, KVH, D), (B * S, H, D)))
+    got = {}
+    for path in ("matmul", "fused"):
+        monkeypatch.setenv("EVERMIND_VK_ATTENTION", path)
+        out, saved = ops.attention(ev.tensor(q), ev.tensor(k), ev.tensor(v), causal=causal, batch=B)
+        assert saved.shape == ((B * H, S, S) if path == "matmul" else (B * H, S))
+        grads = ops.attention_backward(ev.tensor(q), ev.tensor(k), ev.tensor(v), ev.tensor(do), saved,
+                                       causal=causal, batch=B, out=out)
+        got[path] = [out.numpy()] + [g.numpy() for g in grads]
+    for name, a, b in zip(("out", "dq", "dk", "dv"), got["matmul"], got["fused"]):
+        np.testing.assert_allclose(b, a, rtol=1e-4, atol=1e-5, err_msg=name)
+
+
+def test_recompute_and_saved_give_the_same_gradients(device, monkeypatch):
+    monkeypatch.setenv("EVERMIND_VK_ATTENTION", "fused")
+    rng = np.random.default_rng(4)
+    q, k, v, do = (ev.tensor(rng.standard_normal((9, 2, 8)).astype(np.float32)) for _ in range(4))
+    out, lse = ops.attention(q, k, v)
+    assert ops.attention(q, k, v, save_probs=False)[1] is None
+    a = ops.attention_backward(q, k, v, do, lse, out=out)
+    b = ops.attention_backward(q, k, v, do, None)
+    for x, y in zip(a, b):
+        assert np.array_equal(x.numpy(), y.numpy())  # deterministic kernels, no atomics
+
+
+def test_fused_errors(device, monkeypatch):
+    q = ev.tensor(np.zeros((4, 2, 8), np.float32))
+    out, lse = ops.attention(q, q, q)
+    with pytest.raises(ev.ShapeError, match="logsumexp"):
+        ops.attention_backward(q, q, q, q, ev.tensor(np.zeros((2, 3), np.float32)), out=out)
+    with pytest.raises(ev.ShapeError, match="out"):
+        ops.attention_backward(q, q, q, q, lse, out=ev.tensor(np.zeros((4, 2, 4), np.float32)))
+    monkeypatch.setenv("EVERMIND_VK_ATTENTION", "fused")
+    wide = ev.tensor(np.zeros((2, 1, 132), np.float32))
+    with pytest.raises(ev.UnsupportedError, match="no fused attention variant"):
+        ops.attention(wide, wide, wide)
+    monkeypatch.setenv("EVERMIND_VK_ATTENTION", "flash")
+    with pytest.raises(ev.UnsupportedError, match="EVERMIND_VK_ATTENTION"):
+        ops.attention(q, q, q)
+
+
+def test_kill_switch_and_wide_heads_take_the_matmul_path(device, monkeypatch):
+    q = ev.tensor(np.zeros((3, 1, 8), np.float32))
+    assert ops.attention(q, q, q)[1].shape == (1, 3)
+    monkeypatch.setenv("EVERMIND_VK_ATTENTION", "matmul")
+    assert ops.attention(q, q, q)[1].shape == (1, 3, 3)
+    monkeypatch.delenv("EVERMIND_VK_ATTENTION")
+    wide = ev.tensor(np.zeros((3, 1, 160), np.float32))
+    assert ops.attention(wide, wide, wide)[1].shape == (1, 3, 3)  # hd > 128: the matmul path
+
+
+# -- the selection rule (pure) ------------------------------------------------------------------------
+class V:
+    def __init__(self, HD, ROWS, TILE, TPR):
+        self.name, self.flags = f"a_d{HD}_p{TPR}_r{ROWS}x{TILE}", (f"d{HD}", f"p{TPR}")
+        self.spec = dict(ROWS=ROWS, TILE=TILE, WG=ROWS * TPR)
+
+
+CANDS = [V(hd, r, t, p)
+         for (hd, r, t, p) in ((64, 64, 32, 1), (128, 64, 16, 1), (64, 64, 64, 2), (64, 32, 64, 2),
+                               (128, 32, 32, 4), (128, 16, 32, 4))]
+
+
+def test_rule_picks_by_device_and_head_dim():
+    assert variants.pick_attention(CANDS, "fwd", 128, 64, 4, "cpu", 32768, 8).flags[1] == "p1"
+    gpu = variants.pick_attention(CANDS, "fwd", 4096, 64, 16, "discrete_gpu", 49152, 32)
+    assert gpu.name == "a_d64_p2_r64x64"
+    few = variants.pick_attention(CANDS, "dkv", 1024, 64, 2, "discrete_gpu", 49152, 32)
+    assert few.spec["ROWS"] == 32  # few workgroups: the smaller row tile
+    assert variants.pick_attention(CANDS, "fwd", 1024, 100, 16, "discrete_gpu", 49152, 32).flags[0] == "d128"
+    assert variants.pick_attention(CANDS, "fwd", 1024, 129, 16, "discrete_gpu", 49152, 32) is None
+    # shared memory and subgroup limits are respected
+    assert variants.pick_attention(CANDS, "fwd", 1024, 64, 16, "discrete_gpu", 16384, 32) is None
+    assert variants.pick_attention(CANDS, "fwd", 1024, 64, 16, "discrete_gpu", 49152, 1) is None
+
+
+def test_rule_refuses_loops_past_the_limit():
+    spec = dict(HD=64, ROWS=64, TILE=32, TPR=1, WG=64)
+    S = variants.ATTENTION_LOOP_LIMIT * 32 + 1
+    assert any("loop" in e for e in variants.attention_launch_errors(spec, "fwd", S, 64, 32768, 8))
+    assert not variants.attention_launch_errors(spec, "fwd", S - 1, 64, 32768, 8)
+
+
+def test_rule_forced_variant_and_kill_switch():
+    forced = variants.pick_attention(CANDS, "fwd", 4096, 64, 16, "discrete_gpu", 49152, 32, forced="d64_p2_r32x64")
+    assert forced.name.endswith("d64_p2_r32x64")
+    assert variants.attention_path("matmul", True) == "matmul"
+    assert variants.attention_path("", True) == "fused" and variants.attention_path("", False) == "matmul"
+    with pytest.raises(ev.UnsupportedError):
+        variants.attention_path("fused", False)
