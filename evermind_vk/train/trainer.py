@@ -211,8 +211,8 @@ class Trainer:
               param_groups=None,
               save_key: str | None = None, save_every: int = 0, save_dir: str = ".evermind-checkpoints",
               stop_on_signal: bool = False) -> list[float]:
-        """Train; returns the mean loss of each epoch over its target tokens (an epoch cut short by a
-        time limit, max_steps or a signal: over the steps it ran; the history says how many).
+        """Train; returns the mean loss of each epoch over its target tokens (an epoch cut short by the
+        time limit: over the steps it ran; the history says how many).
 
         schedule: an LRSchedule (doppler's lr_at, per optimizer step; the step's lr is history's
         effective_lr). accum_steps: micro-batches of batch_size per optimizer step, their gradients
@@ -284,6 +284,7 @@ class Trainer:
         tokens = 0
         stop = False
         bar = Progress(epochs, n_batches, time_limit) if progress else None
+        timed_out = False
         old_handlers = self._install_signals() if stop_on_signal else None
         self.interrupted = self._stop_signal = None
         try:
@@ -336,13 +337,14 @@ class Trainer:
                     if save_key and save_every and self.global_step % save_every == 0:
                         self.save(save_key, directory=save_dir)
                     if time_limit is not None and time.perf_counter() - t0 > time_limit:
-                        stop = True
+                        stop = timed_out = True
                 if done >= len(batch_list) or stop:
                     if bar is not None:
                         bar.end_epoch()  # the summary below gets a line of its own
-                if done < len(batch_list) and stop and count:
-                    # A run stopped mid-epoch (time limit, max_steps, a signal) reports that epoch's mean over
-                    # the steps it ran (the history says how many); the saved position still resumes mid-epoch.
+                if done < len(batch_list) and timed_out and count:
+                    # A run stopped mid-epoch by its time limit reports that epoch's mean over the steps it ran
+                    # (the history says how many); the saved position still resumes mid-epoch. max_steps and
+                    # signals end a run to be continued: their partial epoch is reported when it completes.
                     losses.append(total / count)
                     if on_epoch_end is not None:
                         on_epoch_end(epoch + 1, losses[-1], float(np.mean(norms)) if (track_grad_norm and norms) else None)
