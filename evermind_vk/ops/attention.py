@@ -84,7 +84,8 @@ def _fused_variants(q: Tensor, S: int, H: int, KVH: int, D: int, B: int):
 def _path(q: Tensor, S: int, H: int, KVH: int, D: int, B: int):
     """('fused', variants) or ('matmul', None) by the rule in runtime.variants."""
     vs = _fused_variants(q, S, H, KVH, D, B) if B <= kernels.MAX_GROUPS else None
-    path = variants.attention_path(os.environ.get("EVERMIND_VK_ATTENTION", "").strip().lower(), vs is not None)
+    path = variants.attention_path(os.environ.get("EVERMIND_VK_ATTENTION", "").strip().lower(), vs is not None,
+                                  q.device.info.type)
     return path, (vs if path == "fused" else None)
 
 

@@ -437,9 +437,11 @@ def pick_attention(cands, stage: str, S: int, D: int, groups_per_row_tile: int, 
 ATTENTION_PATHS = ("matmul", "fused")
 
 
-def attention_path(forced: str, fused_available: bool) -> str:
+def attention_path(forced: str, fused_available: bool, device_type: str = "cpu") -> str:
     """'fused' or 'matmul'. forced (EVERMIND_VK_ATTENTION) is '', 'matmul' or 'fused'; a forced fused
-    path where no fused variant may run is an error, not a silent fallback."""
+    path where no fused variant may run is an error, not a silent fallback. Unforced, the fused kernels
+    run on CPU devices only: measured on an NVIDIA H200 (bench/results/h200-attention.txt) they take
+    1.5-2.6x the time of the matmul path (S 1024-4096, hd 64/128), on lavapipe 0.3-0.8x."""
     if forced and forced not in ATTENTION_PATHS:
         raise UnsupportedError(f"EVERMIND_VK_ATTENTION={forced!r}: want one of {', '.join(ATTENTION_PATHS)}")
     if forced == "matmul":
@@ -447,4 +449,4 @@ def attention_path(forced: str, fused_available: bool) -> str:
     if forced == "fused" and not fused_available:
         raise UnsupportedError("EVERMIND_VK_ATTENTION=fused, but no fused attention variant fits this launch "
                          f"(head dim > {ATTENTION_MAX_HD}, shared memory or subgroup size)")
-    return "fused" if fused_available else "matmul"
+    return "fused" if fused_available and (forced == "fused" or device_type == "cpu") else "matmul"

@@ -216,5 +216,8 @@ def test_rule_forced_variant_and_kill_switch():
     assert forced.name.endswith("d64_p2_r32x64")
     assert variants.attention_path("matmul", True) == "matmul"
     assert variants.attention_path("", True) == "fused" and variants.attention_path("", False) == "matmul"
+    # GPUs: the matmul path unless forced (measured faster on an H200)
+    assert variants.attention_path("", True, "discrete_gpu") == "matmul"
+    assert variants.attention_path("fused", True, "discrete_gpu") == "fused"
     with pytest.raises(ev.UnsupportedError):
         variants.attention_path("fused", False)
