@@ -14,8 +14,9 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from ..autodiff import functional as F
-from ..errors import ShapeError, UnsupportedError
+from ..errors import ShapeError
 from ..runtime import Tensor, get_device, tensor
+from .weights import load_named
 
 
 @dataclass(frozen=True)
@@ -81,16 +82,7 @@ class ConvAE:
         return {k: t.numpy() for k, t in self.params.items()}
 
     def load_state_dict(self, sd: dict) -> None:
-        missing, extra = set(self.params) - set(sd), set(sd) - set(self.params)
-        if missing or extra:
-            raise ShapeError(f"state_dict mismatch: missing {sorted(missing)}, unexpected {sorted(extra)}")
-        for k, t in self.params.items():
-            a = np.asarray(sd[k])
-            if a.shape != t.shape:
-                raise ShapeError(f"state_dict[{k!r}] has shape {a.shape}, model wants {t.shape}")
-            if a.dtype != np.float32:
-                raise UnsupportedError(f"state_dict[{k!r}] is {a.dtype}, model weights are float32")
-            t.copy_(a)
+        load_named(self.params, sd)
 
     def _conv(self, x, name, **kw):
         return F.conv2d(x, self.params[name + ".weight"], self.params[name + ".bias"], **kw)

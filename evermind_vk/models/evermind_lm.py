@@ -17,9 +17,10 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from ..autodiff import Tape, functional as F
-from ..errors import ShapeError, UnsupportedError
+from ..errors import ShapeError
 from ..runtime import Tensor, get_device, tensor
 from .moe import MoELayerParams, SeededRng, moe_init, stack_experts, unstack_experts
+from .weights import check_state_dict
 
 DEFAULT_LM_SEED = 0x45564C4D  # "EVLM"
 RMS_EPS = 1e-5
@@ -120,16 +121,7 @@ class EvermindLM:
         return self._named(lambda t: t.numpy())
 
     def load_state_dict(self, sd: dict) -> None:
-        want = self.state_dict()
-        missing, extra = set(want) - set(sd), set(sd) - set(want)
-        if missing or extra:
-            raise ShapeError(f"state_dict mismatch: missing {sorted(missing)}, unexpected {sorted(extra)}")
-        for k, v in sd.items():
-            a = np.asarray(v)
-            if a.shape != want[k].shape:
-                raise ShapeError(f"state_dict[{k!r}] has shape {a.shape}, model wants {want[k].shape}")
-            if a.dtype != np.float32:
-                raise UnsupportedError(f"state_dict[{k!r}] is {a.dtype}, model weights are float32")
+        check_state_dict(sd, {k: v.shape for k, v in self.state_dict().items()})
         for k, t in self.plain.items():
             t.copy_(np.asarray(sd[k]))
         for i, m in enumerate(self.moe):

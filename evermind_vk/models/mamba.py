@@ -32,6 +32,7 @@ from ..autodiff import functional as F
 from ..errors import EvermindError, ShapeError, UnsupportedError
 from ..runtime import Tensor, empty, get_device, record, tensor, zeros
 from ..runtime.kernels import copy_words
+from .weights import load_named
 
 LAYER_TYPES = ("mamba1", "mamba2", "mamba3", "attention")
 IMPLEMENTED = LAYER_TYPES
@@ -253,17 +254,7 @@ class HybridMambaModel:
         return {k: t.numpy() for k, t in self.params.items()}
 
     def load_state_dict(self, sd: dict) -> None:
-        missing = set(self.params) - set(sd)
-        extra = set(sd) - set(self.params)
-        if missing or extra:
-            raise ShapeError(f"state_dict mismatch: missing {sorted(missing)}, unexpected {sorted(extra)}")
-        for k, t in self.params.items():
-            a = np.asarray(sd[k])
-            if a.shape != t.shape:
-                raise ShapeError(f"state_dict[{k!r}] has shape {a.shape}, model wants {t.shape}")
-            if a.dtype != np.float32:
-                raise UnsupportedError(f"state_dict[{k!r}] is {a.dtype}, model weights are float32")
-            t.copy_(a)
+        load_named(self.params, sd)
 
     # -- forward --------------------------------------------------------------------------------
     def _mamba1(self, x: Tensor, i: int, batch: int, S: int) -> Tensor:

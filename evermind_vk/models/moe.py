@@ -17,8 +17,9 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from ..autodiff import functional as F
-from ..errors import ShapeError, UnsupportedError
+from ..errors import ShapeError
 from ..runtime import Tensor, get_device, tensor
+from .weights import check_state_dict
 
 DEFAULT_MOE_SEED = 0x4D6F4501  # "MoE\x01"
 _A, _C, _MASK = 1664525, 1013904223, 0xFFFFFFFF
@@ -168,16 +169,7 @@ class SharedExpertMoE:
         return unstack_experts({k: t.numpy() for k, t in self.layer.t.items()}, self.config.num_experts)
 
     def load_state_dict(self, sd: dict) -> None:
-        want = self.state_dict()
-        missing, extra = set(want) - set(sd), set(sd) - set(want)
-        if missing or extra:
-            raise ShapeError(f"state_dict mismatch: missing {sorted(missing)}, unexpected {sorted(extra)}")
-        for k, v in sd.items():
-            a = np.asarray(v)
-            if a.shape != want[k].shape:
-                raise ShapeError(f"state_dict[{k!r}] has shape {a.shape}, model wants {want[k].shape}")
-            if a.dtype != np.float32:
-                raise UnsupportedError(f"state_dict[{k!r}] is {a.dtype}, model weights are float32")
+        check_state_dict(sd, {k: v.shape for k, v in self.state_dict().items()})
         for k, v in stack_experts(sd, self.config.num_experts).items():
             self.layer.t[k].copy_(v)
 

@@ -17,11 +17,12 @@ import math
 import numpy as np
 
 from ..autodiff import functional as F
-from ..errors import ShapeError, UnsupportedError
+from ..errors import ShapeError
 from .. import ops
 from ..runtime import Tensor, arena, empty, get_device, record, tensor, zeros
 from .config import LMConfig
 from .lora import is_adapter, lora_linear
+from .weights import load_named
 
 
 def init_params(cfg: LMConfig) -> dict[str, np.ndarray]:
@@ -84,18 +85,7 @@ class TransformerLM:
         return {k: t.numpy() for k, t in self.params.items() if not is_adapter(k)}
 
     def load_state_dict(self, sd: dict) -> None:
-        base = {k: t for k, t in self.params.items() if not is_adapter(k)}
-        missing = set(base) - set(sd)
-        extra = set(sd) - set(base)
-        if missing or extra:
-            raise ShapeError(f"state_dict mismatch: missing {sorted(missing)}, unexpected {sorted(extra)}")
-        for k, t in base.items():
-            a = np.asarray(sd[k])
-            if a.shape != t.shape:
-                raise ShapeError(f"state_dict[{k!r}] has shape {a.shape}, model wants {t.shape}")
-            if a.dtype != np.float32:
-                raise UnsupportedError(f"state_dict[{k!r}] is {a.dtype}, model weights are float32")
-            t.copy_(a)
+        load_named({k: t for k, t in self.params.items() if not is_adapter(k)}, sd)
 
     # -- forward --------------------------------------------------------------------------------
     def forward(self, ids: Tensor, batch: int = 1) -> Tensor:
