@@ -103,6 +103,9 @@ def test_l2_norm_matches_oracle_at_any_magnitude(device, sizes, exp, dtype, seed
     got = float(out.numpy()[1])
     want = _norm64(arrs)
     n = sum(sizes)
+    if want > np.finfo(np.float32).max:  # the true norm itself is past f32's range: inf is the right answer
+        assert got == math.inf, (got, want)
+        return
     assert math.isfinite(got)
     assert abs(got - want) <= (4096 // 256 + 8 + 8 + 8 + 4) * 4 * U32 * want + 1e-30 * n, (got, want)
 
