@@ -7,9 +7,10 @@ World: who this process is (rank, world size, the rendezvous address), read from
 DataParallel: what `Trainer(model, world=world)` adds. Every rank builds the same global batch of
 N·B rows and trains on rows r·B..(r+1)·B-1 with the trainer's micro-batch program (forward, backward
 seeded with the rank's share of the global batch's target tokens, added into host-visible gradient
-buffers); the buffers are downloaded (one submit) and summed across ranks on the host in ~25 MB
-buckets (one all_reduce each, asynchronous: packing bucket i+1 overlaps the all_reduce of bucket i;
-writing bucket i back overlaps the later ones), so every rank holds the gradient of the global batch's
+buffers); the buffers are downloaded and summed across ranks on the host in ~25 MB buckets (one
+recorded download and one asynchronous all_reduce per bucket: downloading and packing bucket i+1
+overlap the all-reduce of bucket i, which gloo runs on its own threads; writing bucket i back
+overlaps the later ones), so every rank holds the gradient of the global batch's
 mean loss; the apply program uploads them, clips the global norm and steps AdamW, identically on every
 rank. A recorded step cannot wait on the host in the middle, so a data-parallel step is three submits
 (micro -> download; host all-reduce; apply) instead of one.
@@ -22,12 +23,14 @@ torch is imported inside functions: `import evermind_vk` never needs it.
 """
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import os
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from datetime import timedelta
 
@@ -203,19 +206,24 @@ class DataParallel:
         acc = self.trainer._acc
         dev = self.trainer.model.device
         t0 = time.perf_counter()
-        prog = self._download.get(names)
-        if prog is None:
-            with record(dev, run=False) as rec:
-                for n in names:
-                    dev.sync_local(acc[n])
-            prog = self._download[names] = rec
-        prog.run()
-        t1 = time.perf_counter()
-        buckets = self.buckets(names)
-        works = []
-        for k, bucket in enumerate(buckets):
+        progs = self._download.get(names)
+        if progs is None:  # one recorded download per bucket
+            progs = []
+            for bucket in self.buckets(names):
+                with record(dev, run=False) as rec:
+                    for n in bucket:
+                        dev.sync_local(acc[n])
+                progs.append((bucket, rec))
+            self._download[names] = progs
+        works, t_down = [], 0.0
+        for k, (bucket, prog) in enumerate(progs):
+            # bucket k's download and packing run while the all-reduces of buckets < k are in flight
+            # (gloo works on its own threads)
+            td = time.perf_counter()
+            prog.run()
+            t_down += time.perf_counter() - td
             parts = [acc[n].read_staging().ravel() for n in bucket]
-            if k == len(buckets) - 1:
+            if k == len(progs) - 1:
                 parts.append(np.array([local_loss], np.float32))  # the loss rides along in the last bucket
             flat = torch.from_numpy(np.concatenate(parts))
             works.append((self._call(f"all_reduce of gradient bucket {k}", dist.all_reduce, flat,
@@ -231,8 +239,8 @@ class DataParallel:
             if k == len(works) - 1:
                 loss = float(arr[off])
         t2 = time.perf_counter()
-        self.timing["download_s"] += t1 - t0
-        self.timing["allreduce_s"] += t2 - t1
+        self.timing["download_s"] += t_down
+        self.timing["allreduce_s"] += t2 - t0 - t_down
         self.timing["steps"] += 1
         return loss
 
@@ -376,18 +384,41 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def _die_with_parent() -> None:  # runs in the child before exec: no orphaned ranks if the launcher is killed
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
 def spawn(argv: list[str], nproc: int, log_dir: str | None = None, env=None, grace: float = 5.0) -> int:
     """Run `python -m evermind_vk <argv>` as nproc ranks on this host (RANK, WORLD_SIZE, LOCAL_RANK,
     MASTER_ADDR=127.0.0.1, a free MASTER_PORT; EVERMIND_VK_DEVICE round-robin over the Vulkan devices
-    unless set). Rank 0's output passes through; rank r's goes to log_dir/rank{r}.log. When a rank fails
-    the others are stopped (SIGTERM, SIGKILL after `grace` seconds) and DistributedError names it.
-    Returns 0, or the common non-zero exit code of a run every rank ended the same way (a signal stop)."""
+    unless set). Rank 0's output passes through; rank r's goes to log_dir/rank{r}.log. The ranks run in
+    a session of their own: SIGINT/SIGTERM to the launcher are forwarded once to each (a terminal's
+    Ctrl-C reaches them once, so they stop together and save), and they die with the launcher. When a
+    rank fails the others get `grace` seconds to fail on their own (DistributedError), then SIGKILL,
+    and DistributedError names the rank. Returns 0, or the exit code every rank ended with after a
+    forwarded signal (128 + the signal)."""
     if nproc < 1:
         raise ConfigError(f"--nproc must be >= 1, got {nproc}")
     base = dict(os.environ if env is None else env)
     port = free_port()
     n_dev = None if base.get("EVERMIND_VK_DEVICE", "").strip() else len(devices())
-    procs, logs = [], []
+    try:
+        stop_wait = float(base.get("EVERMIND_VK_DIST_TIMEOUT", "") or DEFAULT_TIMEOUT)
+    except ValueError as e:
+        raise ConfigError(f"EVERMIND_VK_DIST_TIMEOUT={base['EVERMIND_VK_DIST_TIMEOUT']!r} is not a number") from e
+    procs, logs, forwarded = [], [], []
+
+    def forward(signum, frame):
+        forwarded.append(signum)
+        for p in procs:
+            if p.poll() is None:
+                p.send_signal(signum)
+
+    old = {}
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            old[sig] = signal.signal(sig, forward)
     try:
         for r in range(nproc):
             e = dict(base, RANK=str(r), WORLD_SIZE=str(nproc), LOCAL_RANK=str(r), MASTER_ADDR="127.0.0.1",
@@ -404,12 +435,14 @@ def spawn(argv: list[str], nproc: int, log_dir: str | None = None, env=None, gra
                 else:
                     out = err = subprocess.DEVNULL
             procs.append(subprocess.Popen([sys.executable, "-m", "evermind_vk", *argv], env=e, stdout=out,
-                                          stderr=err))
-        return _watch(procs, grace, log_dir)
+                                          stderr=err, start_new_session=True, preexec_fn=_die_with_parent))
+        return _watch(procs, grace, log_dir, forwarded, stop_wait)
     except BaseException:
         _stop(procs, grace)
         raise
     finally:
+        for sig, h in old.items():
+            signal.signal(sig, h)
         for f in logs:
             f.close()
 
@@ -436,10 +469,9 @@ def _stop(procs, grace: float) -> None:
             p.wait()
 
 
-def _watch(procs, grace: float, log_dir) -> int:
-    """Wait for every rank; on the first failure let the others fail on their own for `grace` seconds
-    (they raise DistributedError), then stop the rest."""
-    codes: dict[int, int] = {}
+def _watch(procs, grace: float, log_dir, forwarded: list, stop_wait: float) -> int:
+    """Wait for every rank; on the first failure let the others end on their own for `grace` seconds
+    (`stop_wait` after a forwarded signal: they are saving), then kill the rest."""
     while True:
         codes = {r: p.returncode for r, p in enumerate(procs) if p.poll() is not None}
         failed = [r for r, c in codes.items() if c != 0]
@@ -449,13 +481,12 @@ def _watch(procs, grace: float, log_dir) -> int:
             break
         time.sleep(0.05)
     first = failed[0]
-    deadline = time.monotonic() + grace
+    deadline = time.monotonic() + (stop_wait if forwarded else grace)
     while any(p.poll() is None for p in procs) and time.monotonic() < deadline:
         time.sleep(0.05)
-    if all(p.poll() is not None for p in procs):
-        final = {p.returncode for p in procs}
-        if len(final) == 1 and codes[first] > 128:  # every rank stopped on the same signal (and saved): pass it on
-            return codes[first]
+    final = {p.returncode for p in procs}
+    if forwarded and len(final) == 1 and codes[first] > 128:  # all stopped on the signal (and saved)
+        return codes[first]
     _stop(procs, 0.0)
     where = f" (its output: {log_dir}/rank{first}.log)" if log_dir and first > 0 else ""
     raise DistributedError(f"rank {first} of {len(procs)} {_describe_exit(codes[first])}{where}; "

@@ -121,12 +121,13 @@ def test_world_from_env_reads_torchrun_variables():
         Trainer(TransformerLM(TINY), zero=True)
 
 
-@pytest.mark.parametrize("n, b", [(2, 2), (3, 2)])
-def test_ranks_equal_one_big_batch_and_stay_identical(device, tmp_path, n, b):
-    # N=3, B=2: the last global batch has 3 rows, so rank 1 gets one real row and rank 2 none.
-    codes, errs, infos, weights = ranks(n, tmp_path, B=b)
+@pytest.mark.parametrize("n, b, accum", [(2, 2, 1), (3, 2, 2)])
+def test_ranks_equal_one_big_batch_and_stay_identical(device, tmp_path, n, b, accum):
+    # N=3, B=2: the last global batch has 3 rows, so rank 1 gets one real row and rank 2 none; with
+    # accum_steps=2 each step is two global micro-batches.
+    codes, errs, infos, weights = ranks(n, tmp_path, B=b, kw={**KW, "accum_steps": accum})
     assert codes == [0] * n, errs
-    ref = single(n * b)
+    ref = single(n * b, accum_steps=accum)
     steps = len(ref.history)
     assert all(i["checked"] == steps and i["step"] == steps for i in infos)  # hashes compared after every step
     for w in weights[1:]:
@@ -215,7 +216,18 @@ def _rank_of(pid):
         return -1
 
 
-def test_cli_nproc_kills_the_rest_and_reports_one_line(device, tmp_path):
+def _run_until_checkpoint(cmd, env, key, after_step=0):
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    deadline = time.time() + 120
+    while time.time() < deadline and proc.poll() is None:
+        if os.path.exists(key) and load_checkpoint(key)["global_step"] > after_step:
+            return proc
+        time.sleep(0.2)
+    proc.kill()
+    raise AssertionError(proc.communicate()[1] or "no checkpoint in 120 s")
+
+
+def test_cli_nproc_ctrl_c_kill_and_resume(device, tmp_path):
     if not os.path.exists(f"/proc/{os.getpid()}/task/{os.getpid()}/children"):
         pytest.skip("needs /proc/PID/task/PID/children to find the ranks")
     text = tmp_path / "t.txt"
@@ -225,13 +237,16 @@ def test_cli_nproc_kills_the_rest_and_reports_one_line(device, tmp_path):
     cmd = [sys.executable, "-m", "evermind_vk", "train", "--text", str(text), "--out", str(out), *CLI_TINY,
            "--nproc", "2"]
     env = dict(os.environ, EVERMIND_VK_DIST_TIMEOUT="10")
-    proc = subprocess.Popen(cmd + ["--epochs", "100000", "--save-every", "1"], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env)
+    # Ctrl-C (SIGINT to the launcher): forwarded once to each rank, which agree on a step, save, exit 130
+    proc = _run_until_checkpoint(cmd + ["--epochs", "100000", "--save-every", "1"], env, key)
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130, stderr
+    assert "interrupted by signal 2" in stdout and "Traceback" not in stderr
+    saved = load_checkpoint(key)["global_step"]
+    # a rank SIGKILLed: the launcher stops the other and says so in one line
+    proc = _run_until_checkpoint(cmd + ["--epochs", "100000", "--save-every", "1", "--resume"], env, key, saved)
     try:
-        deadline = time.time() + 120
-        while not os.path.exists(key) and time.time() < deadline and proc.poll() is None:
-            time.sleep(0.2)
-        assert os.path.exists(key), proc.communicate()[1] if proc.poll() is not None else "no checkpoint in 120 s"
         victim = [c for c in _children(proc.pid) if _rank_of(c) == 1]
         assert len(victim) == 1, _children(proc.pid)
         os.kill(victim[0], signal.SIGKILL)
