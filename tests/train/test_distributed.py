@@ -46,6 +46,8 @@ try:
         tr = Trainer.from_checkpoint(a["key"], directory=a["dir"], world=world, zero=a.get("zero", False))
     else:
         tr = Trainer(TransformerLM(cfg), world=world, zero=a.get("zero", False))
+    if a.get("bucket_bytes"):
+        tr._dp.bucket_bytes = a["bucket_bytes"]
     hashes = []
     def on_step(step, m):
         if a.get("kill") == [rank, step]:
@@ -61,7 +63,8 @@ except DistributedError as e:
 np.savez(os.path.join(a["out"], f"rank{rank}.npz"), **tr.model.state_dict())
 with open(os.path.join(a["out"], f"rank{rank}.json"), "w") as f:
     json.dump({"losses": [h["loss"] for h in tr.history], "checked": len(hashes), "step": tr.global_step,
-               "opt_bytes": tr._dp.optimizer_state_bytes(), "timing": tr._dp.timing}, f)
+               "opt_bytes": tr._dp.optimizer_state_bytes(), "timing": tr._dp.timing,
+               "buckets": len(tr._dp.buckets(tr.trainable()))}, f)
 """
 
 
@@ -121,12 +124,13 @@ def test_world_from_env_reads_torchrun_variables():
         Trainer(TransformerLM(TINY), zero=True)
 
 
-@pytest.mark.parametrize("n, b, accum", [(2, 2, 1), (3, 2, 2)])
-def test_ranks_equal_one_big_batch_and_stay_identical(device, tmp_path, n, b, accum):
+@pytest.mark.parametrize("n, b, accum, bucket", [(2, 2, 1, 300), (3, 2, 2, None)])
+def test_ranks_equal_one_big_batch_and_stay_identical(device, tmp_path, n, b, accum, bucket):
     # N=3, B=2: the last global batch has 3 rows, so rank 1 gets one real row and rank 2 none; with
-    # accum_steps=2 each step is two global micro-batches.
-    codes, errs, infos, weights = ranks(n, tmp_path, B=b, kw={**KW, "accum_steps": accum})
+    # accum_steps=2 each step is two global micro-batches. N=2: 300-byte buckets, many all-reduces.
+    codes, errs, infos, weights = ranks(n, tmp_path, B=b, kw={**KW, "accum_steps": accum}, bucket_bytes=bucket)
     assert codes == [0] * n, errs
+    assert infos[0]["buckets"] > 3 if bucket else infos[0]["buckets"] == 1
     ref = single(n * b, accum_steps=accum)
     steps = len(ref.history)
     assert all(i["checked"] == steps and i["step"] == steps for i in infos)  # hashes compared after every step
