@@ -55,6 +55,9 @@ if tr._dp:
         for kind in ("micro", "apply"):
             prog = next(s.program for k, s in tr._steps.items() if k[-1] == kind)
             out[f"gpu_{kind}_ms"] = ev.profile(prog, repeats=3).gpu_ms
+        downloads = next(iter(tr._dp._download.values()))  # one recorded download per gradient bucket
+        out["gpu_download_ms"] = sum(ev.profile(p, repeats=3).gpu_ms for _, p in downloads)
+        out["buckets"] = len(downloads)
     except ev.EvermindError as e:
         out["profile"] = str(e)
 else:
@@ -109,7 +112,7 @@ def main():
     print(f"model {cfg}, per-rank batch {args.batch} x {args.seq_len} tokens, {args.steps} timed steps"
           f"{', ZeRO-1' if args.zero else ''}; EVERMIND_VK_DEVICE={os.environ.get('EVERMIND_VK_DEVICE', '(round-robin)')}")
     print(f"{'N':>2} {'tokens/s':>10} {'eff.':>6} {'step ms':>8} {'comm ms':>8} {'comm %':>7} "
-          f"{'GPU micro ms':>12} {'GPU apply ms':>12} {'opt. state B/rank':>17}  device")
+          f"{'GPU micro ms':>12} {'GPU apply ms':>12} {'GPU dl ms':>9} {'opt. state B/rank':>17}  device")
     for n in ns:
         rs = run(n, args, cfg)
         tps = rs[0]["tokens_per_s"]  # rank 0's global tokens (every rank's rows) per second
@@ -120,12 +123,13 @@ def main():
         comm = float(np.mean([sum(r["comm_ms"].values()) for r in rs])) if n > 1 else 0.0
         gm = np.mean([r.get("gpu_micro_ms", np.nan) for r in rs]) if n > 1 else float("nan")
         ga = np.mean([r.get("gpu_apply_ms", np.nan) for r in rs]) if n > 1 else float("nan")
+        gd = np.mean([r.get("gpu_download_ms", np.nan) for r in rs]) if n > 1 else float("nan")
         opt = max(r["opt_state_bytes"] for r in rs)
         results[n] = {"tokens_per_s": tps, "efficiency": eff, "step_ms": step, "comm_ms": comm,
-                      "comm_share": comm / step if step else 0.0, "gpu_micro_ms": gm, "gpu_apply_ms": ga,
+                      "comm_share": comm / step if step else 0.0, "gpu_micro_ms": gm, "gpu_apply_ms": ga, "gpu_download_ms": gd,
                       "opt_state_bytes_max_rank": opt, "ranks": rs}
         print(f"{n:>2} {tps:>10.0f} {eff:>6.2f} {step:>8.1f} {comm:>8.2f} {100 * comm / step:>6.1f}% "
-              f"{gm:>12.2f} {ga:>12.2f} {opt:>17,}  {rs[0]['device']}", flush=True)
+              f"{gm:>12.2f} {ga:>12.2f} {gd:>9.3f} {opt:>17,}  {rs[0]['device']}", flush=True)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1, default=float)
