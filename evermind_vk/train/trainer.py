@@ -441,8 +441,10 @@ class Trainer:
         """Save everything a bit-identical continuation needs through the checkpoint store: weights,
         AdamW moments, step count, groups and schedule, the data position (epoch, batch, this epoch's
         order, the epoch's running sums) and seed, the history and the model config. Returns the record."""
+        if self._dp is not None and not self._dp.zero and self._dp.rank != 0:
+            return None  # rank 0 alone writes
         opt_state = self.optimizer.state_dict()
-        if self._dp is not None:  # rank 0 alone writes (ZeRO: after gathering the moments there)
+        if self._dp is not None:  # ZeRO: the moments gathered on rank 0 (every rank takes part)
             opt_state = self._dp.gather_optimizer_state(opt_state)
             if opt_state is None:
                 return None
