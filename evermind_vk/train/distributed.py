@@ -132,9 +132,17 @@ class World:
 
     def device(self):
         """This rank's device selector: EVERMIND_VK_DEVICE if set (e.g. 0 for ranks sharing one GPU),
-        else round-robin local_rank % number of Vulkan devices."""
+        else round_robin_device(local_rank)."""
         env = os.environ.get("EVERMIND_VK_DEVICE", "").strip()
-        return env if env else self.local_rank % len(devices())
+        return env if env else round_robin_device(self.local_rank)
+
+
+def round_robin_device(local_rank: int) -> int:
+    """The device index of slot local_rank: round-robin over the GPUs, or over every device (lavapipe)
+    when there is none (a GPU host also lists lavapipe: a rank there would be the slowest by far)."""
+    listing = devices()
+    gpus = [d.index for d in listing if d.type != "cpu"] or [d.index for d in listing]
+    return gpus[local_rank % len(gpus)]
 
 
 def _first_line(e: BaseException) -> str:
@@ -391,8 +399,7 @@ def _die_with_parent() -> None:  # runs in the child before exec: no orphaned ra
 
 def spawn(argv: list[str], nproc: int, log_dir: str | None = None, env=None, grace: float = 5.0) -> int:
     """Run `python -m evermind_vk <argv>` as nproc ranks on this host (RANK, WORLD_SIZE, LOCAL_RANK,
-    MASTER_ADDR=127.0.0.1, a free MASTER_PORT; EVERMIND_VK_DEVICE round-robin over the Vulkan devices
-    unless set). Rank 0's output passes through; rank r's goes to log_dir/rank{r}.log. The ranks run in
+    MASTER_ADDR=127.0.0.1, a free MASTER_PORT; EVERMIND_VK_DEVICE round_robin_device(rank) unless set). Rank 0's output passes through; rank r's goes to log_dir/rank{r}.log. The ranks run in
     a session of their own: SIGINT/SIGTERM to the launcher are forwarded once to each (a terminal's
     Ctrl-C reaches them once, so they stop together and save), and they die with the launcher. When a
     rank fails the others get `grace` seconds to fail on their own (DistributedError), then SIGKILL,
@@ -402,7 +409,7 @@ def spawn(argv: list[str], nproc: int, log_dir: str | None = None, env=None, gra
         raise ConfigError(f"--nproc must be >= 1, got {nproc}")
     base = dict(os.environ if env is None else env)
     port = free_port()
-    n_dev = None if base.get("EVERMIND_VK_DEVICE", "").strip() else len(devices())
+    pick = not base.get("EVERMIND_VK_DEVICE", "").strip()
     try:
         stop_wait = float(base.get("EVERMIND_VK_DIST_TIMEOUT", "") or DEFAULT_TIMEOUT)
     except ValueError as e:
@@ -423,8 +430,8 @@ def spawn(argv: list[str], nproc: int, log_dir: str | None = None, env=None, gra
         for r in range(nproc):
             e = dict(base, RANK=str(r), WORLD_SIZE=str(nproc), LOCAL_RANK=str(r), MASTER_ADDR="127.0.0.1",
                      MASTER_PORT=str(port))
-            if n_dev is not None:
-                e["EVERMIND_VK_DEVICE"] = str(r % n_dev)
+            if pick:
+                e["EVERMIND_VK_DEVICE"] = str(round_robin_device(r))
             out = err = None
             if r > 0:
                 if log_dir is not None:

@@ -275,3 +275,17 @@ def test_cli_nproc_ctrl_c_kill_and_resume(device, tmp_path):
     assert res.returncode == 0, res.stderr
     assert f"resuming {key} at step {step}" in res.stdout and "data-parallel: 2 ranks" in res.stdout
     assert load_checkpoint(key)["global_step"] == step + 2
+
+
+def test_round_robin_over_gpus_not_lavapipe(monkeypatch):
+    from types import SimpleNamespace as D
+    from evermind_vk.train import distributed
+    monkeypatch.setattr(distributed, "devices", lambda: [D(index=0, type="discrete_gpu"), D(index=1, type="cpu"),
+                                                         D(index=2, type="discrete_gpu")])
+    assert [distributed.round_robin_device(r) for r in range(4)] == [0, 2, 0, 2]
+    monkeypatch.setattr(distributed, "devices", lambda: [D(index=0, type="cpu")])
+    assert [distributed.round_robin_device(r) for r in range(2)] == [0, 0]
+    monkeypatch.delenv("EVERMIND_VK_DEVICE", raising=False)
+    assert World(1, 2).device() == 0
+    monkeypatch.setenv("EVERMIND_VK_DEVICE", "nvidia")
+    assert World(1, 2).device() == "nvidia"
