@@ -206,6 +206,7 @@ class HybridMambaModel:
         self.device = get_device(device)
         self.params: dict[str, Tensor] = {k: tensor(v, device=self.device) for k, v in init_params(self.config).items()}
         self.scan_chunk = 64  # tokens per chunk of the scans (any value gives the same result)
+        self.ssd_chunk = 64  # tokens per chunk of mamba2's SSD (1..64, the Q×Q block in shared memory)
         # mamba2: the 0/1 matrix [nHeads, dInner] that repeats a per-head value over the head's channels
         H, Dn = self.config.nHeads, self.config.d_inner
         self._head_expand = tensor(np.kron(np.eye(H, dtype=np.float32), np.ones((1, Dn // H), np.float32)),
@@ -274,8 +275,10 @@ class HybridMambaModel:
     def _mamba2(self, x: Tensor, i: int, batch: int, S: int) -> Tensor:
         """builderforce's Mamba-2 block, split per token: [x | B | C | dt] = RMSNorm(x) W_in; causal conv over
         [x | B | C] (no activation, as builderforce); SSD with one A = -softplus(A_log) and
-        Δ = softplus(dt + dt_bias) per head, h_t = exp(Δ A) h_{t-1} + B_t x_t, y = C·h + D x per channel;
-        inner RMSNorm; W_out; residual."""
+        Δ = softplus(dt + dt_bias) per head, h_t = exp(Δ A) h_{t-1} + B_t x_t, y = C·h + D x per channel,
+        computed by the chunked quadratic form (ops.ssd: (C Bᵀ ∘ L) X within chunks of ssd_chunk tokens,
+        state passing between them); inner RMSNorm; W_out; residual. Generation steps the same recurrence
+        one token at a time (_mamba2_step)."""
         c, P = self.config, self.params
         L = f"layer{i}."
         D, N, H, G = c.d_inner, c.dState, c.nHeads, c.nGroups
@@ -285,10 +288,9 @@ class HybridMambaModel:
         conv_d = D + 2 * G * N
         xbc = F.conv1d_causal(F.col_slice(proj, 0, conv_d), P[L + "wConv"], P[L + "bConv"], seq_len=S)
         xs, Bm, Cm = F.col_slice(xbc, 0, D), F.col_slice(xbc, D, G * N), F.col_slice(xbc, D + G * N, G * N)
-        dt = F.matmul(F.bias_add(F.col_slice(proj, conv_d, H), P[L + "dt_bias"]), E)
+        dt = F.bias_add(F.col_slice(proj, conv_d, H), P[L + "dt_bias"])  # [M, H]: one Δ per head
         Dch = F.reshape(F.matmul(F.reshape(P[L + "D_vec"], 1, H), E), D)
-        y = F.selective_scan(xs, dt, P[L + "A_log"], Bm, Cm, Dch, None, batch=batch, chunk=self.scan_chunk,
-                             groups=G, delta_input=False)
+        y = F.ssd(xs, dt, P[L + "A_log"], Bm, Cm, Dch, batch=batch, chunk=self.ssd_chunk, groups=G)
         y = F.rms_norm(y, P[L + "normWeight"], 1e-6)
         return F.add(x, F.matmul(y, P[L + "wOutProj"], transpose_b=True))
 

@@ -43,7 +43,7 @@ def test_mamba2_mamba3_vs_reference(device, layers):
 
 def check_vs_reference(layers, batch, S, chunk, seed):
     m = model(layers, seed)
-    m.scan_chunk = chunk
+    m.scan_chunk = m.ssd_chunk = chunk
     rng = np.random.default_rng(seed)
     ids = rng.integers(0, 13, batch * S).astype(np.uint32)
     tg = rng.integers(0, 13, batch * S).astype(np.uint32)
