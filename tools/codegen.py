@@ -98,13 +98,14 @@ def attention(op, dtype, hd, rows, tile, tpr, flags=()):
                    tile=f"r{rows}x{tile}")
 
 
-def ssd(op, dtype, wg=64, qmax=64, nmax=64):
-    """A Mamba-2 SSD row: WG threads, chunks of <= QMAX tokens, <= NMAX states in registers."""
+def ssd(op, dtype, wg=64, qmax=64, nmax=64, template="ssd"):
+    """An SSD row (Mamba-2; template cssd: Mamba-3's complex form): WG threads, chunks of <= QMAX tokens,
+    <= NMAX (complex) states in registers."""
     spec = dict(WG=wg, QMAX=qmax, NMAX=nmax)
     errors = ssd_row_errors(spec)
     if errors:
         raise SystemExit(f"codegen: {op} {dtype} {spec}:\n  " + "\n  ".join(errors))
-    return Variant("ssd", op, dtype, tuple(spec.items()))
+    return Variant(template, op, dtype, tuple(spec.items()))
 
 
 F = ("f32", "f16")
@@ -191,6 +192,9 @@ VARIANTS = [
       for dt in F),
     # Mamba-2 SSD, the chunked quadratic form (issue 12): f32 / f16 storage; chunks of <= QMAX tokens.
     *(ssd(op, dt) for op in ("ssd_state", "ssd_output", "ssd_dgrid", "ssd_dbc", "ssd_da") for dt in F),
+    # builderforce's Mamba-3 by the same quadratic form with a complex decay per head; NMAX complex states.
+    *(ssd("c" + op, dt, nmax=32, template="cssd") for op in ("ssd_state", "ssd_output", "ssd_dgrid", "ssd_dbc", "ssd_da")
+      for dt in F),
     # Fused attention: forward, and the two backward passes (dq, then dkv).
     *(attention("attention", dt, *cfg) for dt in F for cfg in ATTENTION_CONFIGS),
     *(attention("attention_backward", dt, *cfg, flags=[stage]) for stage in ("dq", "dkv") for dt in F

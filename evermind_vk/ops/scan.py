@@ -23,6 +23,7 @@ from .matmul import matmul
 from .reduce import colsum
 
 __all__ = ["selective_scan", "selective_scan_backward", "complex_scan", "complex_scan_backward", "ssd", "ssd_backward",
+           "complex_ssd", "complex_ssd_backward",
            "SCAN_CHUNK", "SSD_CHUNK"]
 
 SCAN_CHUNK = 64  # default tokens per chunk
@@ -299,3 +300,80 @@ def ssd_backward(x: Tensor, dt: Tensor, A_log: Tensor, B: Tensor, C: Tensor, D: 
     per_thread("scan_channel_sum", T, [dBh, dy, dy, dB], sp, B.numel)
     per_thread("scan_channel_sum", T, [dCh, dy, dy, dC], sp, C.numel)
     return dx, ddt, colsum(dA_part), dB, dC, colsum(dD_part), dh0
+
+
+# -- builderforce's Mamba-3 by the same chunked quadratic form: a complex decay per head -------------------
+def _csdims(x, dt, A_log, B, C, D, batch, groups, chunk):
+    want(x, "x", ndim=2, dtype=FLOATS)
+    T = x.dtype
+    M, Dc = x.shape
+    if batch < 1 or M % batch:
+        raise ShapeError(f"{M} tokens are not {batch} sequences of equal length")
+    want(A_log, "A_log", ndim=2, dtype="f32")
+    H = A_log.shape[0]
+    if A_log.shape[1] != 2 or H < 1 or Dc % H or groups < 1 or H % groups:
+        raise ShapeError(f"A_log {A_log.shape} must be [heads, 2] with heads dividing {Dc} channels, "
+                         f"a multiple of {groups} groups")
+    want(dt, "dt", shape=(M, H), dtype=T)
+    want(B, "B", ndim=2, dtype=T)
+    if B.shape[0] != M or B.shape[1] % (2 * groups):
+        raise ShapeError(f"B {B.shape} is not [{M}, groups*Nc*2]")
+    Nc = B.shape[1] // (2 * groups)
+    want(C, "C", shape=B.shape, dtype=T)
+    want(D, "D", shape=(Dc,), dtype="f32")
+    v = one_variant("cssd_output", T, x.device)
+    errs = variants.scan_errors(Nc, v.spec["NMAX"])
+    if errs:
+        raise UnsupportedError("; ".join(errs))
+    L = M // batch
+    Q = variants.ssd_chunk_len(L, chunk, v.spec["QMAX"])
+    nc = -(-L // Q)
+    pc = dict(nb=batch, L=L, H=H, hd=Dc // H, N=Nc, G=groups, Q=Q, nc=nc, mode=0)
+    carry = dict(nb=batch, L=L, Dc=Dc, N=Nc, CH=Q, nc=nc, G=groups, hd=Dc // H)  # cscan_carry's view
+    return M, Dc, Nc, H, pc, carry
+
+
+def complex_ssd(x: Tensor, dt: Tensor, A_log: Tensor, B: Tensor, C: Tensor, D: Tensor, *, batch: int = 1,
+                chunk: int = SSD_CHUNK, groups: int = 1, h0: Tensor | None = None):
+    """builderforce's Mamba-3 scan (complex_scan's recurrence, one Δ per head: dt [batch*L, H]) by the chunked
+    quadratic form: θ_i = λ s_i (s: the cumulative Δ), y = Re((conj(C) Bᵀ ∘ exp(θ_i − θ_j)) b̄) X within
+    chunks + Re(exp(θ) conj(C) · H) + D x, end states passed between chunks by cscan_carry.
+    Returns (y, h_last [batch, Dc, Nc, 2], H0 [batch, n_chunks, Dc, Nc, 2])."""
+    M, Dc, Nc, H, pc, cp = _csdims(x, dt, A_log, B, C, D, batch, groups, chunk)
+    dev, nc, T = x.device, pc["nc"], x.dtype
+    if h0 is not None:
+        want(h0, "h0", shape=(batch, Dc, Nc, 2), dtype="f32")
+    S, P = empty((batch, nc, Dc, Nc, 2), "f32", dev), empty((batch, nc, Dc, Nc, 2), "f32", dev)
+    hlast, y = empty((batch, Dc, Nc, 2), "f32", dev), empty((M, Dc), T, dev)
+    _ssd_groups("cssd_state", T, [dt, A_log, B, x, S, P], pc, pc["hd"] * Nc)
+    per_thread("cscan_carry", T, [S, P, h0 if h0 is not None else hlast, hlast],
+               dict(cp, rev=0, use_init=int(h0 is not None)), batch * Dc * Nc)
+    _ssd_groups("cssd_output", T, [x, dt, A_log, B, C, D, S, x, y, empty((1,), "f32", dev)], pc, pc["hd"])
+    return y, hlast, S
+
+
+def complex_ssd_backward(x: Tensor, dt: Tensor, A_log: Tensor, B: Tensor, C: Tensor, D: Tensor, dy: Tensor,
+                         H0: Tensor, *, batch: int = 1, chunk: int = SSD_CHUNK, groups: int = 1):
+    """(dx, ddt, dA_log [H, 2], dB, dC, dD, dh0) of complex_ssd (zero final-state gradient)."""
+    M, Dc, Nc, H, pc, cp = _csdims(x, dt, A_log, B, C, D, batch, groups, chunk)
+    dev, nc, T, Q = x.device, pc["nc"], x.dtype, pc["Q"]
+    want(dy, "dy", shape=(M, Dc), dtype=T)
+    want(H0, "H0", shape=(batch, nc, Dc, Nc, 2), dtype="f32")
+    K, P = empty((batch, nc, Dc, Nc, 2), "f32", dev), empty((batch, nc, Dc, Nc, 2), "f32", dev)
+    dh0 = empty((batch, Dc, Nc, 2), "f32", dev)
+    pr = dict(pc, mode=1)
+    _ssd_groups("cssd_state", T, [dt, A_log, C, dy, K, P], pr, pc["hd"] * Nc)
+    per_thread("cscan_carry", T, [K, P, dh0, dh0], dict(cp, rev=1, use_init=0), batch * Dc * Nc)
+    dx, dD_part = empty((M, Dc), T, dev), empty((batch * nc, Dc), "f32", dev)
+    _ssd_groups("cssd_output", T, [dy, dt, A_log, B, C, D, K, x, dx, dD_part], pr, pc["hd"])
+    Wd, Wb = empty((batch * nc * H, Q * Q * 2), "f32", dev), empty((batch * nc * H, Q * Q * 2), "f32", dev)
+    _ssd_groups("cssd_dgrid", T, [dt, A_log, B, C, x, dy, Wd, Wb], pc, Q * Q)
+    dBh, dCh, Et, Eb = (empty((M, H, Nc, 2), "f32", dev) for _ in range(4))
+    _ssd_groups("cssd_dbc", T, [dt, A_log, B, C, x, dy, H0, K, Wd, Wb, dBh, dCh, Et, Eb], pc, Q * Nc)
+    ddt, dA_part = empty((M, H), T, dev), empty((batch * nc, 2 * H), "f32", dev)
+    _ssd_groups("cssd_da", T, [dt, A_log, H0, K, Et, Eb, ddt, dA_part], pc, 1)
+    sp = dict(nb=batch, L=M // batch, Dc=H, N=2 * Nc, CH=Q, nc=nc, G=groups, hd=1, amode=0, dtin=0, use_w=0, has_z=0)
+    dB, dC = empty(B.shape, T, dev), empty(C.shape, T, dev)
+    per_thread("scan_channel_sum", T, [dBh, dy, dy, dB], sp, B.numel)
+    per_thread("scan_channel_sum", T, [dCh, dy, dy, dC], sp, C.numel)
+    return dx, ddt, colsum(dA_part).reshape(H, 2), dB, dC, colsum(dD_part), dh0

@@ -313,8 +313,8 @@ def launch_loop_count(op: str, spec: dict, flags, push: dict) -> int | None:
         return -(-push["n"] // wg) + 1 + 16
     if op == "matmul":
         return matmul_loop_count(matmul_kind(flags), spec, push["K"])
-    if op.startswith("ssd_"):
-        return ssd_loop_count(op, spec, push)
+    if op.startswith(("ssd_", "cssd_")):
+        return ssd_loop_count(op.removeprefix("c"), spec, push)
     return None
 
 
@@ -384,7 +384,7 @@ def ssd_chunk_len(seq_len: int, requested: int, qmax: int) -> int:
 def ssd_loop_count(op: str, spec: dict, push: dict) -> int:
     """Upper bound of the loop iterations one invocation of an SSD launch runs (exit tests and tree sums
     included): the decays' cumulative sum (Q), then the op's own loops over the chunk, the head's
-    channels (hd) and the states (N)."""
+    channels (hd) and the states (N). The complex form (cssd_*) has the same loops."""
     wg, Q, N, hd = spec["WG"], push["Q"], push["N"], push["hd"]
     base = Q + 2
     if op == "ssd_state":
