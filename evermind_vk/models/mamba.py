@@ -82,14 +82,15 @@ class HybridMambaConfig:
                              f"and nHeads by nGroups ({self.nGroups})")
 
     # The names the trainer and generate() read (TransformerLM's config has them as fields). A state-space
-    # model has no context limit; the chunked scan handles up to SCAN_MAX_CHUNK * SCAN_MAX_CHUNKS tokens.
+    # model has no context limit; the chunked scans handle up to SCAN_MAX_CHUNK * SCAN_MAX_CHUNKS tokens,
+    # the SSD (mamba2, mamba3) up to its largest chunk (64, the Q×Q tile in shared memory) * SCAN_MAX_CHUNKS.
     @property
     def vocab_size(self) -> int:
         return self.vocabSize
 
     @property
     def max_seq_len(self) -> int:
-        return 4096 * 4096
+        return 64 * 4096 if {"mamba2", "mamba3"} & set(self.layers) else 4096 * 4096
 
     @property
     def d_inner(self) -> int:
