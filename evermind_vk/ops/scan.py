@@ -228,7 +228,7 @@ def _sdims(x, dt, A_log, B, C, D, batch, groups, chunk):
     want(C, "C", shape=B.shape, dtype=T)
     want(D, "D", shape=(Dc,), dtype="f32")
     v = one_variant("ssd_output", T, x.device)
-    errs = variants.scan_errors(N, v.spec["NMAX"])
+    errs = variants.ssd_launch_errors(v.spec, x.device.info.shared_memory) + variants.scan_errors(N, v.spec["NMAX"])
     if errs:
         raise UnsupportedError("; ".join(errs))
     L = M // batch
@@ -322,7 +322,7 @@ def _csdims(x, dt, A_log, B, C, D, batch, groups, chunk):
     want(C, "C", shape=B.shape, dtype=T)
     want(D, "D", shape=(Dc,), dtype="f32")
     v = one_variant("cssd_output", T, x.device)
-    errs = variants.scan_errors(Nc, v.spec["NMAX"])
+    errs = variants.ssd_launch_errors(v.spec, x.device.info.shared_memory) + variants.scan_errors(Nc, v.spec["NMAX"])
     if errs:
         raise UnsupportedError("; ".join(errs))
     L = M // batch

@@ -357,15 +357,28 @@ def scan_errors(n_state: int, nmax: int) -> list[str]:
 # ssd_output the Q×Q block, in shared memory: Q <= the variant's QMAX (QMAX^2 floats must fit), and the
 # workgroup's threads cover the chunk's tokens (WG >= QMAX). The inter-chunk recurrence is scan_carry,
 # over <= SCAN_MAX_CHUNKS chunks, so a sequence may have at most QMAX * SCAN_MAX_CHUNKS tokens.
+def ssd_shared_bytes(spec: dict) -> int:
+    """Shared memory of the largest SSD kernel (ssd_output / cssd_output: the Q×Q block and two decay
+    arrays; ssd_da's arrays and tree sums are smaller)."""
+    return (spec["QMAX"] * spec["QMAX"] + 2 * spec["QMAX"] + 2 * spec["WG"]) * 4
+
+
 def ssd_row_errors(spec: dict) -> list[str]:
     """Why an SSD row of the variant table cannot work with its template (empty: it can)."""
     wg, qmax = spec["WG"], spec["QMAX"]
     errs = []
     if wg & (wg - 1) or wg < qmax:
         errs.append(f"WG {wg} must be a power of two >= QMAX {qmax} (one thread per token of a chunk, tree sums)")
-    if (qmax * qmax + 2 * qmax + wg) * 4 > 32768:
+    if ssd_shared_bytes(spec) > 32768:
         errs.append(f"QMAX {qmax}: the Q×Q block and the decays pass 32 KiB of shared memory")
     return errs
+
+
+def ssd_launch_errors(spec: dict, shared_memory: int) -> list[str]:
+    """Why an SSD variant cannot run on a device (empty: it can)."""
+    need = ssd_shared_bytes(spec)
+    return [] if need <= shared_memory else [
+        f"the SSD's {spec['QMAX']}x{spec['QMAX']} block needs {need} bytes of shared memory, the device has {shared_memory}"]
 
 
 def ssd_chunk_len(seq_len: int, requested: int, qmax: int) -> int:

@@ -196,3 +196,11 @@ def test_loop_counts_under_the_cap():
     for op in ("ssd_state", "ssd_output", "ssd_dgrid", "ssd_dbc", "ssd_da"):
         assert launch_loop_count(op, spec, (), push) < DEVICE_LOOP_CAP["cpu"], op
     assert launch_loop_errors("ssd_dgrid", spec, (), dict(push, hd=70_000), "cpu")
+
+
+def test_shared_memory_rule():
+    """A device with less shared memory than the Q×Q block gets a clear error, not a failed pipeline."""
+    from evermind_vk.runtime.variants import ssd_launch_errors, ssd_shared_bytes
+    spec = dict(WG=64, QMAX=64, NMAX=64)
+    assert ssd_shared_bytes(spec) <= 32768 and not ssd_launch_errors(spec, 32768)
+    assert ssd_launch_errors(spec, 16384)  # Vulkan's minimum maxComputeSharedMemorySize
