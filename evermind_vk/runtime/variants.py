@@ -51,6 +51,24 @@ def register_block(flags) -> tuple | None:
     return tuple(int(x) for x in f[0][2:].split("x")) if f else None
 
 
+def subgroup_grid(flags) -> tuple:
+    """The WM x WN subgroups of a cm variant (flag wWMxWN; 2x2 without one)."""
+    f = [f for f in flags if f.startswith("w") and "x" in f]
+    return tuple(int(x) for x in f[0][1:].split("x")) if f else (2, 2)
+
+
+def raster_group(flags) -> int:
+    """Tile rows per raster group (flag gG: workgroups walk G tile rows column by column), 0 without one."""
+    f = [f for f in flags if f[:1] == "g" and f[1:].isdigit()]
+    return int(f[0][1:]) if f else 0
+
+
+def cm_shared_bytes(bm: int, bn: int, bk: int) -> int:
+    """Shared memory of a cm tile: two buffers of A (BM rows of BK + 8 halves) and B (BK rows of BN + 8,
+    or BN rows of BK + 8 when k-contiguous, whichever is larger)."""
+    return 2 * 2 * (bm * (bk + 8) + max(bk * (bn + 8), bn * (bk + 8)))
+
+
 def matmul_kind(flags) -> str:
     """'cm' | 'v4' | 'rb' | 'tiled' for a matmul variant's flags."""
     if "cm" in flags:
@@ -72,10 +90,13 @@ def matmul_row_errors(bm: int, bn: int, bk: int, wg_x: int, wg_y: int, flags) ->
         if not blk:
             return ["a cm matmul needs its fragment block as an rbFMxFN flag"]
         la, lb = bm * bk / (8 * nt), bn * bk / (8 * nt)  # 16-byte (8-half) loads per thread, at most 8
-        if (bm, bn) != (32 * blk[0], 32 * blk[1]):
-            errs.append(f"cm tile {bm}x{bn} must be 32 x the {blk} fragment block (2x2 subgroups of 16x16)")
-        if nt != 128:
-            errs.append(f"cm needs 128 threads (4 subgroups of 32), got {nt}")
+        wm, wn = subgroup_grid(flags)
+        if (bm, bn) != (16 * wm * blk[0], 16 * wn * blk[1]):
+            errs.append(f"cm tile {bm}x{bn} must be the {blk} block of 16x16 fragments times {wm}x{wn} subgroups")
+        if nt != 32 * wm * wn:
+            errs.append(f"cm needs {32 * wm * wn} threads ({wm}x{wn} subgroups of 32), got {nt}")
+        if cm_shared_bytes(bm, bn, bk) > 49152:
+            errs.append(f"cm tile {bm}x{bn}x{bk} needs {cm_shared_bytes(bm, bn, bk)} bytes of shared memory (> 48 KiB)")
         if bk % 16:
             errs.append(f"cm BK {bk} must be a multiple of 16")
         if la not in range(1, 9) or lb not in range(1, 9):
@@ -193,7 +214,8 @@ def pick_matmul(cands, M: int, N: int, K: int, lay: Layout, device_type: str, sh
     by_kind: dict[str, list] = {}
     for v in cands:
         by_kind.setdefault(matmul_kind(v.flags), []).append(v)
-    cm = [v for v in by_kind.get("cm", ()) if ok(v)]
+    cm = [v for v in by_kind.get("cm", ()) if ok(v)
+          and cm_shared_bytes(v.spec["BM"], v.spec["BN"], v.spec["BK"]) <= shared_memory]
     if cm:
         big = [v for v in cm if -(-M // v.spec["BM"]) * -(-N // v.spec["BN"]) * batch >= 128]
         return max(big, key=lambda v: v.spec["BM"] * v.spec["BN"]) if big else min(cm, key=lambda v: v.spec["BM"])
@@ -209,6 +231,28 @@ def pick_matmul(cands, M: int, N: int, K: int, lay: Layout, device_type: str, sh
     tiles = sorted({(v.spec["BM"], v.spec["BN"], v.spec["BK"]) for v in pool})
     tile = matmul_tile(M, N, K, tiles, shared_memory, device_type, batch, buffers=MATMUL_BUFFERS[kind])
     return next(v for v in pool if (v.spec["BM"], v.spec["BN"], v.spec["BK"]) == tile)
+
+
+def matmul_split_k(M: int, N: int, K: int, groups: int, device_type: str, dtype: str, batch: int, beta: float,
+                   c_dense: bool, forced: str = "") -> int:
+    """Parallel split-K for GPUs: the number of K chunks S (1: no split) when an f32 product has too few
+    output tiles to fill the device (fewer than 128 workgroups) and a long K: the chunks run as one
+    batched launch into an [S, M, N] workspace that a column sum adds up (deterministic, in chunk order).
+    Only for a single product written densely (c_dense: C is [M, N] row-major at offset 0) with beta 0.
+    S doubles while the launch has fewer than 256 workgroups and each chunk keeps >= 256 values of k
+    in whole multiples of 16. forced (EVERMIND_VK_MATMUL_SPLIT_K): '0' never splits, 'n' splits n ways
+    where that is possible (n divides K into multiples of 16)."""
+    if dtype != "f32" or batch != 1 or beta != 0.0 or not c_dense:
+        return 1
+    if forced:
+        n = int(forced)
+        return n if n > 1 and K % (16 * n) == 0 else 1
+    if device_type == "cpu" or groups >= 128:
+        return 1
+    s = 1
+    while groups * s < 256 and s < 16 and K % (32 * s) == 0 and K // (2 * s) >= 256:
+        s *= 2
+    return s
 
 
 # -- loop bounds: no invocation loops more than MAX_LOOP times ----------------------------------------

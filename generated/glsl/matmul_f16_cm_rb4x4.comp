@@ -7,6 +7,7 @@
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#extension GL_EXT_control_flow_attributes : require
 // Batched strided matmul: C[z] = alpha * A[z] . B[z / bdiv] + beta * C[z], f32 accumulation.
 // A[m,k] = a[aoff + z*sab + m*sam + k*sak], B[k,n] = b[boff + (z/bdiv)*sbb + k*sbk + n*sbn],
 // C[m,n] = c[coff + z*scb + m*scm + n*scn].
@@ -43,8 +44,9 @@ layout(local_size_x_id = 0, local_size_y_id = 1) in;
 
 // cm: cooperative matrices (tensor cores), aligned case only: M % BM == N % BN ==
 // K % BK == 0, scn == 1, beta == 0, sak == 1, sbn == 1 or sbk == 1, offsets and row strides multiples
-// of 8 halves (the selector guarantees it). 4 subgroups of 32 in 2x2 each compute a (BM/2) x (BN/2)
-// quadrant as FM x FN named 16x16 f32 accumulators (a template parameter, as for rb). Tiles go
+// of 8 halves (the selector guarantees it). WM x WN subgroups of 32 (flag wWMxWN, default 2x2) each
+// compute a (BM/WM) x (BN/WN) block as FM x FN named 16x16 f32 accumulators (a template parameter,
+// as for rb); flag gG visits the tiles in groups of G tile rows (L2 reuse of B). Tiles go
 // global -> registers -> shared as 16-byte words, two shared buffers, the next tile loaded while the
 // current one is multiplied; B k-contiguous (transpose_b) is staged as it is and read column-major.
 const uint NT = WG_X * WG_Y;
@@ -61,6 +63,7 @@ void main() {
     const uint sg = gl_SubgroupID;
     const uint wm0 = (sg / 2) * (BM / 2), wn0 = (sg % 2) * (BN / 2);
     const uint m0 = gl_WorkGroupID.y * BM, n0 = gl_WorkGroupID.x * BN, z = gl_WorkGroupID.z;
+
     const uint aoff = p.aoff + z * p.sab;
     const uint boff = p.boff + (z / p.bdiv) * p.sbb;
     const uint coff = p.coff + z * p.scb;
@@ -185,7 +188,7 @@ void main() {
         }
         if (t > 0) {  // multiply tile t - 1
             const uint sa = ((t - 1) & 1) * SA, sb = ((t - 1) & 1) * SB;
-            for (uint kk = 0; kk < BK; kk += 16) {
+            [[unroll]] for (uint kk = 0; kk < BK; kk += 16) {
                 coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> a0;
                 coopMatLoad(a0, As, sa + ((wm0 + 0) * PA + kk) / 8, PA / 8, gl_CooperativeMatrixLayoutRowMajor);
                 coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> a1;

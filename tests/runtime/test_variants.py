@@ -132,3 +132,19 @@ def test_every_table_row_obeys_the_rules():
             s = v.spec
             assert not variants.matmul_row_errors(s["BM"], s["BN"], s["BK"], s["WG_X"], s["WG_Y"], v.flags), v.name
             assert tuple(v.features) == tuple(variants.features_for(v.dtype, v.flags)), v.name
+
+
+def test_split_k_only_for_few_tiles_and_long_k_on_gpus():
+    sk = variants.matmul_split_k
+    assert sk(512, 512, 4096, 16, "discrete_gpu", "f32", 1, 0.0, True) == 16   # 16 tiles -> 256 groups
+    assert sk(512, 2816, 4096, 88, "discrete_gpu", "f32", 1, 0.0, True) == 4   # 88 -> 352
+    assert sk(4096, 4096, 4096, 1024, "discrete_gpu", "f32", 1, 0.0, True) == 1  # enough tiles
+    assert sk(512, 512, 512, 16, "discrete_gpu", "f32", 1, 0.0, True) == 2     # chunks keep >= 256 of k
+    assert sk(512, 512, 4096, 16, "cpu", "f32", 1, 0.0, True) == 1
+    assert sk(512, 512, 4096, 16, "discrete_gpu", "f16", 1, 0.0, True) == 1    # f32 workspace sums only
+    assert sk(512, 512, 4096, 16, "discrete_gpu", "f32", 2, 0.0, True) == 1    # batched
+    assert sk(512, 512, 4096, 16, "discrete_gpu", "f32", 1, 1.0, True) == 1    # accumulates into C
+    assert sk(512, 512, 4096, 16, "discrete_gpu", "f32", 1, 0.0, False) == 1   # C not dense
+    assert sk(512, 512, 4096, 16, "discrete_gpu", "f32", 1, 0.0, True, "0") == 1
+    assert sk(12, 20, 128, 1, "cpu", "f32", 1, 0.0, True, "4") == 4
+    assert sk(12, 20, 120, 1, "cpu", "f32", 1, 0.0, True, "4") == 1            # 120 not 4 chunks of 16s
