@@ -125,15 +125,23 @@ def run_case(label, m, n, k, ta, tb, a_shape, b_shape, dtype, cands, dev, rng, s
         os.environ["EVERMIND_VK_MATMUL_VARIANT"] = forced
         os.environ["EVERMIND_VK_MATMUL_SPLIT_K"] = split
         try:
-            ev.ops.gemm(A, B, C, m, n, k, trans_a=ta, trans_b=tb)
+            used = []
+            real = kernels.dispatch
+            kernels.dispatch = lambda v, *a, **kw: (used.append(v.name), real(v, *a, **kw))[1]
+            try:
+                ev.ops.gemm(A, B, C, m, n, k, trans_a=ta, trans_b=tb)
+            finally:
+                kernels.dispatch = real
+            if not forced:
+                name = f"{name} = {'+'.join(x.replace('matmul_', '') for x in used)}"
             err = np.abs(C.numpy().astype(np.float64) - want).max() / scale
             t = ev_time(A, B, C, m, n, k, ta, tb, reps)
         except Exception as e:  # a variant the device refuses: say so, time the rest
-            print(f"  {name:44s} failed: {type(e).__name__}: {e}", flush=True)
+            print(f"  {name:52s} failed: {type(e).__name__}: {e}", flush=True)
             continue
         ratio = f"{tt / t:6.3f}" if tt else "   -  "
-        print(f"  {name:44s} {flop / t / 1e12:8.2f} TFLOP/s  {ratio} of torch  rel.err {err:.1e}", flush=True)
-        if name == "auto":
+        print(f"  {name:52s} {flop / t / 1e12:8.2f} TFLOP/s  {ratio} of torch  rel.err {err:.1e}", flush=True)
+        if name.startswith("auto ="):
             summary.append([label, dtype, tt and tt / t, None, None])
         elif forced and (best is None or t < best[1]):
             best = (name, t)

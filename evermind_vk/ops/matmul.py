@@ -31,7 +31,7 @@ def gemm_strided(a: Tensor, b: Tensor, c: Tensor, M: int, N: int, K: int, *,
     dev = a.device
     v = variants.pick_matmul(kernels.usable("matmul", a.dtype, dev), M, N, K, lay, dev.info.type,
                              dev.info.shared_memory, batch, os.environ.get("EVERMIND_VK_MATMUL_VARIANT", "").strip())
-    split = variants.matmul_split_k(M, N, K, -(-M // v.spec["BM"]) * -(-N // v.spec["BN"]) * batch, dev.info.type,
+    split = variants.matmul_split_k(M, N, K, -(-M // 128) * -(-N // 128) * batch, dev.info.type,
                                     a.dtype, batch, float(beta), tuple(c_strides) == (N, 1) and c_batch[0] == 0
                                     and c.numel == M * N, os.environ.get("EVERMIND_VK_MATMUL_SPLIT_K", "").strip())
     if split > 1:  # parallel split-K: S chunks as one batched product into a workspace, then a column sum

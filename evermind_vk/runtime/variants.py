@@ -95,7 +95,11 @@ def matmul_row_errors(bm: int, bn: int, bk: int, wg_x: int, wg_y: int, flags) ->
             errs.append(f"cm tile {bm}x{bn} must be the {blk} block of 16x16 fragments times {wm}x{wn} subgroups")
         if nt != 32 * wm * wn:
             errs.append(f"cm needs {32 * wm * wn} threads ({wm}x{wn} subgroups of 32), got {nt}")
-        if cm_shared_bytes(bm, bn, bk) > 49152:
+        if "d" in flags:  # no shared memory, no staging loads; two 16-deep fragment sets per k-step
+            la = lb = 1
+            if bk != 32:
+                errs.append(f"cm flag d steps k by 32, got BK {bk}")
+        elif cm_shared_bytes(bm, bn, bk) > 49152:
             errs.append(f"cm tile {bm}x{bn}x{bk} needs {cm_shared_bytes(bm, bn, bk)} bytes of shared memory (> 48 KiB)")
         if bk % 16:
             errs.append(f"cm BK {bk} must be a multiple of 16")
@@ -173,13 +177,15 @@ def matmul_tile(M: int, N: int, K: int, tiles, shared_memory: int, device_type: 
 
     Tiles whose shared memory (buffers x 4 bytes x BK x (BM + BN + 8)) exceeds the device limit are never chosen.
     Among the rest, prefer the largest tile that (a) wastes at most 25% of its area on padding and
-    (b) still yields enough workgroups to fill the device (64 on a GPU, 4 on a CPU device such as
-    lavapipe); otherwise the tile with the least padded work, smallest first.
+    (b) still yields enough workgroups to fill the device (128 on a GPU: one per multiprocessor of an
+    H200 with 132, where 64 left half of it idle, bench/results/h200-matmul-lm.txt; 4 on a CPU device
+    such as lavapipe); among equal areas the taller tile (B's loads are the ones a thread repeats
+    least), then the shorter k-step; otherwise the tile with the least padded work, smallest first.
     """
     fits = [t for t in tiles if buffers * 4 * t[2] * (t[0] + t[1] + 8) <= shared_memory]
     if not fits:
         raise ValueError(f"no matmul tile fits {shared_memory} bytes of shared memory")
-    want_groups = 4 if device_type == "cpu" else 64
+    want_groups = 4 if device_type == "cpu" else 128
 
     def groups(t):
         return math.ceil(M / t[0]) * math.ceil(N / t[1]) * batch
@@ -189,7 +195,7 @@ def matmul_tile(M: int, N: int, K: int, tiles, shared_memory: int, device_type: 
 
     good = [t for t in fits if padded(t) <= 1.25 * M * N and groups(t) >= want_groups]
     if good:
-        return max(good, key=lambda t: (t[0] * t[1], t[2]))
+        return max(good, key=lambda t: (t[0] * t[1], t[0], -t[2]))
     return min(fits, key=lambda t: (padded(t), t[0] * t[1]))
 
 
@@ -215,7 +221,7 @@ def pick_matmul(cands, M: int, N: int, K: int, lay: Layout, device_type: str, sh
     for v in cands:
         by_kind.setdefault(matmul_kind(v.flags), []).append(v)
     cm = [v for v in by_kind.get("cm", ()) if ok(v)
-          and cm_shared_bytes(v.spec["BM"], v.spec["BN"], v.spec["BK"]) <= shared_memory]
+          and ("d" in v.flags or cm_shared_bytes(v.spec["BM"], v.spec["BN"], v.spec["BK"]) <= shared_memory)]
     if cm:
         big = [v for v in cm if -(-M // v.spec["BM"]) * -(-N // v.spec["BN"]) * batch >= 128]
         return max(big, key=lambda v: v.spec["BM"] * v.spec["BN"]) if big else min(cm, key=lambda v: v.spec["BM"])
@@ -236,7 +242,7 @@ def pick_matmul(cands, M: int, N: int, K: int, lay: Layout, device_type: str, sh
 def matmul_split_k(M: int, N: int, K: int, groups: int, device_type: str, dtype: str, batch: int, beta: float,
                    c_dense: bool, forced: str = "") -> int:
     """Parallel split-K for GPUs: the number of K chunks S (1: no split) when an f32 product has too few
-    output tiles to fill the device (fewer than 128 workgroups) and a long K: the chunks run as one
+    output tiles to fill the device (fewer than 128 of 128x128: `groups`) and a long K: the chunks run as one
     batched launch into an [S, M, N] workspace that a column sum adds up (deterministic, in chunk order).
     Only for a single product written densely (c_dense: C is [M, N] row-major at offset 0) with beta 0.
     S doubles while the launch has fewer than 256 workgroups and each chunk keeps >= 256 values of k

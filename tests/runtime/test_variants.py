@@ -69,11 +69,11 @@ def _fake_gpu(features=()):
 
 def test_register_blocks_on_gpus_for_aligned_layouts():
     gpu = _fake_gpu(["storage_buffer_16bit_access"])
-    assert pick("f32", 4096, 4096, 4096, gpu).name == "matmul_f32_rb8x8_t128x128"
+    assert pick("f32", 4096, 4096, 4096, gpu).name == "matmul_f32_rb16x8_t256x128"
     assert pick("f16", 4096, 4096, 4096, gpu).name == "matmul_f16_rb8x8_t128x128"
-    assert pick("f32", 512, 512, 512, gpu).name == "matmul_f32_rb4x4_t64x64"  # 64 groups
+    assert pick("f32", 512, 512, 512, gpu).name == "matmul_f32_rb4x4_t64x64k16"  # 64 groups
     assert pick("f32", 4096, 4096, 4096, gpu, UNALIGNED).name == "matmul_f32_t64x64"
-    assert pick("f32", 4096, 4096, 4096, gpu, PACKED_B).name == "matmul_f32_rb8x8_t128x128"
+    assert pick("f32", 4096, 4096, 4096, gpu, PACKED_B).name == "matmul_f32_rb16x8_t256x128"
 
 
 def test_coopmat_needs_feature_and_alignment():
