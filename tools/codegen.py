@@ -134,8 +134,7 @@ VARIANTS = [
     # ... larger blocks, and tiles visited in groups of 8 tile rows (flag g8).
     *(matmul("f32", rm * wy, rn * wx, bk, wx, wy, [f"rb{rm}x{rn}", *g]) for (rm, rn, bk, wx, wy, g) in (
         (8, 8, 8, 16, 16, ["g8"]), (8, 16, 8, 16, 16, []), (16, 8, 8, 16, 16, []), (8, 4, 16, 16, 16, ["g8"]),
-        (16, 8, 16, 16, 16, []), (16, 8, 8, 16, 16, ["g8"]), (16, 4, 16, 16, 16, []), (8, 8, 16, 16, 32, []),
-        (16, 8, 8, 8, 16, []))),
+        (16, 8, 8, 16, 16, ["g8"]), (16, 4, 16, 16, 16, []), (16, 8, 8, 8, 16, []))),
     # Tensor cores (KHR cooperative matrices), f16, aligned shapes only; FMxFN 16x16 fragments per
     # subgroup on WMxWN subgroups (flag wWMxWN, 2x2 without one).
     *(matmul("f16", 16 * fm * wm, 16 * fn * wn, bk, 32 * wm * wn, 1,
@@ -145,9 +144,8 @@ VARIANTS = [
           (4, 4, 2, 2, 16, ["g8"]), (4, 2, 2, 4, 16, []), (2, 4, 4, 2, 16, []), (4, 2, 2, 4, 32, []),
           (2, 2, 4, 4, 32, []), (4, 4, 2, 4, 16, []), (4, 4, 4, 2, 16, []), (4, 4, 2, 4, 16, ["g8"]),
           (4, 4, 2, 2, 32, ["g8"]),
-          # p2: two register sets, each tile loaded two steps before it is stored; d: no shared memory
-          (4, 4, 2, 2, 16, ["p2"]), (4, 2, 2, 4, 16, ["p2"]), (4, 4, 2, 2, 32, ["p2"]), (4, 4, 2, 4, 16, ["p2"]),
-          (4, 4, 2, 2, 32, ["d"]), (2, 2, 2, 2, 32, ["d"]), (4, 2, 2, 4, 32, ["d"]), (2, 2, 4, 4, 32, ["d"]))),
+          # p2: two register sets, each tile loaded two steps before it is stored
+          (4, 4, 2, 2, 16, ["p2"]), (4, 2, 2, 4, 16, ["p2"]), (4, 4, 2, 2, 32, ["p2"]), (4, 4, 2, 4, 16, ["p2"]))),
     # One workgroup per row.
     *(simple("softmax", op, dt, 128) for op in ("softmax", "softmax_backward") for dt in F),
     *(simple("norms", op, dt, 128)

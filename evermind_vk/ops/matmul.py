@@ -29,11 +29,13 @@ def gemm_strided(a: Tensor, b: Tensor, c: Tensor, M: int, N: int, K: int, *,
     lay = variants.Layout(tuple(a_strides), tuple(b_strides), tuple(c_strides), tuple(a_batch), tuple(b_batch),
                           tuple(c_batch), float(beta))
     dev = a.device
+    c_dense = tuple(c_strides) == (N, 1) and c_batch[0] == 0 and c.numel == M * N
+    forced_split = os.environ.get("EVERMIND_VK_MATMUL_SPLIT_K", "").strip()
     v = variants.pick_matmul(kernels.usable("matmul", a.dtype, dev), M, N, K, lay, dev.info.type,
-                             dev.info.shared_memory, batch, os.environ.get("EVERMIND_VK_MATMUL_VARIANT", "").strip())
-    split = variants.matmul_split_k(M, N, K, -(-M // 128) * -(-N // 128) * batch, dev.info.type,
-                                    a.dtype, batch, float(beta), tuple(c_strides) == (N, 1) and c_batch[0] == 0
-                                    and c.numel == M * N, os.environ.get("EVERMIND_VK_MATMUL_SPLIT_K", "").strip())
+                             dev.info.shared_memory, batch, os.environ.get("EVERMIND_VK_MATMUL_VARIANT", "").strip(),
+                             split=variants.split_allowed(a.dtype, batch, float(beta), c_dense, dev.info.type, forced_split))
+    split = variants.matmul_split_k(M, N, K, -(-M // v.spec["BM"]) * -(-N // v.spec["BN"]) * batch, dev.info.type,
+                                    a.dtype, batch, float(beta), c_dense, forced_split)
     if split > 1:  # parallel split-K: S chunks as one batched product into a workspace, then a column sum
         kc = K // split
         work = empty((split, M * N), "f32", dev)

@@ -148,3 +148,29 @@ def test_split_k_only_for_few_tiles_and_long_k_on_gpus():
     assert sk(512, 512, 4096, 16, "discrete_gpu", "f32", 1, 0.0, True, "0") == 1
     assert sk(12, 20, 128, 1, "cpu", "f32", 1, 0.0, True, "4") == 4
     assert sk(12, 20, 120, 1, "cpu", "f32", 1, 0.0, True, "4") == 1            # 120 not 4 chunks of 16s
+
+
+def test_split_k_takes_the_largest_tile_that_split_fills_the_device():
+    gpu = _fake_gpu(["storage_buffer_16bit_access"])
+    cands = kernels.usable("matmul", "f32", gpu)
+
+    def pick_split(M, N, K, lay):
+        return variants.pick_matmul(cands, M, N, K, lay, gpu.info.type, gpu.info.shared_memory, split=True)
+    dw = variants.Layout((1, 512), (512, 1), (512, 1))  # dW = X^T . dY: A m-contiguous
+    assert pick_split(512, 512, 4096, dw).spec["BM"] == 256  # 8 tiles, split 16 ways
+    assert pick("f32", 512, 512, 4096, gpu, dw).spec["BM"] == 64  # no split: the smallest tile
+    assert pick_split(4096, 4096, 4096, ALIGNED).name == "matmul_f32_rb16x8_t256x128"  # enough tiles whole
+    assert pick_split(4096, 512, 256, ALIGNED).name == "matmul_f32_rb8x8_t128x128"  # K too short to split
+
+
+def test_tile_preference_orders_area_then_squareness():
+    order = sorted([(128, 128, 8), (256, 64, 16), (256, 128, 8), (128, 256, 8), (128, 64, 16)],
+                   key=variants.tile_preference, reverse=True)
+    assert order == [(256, 128, 8), (128, 256, 8), (128, 128, 8), (256, 64, 16), (128, 64, 16)]
+
+
+def test_rb_and_cm_rows_must_fit_48k_of_shared_memory():
+    assert variants.matmul_row_errors(256, 128, 16, 16, 16, ["rb16x8"])  # 50,176 bytes
+    assert not variants.matmul_row_errors(256, 128, 8, 16, 16, ["rb16x8"])
+    assert not variants.matmul_row_errors(128, 256, 16, 256, 1, ["cm", "rb4x4", "w2x4"])
+    assert variants.matmul_row_errors(128, 256, 32, 256, 1, ["cm", "rb4x4", "w2x4"])  # 61 KiB
