@@ -234,9 +234,11 @@ def pick_matmul(cands, M: int, N: int, K: int, lay: Layout, device_type: str, sh
     cooperative matrices where the launch is aligned to their tile (CM_ORDER); on CPU devices the v4
     blocks for big aligned products; on other devices register blocks where 16-byte loads are possible;
     otherwise the shared-memory tiles. Tiles come from matmul_tile, except that where the product may be
-    split along K (split: see matmul_split_k) register blocks take the largest tile that, split, makes
-    at least 128 workgroups (on the H200, 256x128 tiles split 2-16 ways beat 128x128 tiles whole on
-    the LM's 4096x512 products, bench/results/h200-matmul-lm.txt)."""
+    split along K (split: see matmul_split_k) register blocks take the largest tile that, split at
+    least 4 ways, makes at least 128 workgroups (H200, bench/results/h200-matmul-lm.txt: 256x128 split
+    4 ways 0.80 of cuBLAS against 0.71 for 128x128 whole on 4096x512x2816; split only 2 ways, 128x128
+    tiles lost to 128x64 whole on 4096x256x512, 0.68 against 0.75, and 256x128 only tied 128x128
+    whole on 4096x512x512)."""
     def ok(v):
         return not matmul_launch_errors(matmul_kind(v.flags), v.spec, M, N, K, lay)
 
@@ -271,7 +273,7 @@ def pick_matmul(cands, M: int, N: int, K: int, lay: Layout, device_type: str, sh
         fits = [t for t in tiles if 2 * 4 * t[2] * (t[0] + t[1] + 8) <= shared_memory]
         for t in sorted(fits, key=tile_preference, reverse=True):
             g = -(-M // t[0]) * -(-N // t[1]) * batch
-            if g < 128 and g * split_ways(g, K) >= 128:
+            if g < 128 and split_ways(g, K) >= 4 and g * split_ways(g, K) >= 128:
                 tile = t
                 break
             if g >= 128:
