@@ -91,8 +91,8 @@ def matmul_row_errors(bm: int, bn: int, bk: int, wg_x: int, wg_y: int, flags) ->
     elif kind == "v4":
         if bk != 4:
             errs.append(f"v4 reads k four at a time: BK must be 4, got {bk}")
-        if bm % wg_y or bn % (4 * wg_x):
-            errs.append(f"v4 tile {bm}x{bn} must be whole rows per thread and 4-column vectors on {wg_y}x{wg_x} threads")
+        if bm % (4 * wg_y) or bn % (4 * wg_x):
+            errs.append(f"v4 tile {bm}x{bn} must be whole 4-row groups per thread and 4-column vectors on {wg_y}x{wg_x} threads")
     else:
         if bm % wg_y or bn % wg_x:
             errs.append(f"tiled {bm}x{bn} must be a whole number of outputs per thread on {wg_y}x{wg_x} threads")
@@ -135,9 +135,10 @@ def matmul_launch_errors(kind: str, spec: dict, M: int, N: int, K: int, lay: Lay
         b_far = sbk if sbn == 1 else sbn
         if any(x % 8 for x in (scm, *lay.c_batch, sam, *lay.a_batch, *lay.b_batch[:2], b_far)):
             errs.append("cm needs row strides and offsets that are multiples of 8 halves")
-    elif kind == "v4":  # 16-byte loads of A along k and of B along n or k, N and K in whole vectors
-        if not (lay.wide_loads and sak == 1):
-            errs.append("v4 needs A k-contiguous and 16-byte aligned strides and offsets")
+    elif kind == "v4":  # 16-byte loads of A along k (or m) and of B along n or k, N and K in whole vectors
+        if not (lay.wide_loads and (sak == 1 or (sam == 1 and M % 4 == 0))):
+            errs.append("v4 needs A k-contiguous, or m-contiguous with M a multiple of 4, and 16-byte aligned "
+                        "strides and offsets")
         if K % 4 or N % 4:
             errs.append(f"v4 needs K and N multiples of 4, got K={K} N={N}")
     elif kind == "rb":
@@ -172,7 +173,11 @@ def matmul_tile(M: int, N: int, K: int, tiles, shared_memory: int, device_type: 
     return min(fits, key=lambda t: (padded(t), t[0] * t[1]))
 
 
-V4_MIN_WORK = 1 << 24  # 256^3: v4 pipelines take 0.15-0.7 s to build on lavapipe, worth it only for big products
+# The smallest product (M*N*K*batch) given the v4 blocks on CPU devices. It was 256^3 while every tensor set built
+# its own pipeline (0.15-0.7 s each on lavapipe); with pipelines built once per variant (patch 0008) the build
+# is paid once per device, and the blocks beat the shared-memory tiles 2-20x on the training step's products
+# down to 32x64x512 (bench/results/lavapipe-iree.txt), so every aligned product takes them.
+V4_MIN_WORK = 1
 
 
 def pick_matmul(cands, M: int, N: int, K: int, lay: Layout, device_type: str, shared_memory: int,
@@ -181,7 +186,7 @@ def pick_matmul(cands, M: int, N: int, K: int, lay: Layout, device_type: str, sh
 
     A forced name (EVERMIND_VK_MATMUL_VARIANT) wins where its launch rules hold. Otherwise:
     cooperative matrices where the launch is aligned to their tile; on CPU devices the v4 blocks for
-    big aligned products; on other devices register blocks where 16-byte loads are possible;
+    aligned products (A k- or m-contiguous); on other devices register blocks where 16-byte loads are possible;
     otherwise the shared-memory tiles. Tiles come from matmul_tile."""
     def ok(v):
         return not matmul_launch_errors(matmul_kind(v.flags), v.spec, M, N, K, lay)

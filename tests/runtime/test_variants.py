@@ -51,13 +51,16 @@ def pick(dtype, M, N, K, device, lay=ALIGNED, batch=1):
                                 device.info.shared_memory, batch)
 
 
-def test_v4_only_for_big_aligned_products_on_cpu(device):
+def test_v4_for_aligned_products_on_cpu(device):
     if device.info.type != "cpu":
         return
     assert "v4" in pick("f32", 256, 256, 256, device).flags
-    assert "v4" not in pick("f32", 64, 64, 64, device).flags  # compile cost dominates
+    assert "v4" in pick("f32", 64, 64, 64, device).flags  # built once per device: small products too
+    assert "v4" in pick("f32", 32, 64, 512, device, variants.Layout((1, 32), (64, 1), (64, 1))).flags  # dW: A m-contiguous
+    assert pick("f32", 512, 64, 64, device).name == "matmul_f32_v4_t128x64"  # 4 groups: both cores busy
     assert "v4" not in pick("f32", 256, 256, 256, device, UNALIGNED).flags  # not aligned
-    assert "v4" not in pick("f32", 256, 256, 256, device, variants.Layout((1, 256), (256, 1), (256, 1))).flags  # A m-contiguous
+    assert "v4" not in pick("f32", 30, 64, 512, device, variants.Layout((1, 32), (64, 1), (64, 1))).flags  # M % 4
+    assert "v4" not in pick("f32", 256, 256, 256, device, variants.Layout((2, 256), (256, 1), (256, 1))).flags  # no unit stride in A
 
 
 def _fake_gpu(features=()):
@@ -101,7 +104,9 @@ SPEC = {"BM": 128, "BN": 128, "BK": 16}
     ("v4", 256, 256, 256, ALIGNED, True),
     ("v4", 256, 255, 256, ALIGNED, False),     # N not whole vectors
     ("v4", 256, 256, 254, ALIGNED, False),
-    ("v4", 256, 256, 256, variants.Layout((1, 256), (256, 1), (256, 1)), False),
+    ("v4", 256, 256, 256, variants.Layout((1, 256), (256, 1), (256, 1)), True),   # A m-contiguous, M % 4 == 0
+    ("v4", 254, 256, 256, variants.Layout((1, 256), (256, 1), (256, 1)), False),  # ... M not a multiple of 4
+    ("v4", 256, 256, 256, variants.Layout((1, 254), (256, 1), (256, 1)), False),  # ... k stride not a multiple of 4
     ("rb", 5, 7, 3, ALIGNED, True),            # any M, N, K: edges load zeros
     ("rb", 5, 7, 3, variants.Layout((4094, 1), (4096, 1), (4096, 1)), False),  # row stride not a multiple of 4
     ("rb", 5, 7, 3, variants.Layout((4096, 1), (4096, 1), (4096, 1), b_batch=(2, 0, 1)), False),
@@ -121,6 +126,7 @@ def test_row_rules_reject_tiles_that_do_not_divide():
     assert variants.matmul_row_errors(128, 128, 8, 128, 1, ["cm", "rb4x4"])  # BK not a multiple of 16
     assert variants.matmul_row_errors(128, 128, 16, 128, 1, ["cm"])          # no fragment block
     assert variants.matmul_row_errors(64, 64, 8, 4, 4, ["v4"])               # v4 reads k by 4
+    assert variants.matmul_row_errors(24, 64, 4, 4, 4, ["v4"])               # 6 rows per thread: not 4-row groups
     assert not variants.matmul_row_errors(64, 64, 16, 16, 16, [])
     assert variants.matmul_row_errors(64, 60, 16, 16, 16, [])
 
