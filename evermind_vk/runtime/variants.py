@@ -260,6 +260,12 @@ def colsum_plan(rows: int, cols: int = 1) -> list[tuple[int, int]]:
             return plan
 
 
+def embedding_backward_cols(D: int, transpose: bool) -> int:
+    """Table columns one embedding_backward thread sums: 4 for a [V, D] table with D % 4 == 0 (each id
+    test over the tokens then serves four sums: ~4x less work on lavapipe, same order, same bits), else 1."""
+    return 4 if not transpose and D % 4 == 0 else 1
+
+
 def final_sum_loops(n: int, wg: int) -> int:
     """Iterations per thread of final_sum (one workgroup adds n partials, wg threads)."""
     return -(-n // wg)

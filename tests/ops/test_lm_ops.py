@@ -126,6 +126,20 @@ def test_embedding(device, dtype, T, V, D, transpose, offset, seed):
     close(dt.numpy(), wd.T if transpose else wd, T, "f32", "embedding bwd")
 
 
+@given(T=small, V=st.integers(1, 50), D4=st.integers(1, 10), seed=seeds)
+def test_embedding_backward_four_columns_same_bits(device, T, V, D4, seed):
+    """[V, D] with D % 4 == 0 takes four columns per thread; its sums (token order) equal bit for bit
+    those of the one-column path that the transposed layout takes."""
+    from evermind_vk.runtime import variants
+    assert variants.embedding_backward_cols(4 * D4, False) == 4 and variants.embedding_backward_cols(4 * D4, True) == 1
+    rng = np.random.default_rng(seed)
+    ids = ev.tensor(rng.integers(0, V + 2, T).astype(np.uint32))
+    dy = ev.tensor(rng.standard_normal((T, 4 * D4)).astype(np.float32))
+    four = ops.embedding_backward(ids, dy, V).numpy()
+    one = ops.embedding_backward(ids, dy, V, transpose=True).numpy()
+    assert np.array_equal(four, one.T)
+
+
 def test_embedding_reference_vector(device):
     table = np.arange(12, dtype=np.float32).reshape(3, 4)
     ids = ev.tensor(np.array([2, 1, 2, 0, 2, 7], np.uint32))
