@@ -260,6 +260,29 @@ def colsum_plan(rows: int, cols: int = 1) -> list[tuple[int, int]]:
             return plan
 
 
+def pick_row_wg(cands, cols: int, device_type: str, forced: int = 0):
+    """The variant of a one-workgroup-per-row kernel (rms_norm and its backward) for rows of `cols`: the
+    forced workgroup size (EVERMIND_VK_NORM_WG; an error if no variant has it); else on CPU devices the
+    smallest workgroup that still gives each thread at most CPU_ROW_ELEMS elements (lavapipe runs a
+    workgroup's invocations in turn around each barrier, so idle threads and reduction steps cost time:
+    measured on the 90k model's 64-wide rows, 128 threads 27 ms per step, 32 threads 6 ms, 8 threads
+    2.7 ms), and on GPUs the largest."""
+    if forced:
+        hit = [v for v in cands if v.spec["WG"] == forced]
+        if not hit:
+            raise UnsupportedError(f"EVERMIND_VK_NORM_WG={forced}: no variant with that workgroup size "
+                                   f"(have {sorted(v.spec['WG'] for v in cands)})")
+        return hit[0]
+    by_wg = sorted(cands, key=lambda v: v.spec["WG"])
+    if device_type != "cpu":
+        return by_wg[-1]
+    fit = [v for v in by_wg if -(-cols // v.spec["WG"]) <= CPU_ROW_ELEMS]
+    return fit[0] if fit else by_wg[-1]
+
+
+CPU_ROW_ELEMS = 8
+
+
 def embedding_backward_cols(D: int, transpose: bool) -> int:
     """Table columns one embedding_backward thread sums: 4 for a [V, D] table with D % 4 == 0 (each id
     test over the tokens then serves four sums: ~4x less work on lavapipe, same order, same bits), else 1."""

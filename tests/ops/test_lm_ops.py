@@ -45,9 +45,11 @@ def test_softmax(device, dtype, rows, cols, causal, seed):
     close(ops.softmax_backward(y, ev.tensor(dy)).numpy(), ref.softmax_bwd(yr, DY), cols, dtype, "softmax bwd", mag=mag)
 
 
+@pytest.mark.parametrize("wg", ["", "8", "32", "128"])  # the rule's pick, then each workgroup size forced
 @pytest.mark.parametrize("dtype", F)
 @given(rows=small, cols=st.integers(1, 130), seed=seeds)
-def test_rms_norm(device, dtype, rows, cols, seed):
+def test_rms_norm(device, monkeypatch, wg, dtype, rows, cols, seed):
+    monkeypatch.setenv("EVERMIND_VK_NORM_WG", wg)
     rng = np.random.default_rng(seed)
     x, dy = data(rng, (rows, cols), dtype), data(rng, (rows, cols), dtype)
     w = rng.standard_normal(cols).astype(np.float32)

@@ -2,6 +2,7 @@
 checked at each boundary."""
 import pytest
 
+from evermind_vk.errors import UnsupportedError
 from evermind_vk.runtime import kernels, variants
 
 TILES = [(32, 32, 16), (64, 64, 16), (128, 128, 8)]
@@ -138,3 +139,16 @@ def test_every_table_row_obeys_the_rules():
             s = v.spec
             assert not variants.matmul_row_errors(s["BM"], s["BN"], s["BK"], s["WG_X"], s["WG_Y"], v.flags), v.name
             assert tuple(v.features) == tuple(variants.features_for(v.dtype, v.flags)), v.name
+
+
+def test_row_workgroup_rule(device):
+    """rms_norm rows: on CPU devices the smallest workgroup with at most CPU_ROW_ELEMS elements a thread,
+    on GPUs the largest; a forced size must exist."""
+    cands = kernels.usable("rms_norm", "f32", device)
+    wg = lambda cols, typ="cpu": variants.pick_row_wg(cands, cols, typ).spec["WG"]
+    assert sorted(v.spec["WG"] for v in cands) == [8, 32, 128]
+    assert (wg(1), wg(64), wg(65), wg(256), wg(257), wg(1024), wg(4096)) == (8, 8, 32, 32, 128, 128, 128)
+    assert wg(64, "discrete_gpu") == 128
+    assert variants.pick_row_wg(cands, 64, "cpu", forced=32).spec["WG"] == 32
+    with pytest.raises(UnsupportedError):
+        variants.pick_row_wg(cands, 64, "cpu", forced=16)
