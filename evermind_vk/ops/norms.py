@@ -2,25 +2,11 @@
 weights and biases are f32, and their gradients come back in f32."""
 from __future__ import annotations
 
-import os
-
-from ..errors import UnsupportedError
-from ..runtime import kernels, variants
 from ..runtime.tensor import Tensor, empty
-from ._util import FLOATS, like, rows_cols, run, want
+from ._util import FLOATS, like, rows_cols, run, run_rows, want
 from .reduce import colsum
 
 __all__ = ["rms_norm", "rms_norm_backward", "layer_norm", "layer_norm_backward"]
-
-
-def _rms_row(op: str, dtype: str, tensors: list, push: dict, rows: int, cols: int) -> None:
-    """One workgroup per row, its size picked by runtime.variants.pick_row_wg."""
-    dev = tensors[0].device
-    forced = os.environ.get("EVERMIND_VK_NORM_WG", "").strip()
-    if forced and not forced.isdigit():
-        raise UnsupportedError(f"EVERMIND_VK_NORM_WG={forced!r}: want a workgroup size")
-    v = variants.pick_row_wg(kernels.usable(op, dtype, dev), cols, dev.info.type, int(forced or 0))
-    kernels.dispatch(v, tensors, push, kernels.grid(rows))
 
 
 def rms_norm(x: Tensor, w: Tensor, eps: float = 1e-6):
@@ -29,7 +15,7 @@ def rms_norm(x: Tensor, w: Tensor, eps: float = 1e-6):
     rows, cols = rows_cols(x)
     want(w, "w", shape=(cols,), dtype="f32")
     y, rstd = like(x), empty((rows,), "f32", x.device)
-    _rms_row("rms_norm", x.dtype, [x, w, y, rstd], dict(rows=rows, cols=cols, eps=eps), rows, cols)
+    run_rows("rms_norm", x.dtype, [x, w, y, rstd], dict(rows=rows, cols=cols, eps=eps), rows, cols)
     return y, rstd
 
 
@@ -38,7 +24,7 @@ def rms_norm_backward(x: Tensor, w: Tensor, dy: Tensor, rstd: Tensor):
     rows, cols = rows_cols(x)
     want(dy, "dy", shape=x.shape, dtype=x.dtype)
     dx, part = like(x), empty(x.shape, "f32", x.device)
-    _rms_row("rms_norm_backward", x.dtype, [x, w, dy, rstd, dx, part], dict(rows=rows, cols=cols), rows, cols)
+    run_rows("rms_norm_backward", x.dtype, [x, w, dy, rstd, dx, part], dict(rows=rows, cols=cols), rows, cols)
     return dx, colsum(part)
 
 

@@ -261,8 +261,8 @@ def colsum_plan(rows: int, cols: int = 1) -> list[tuple[int, int]]:
 
 
 def pick_row_wg(cands, cols: int, device_type: str, forced: int = 0):
-    """The variant of a one-workgroup-per-row kernel (rms_norm and its backward) for rows of `cols`: the
-    forced workgroup size (EVERMIND_VK_NORM_WG; an error if no variant has it); else on CPU devices the
+    """The variant of a one-workgroup-per-row kernel (rms_norm, cross_entropy, their backwards) for rows of `cols`: the
+    forced workgroup size (EVERMIND_VK_ROW_WG; an error if no variant has it); else on CPU devices the
     smallest workgroup that still gives each thread at most CPU_ROW_ELEMS elements (lavapipe runs a
     workgroup's invocations in turn around each barrier, so idle threads and reduction steps cost time:
     measured on the 90k model's 64-wide rows, 128 threads 27 ms per step, 32 threads 6 ms, 8 threads
@@ -270,7 +270,7 @@ def pick_row_wg(cands, cols: int, device_type: str, forced: int = 0):
     if forced:
         hit = [v for v in cands if v.spec["WG"] == forced]
         if not hit:
-            raise UnsupportedError(f"EVERMIND_VK_NORM_WG={forced}: no variant with that workgroup size "
+            raise UnsupportedError(f"EVERMIND_VK_ROW_WG={forced}: no variant with that workgroup size "
                                    f"(have {sorted(v.spec['WG'] for v in cands)})")
         return hit[0]
     by_wg = sorted(cands, key=lambda v: v.spec["WG"])

@@ -49,7 +49,7 @@ def test_softmax(device, dtype, rows, cols, causal, seed):
 @pytest.mark.parametrize("dtype", F)
 @given(rows=small, cols=st.integers(1, 130), seed=seeds)
 def test_rms_norm(device, monkeypatch, wg, dtype, rows, cols, seed):
-    monkeypatch.setenv("EVERMIND_VK_NORM_WG", wg)
+    monkeypatch.setenv("EVERMIND_VK_ROW_WG", wg)
     rng = np.random.default_rng(seed)
     x, dy = data(rng, (rows, cols), dtype), data(rng, (rows, cols), dtype)
     w = rng.standard_normal(cols).astype(np.float32)
@@ -93,9 +93,11 @@ def test_cross_entropy_reference_vector(device):
     assert float(count.numpy()[0]) == 2.0
 
 
+@pytest.mark.parametrize("wg", ["", "8", "32", "128"])  # the rule's pick, then each workgroup size forced
 @pytest.mark.parametrize("dtype", F)
 @given(rows=small, vocab=st.integers(1, 130), seed=seeds, g=st.floats(0.1, 4))
-def test_cross_entropy(device, dtype, rows, vocab, seed, g):
+def test_cross_entropy(device, monkeypatch, wg, dtype, rows, vocab, seed, g):
+    monkeypatch.setenv("EVERMIND_VK_ROW_WG", wg)
     rng = np.random.default_rng(seed)
     x = data(rng, (rows, vocab), dtype, 3)
     t = rng.integers(0, vocab + 3, rows).astype(np.uint32)  # some targets >= vocab: ignored

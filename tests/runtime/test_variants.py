@@ -142,8 +142,10 @@ def test_every_table_row_obeys_the_rules():
 
 
 def test_row_workgroup_rule(device):
-    """rms_norm rows: on CPU devices the smallest workgroup with at most CPU_ROW_ELEMS elements a thread,
+    """rms_norm / cross_entropy rows: on CPU devices the smallest workgroup with at most CPU_ROW_ELEMS elements a thread,
     on GPUs the largest; a forced size must exist."""
+    for op in ("rms_norm_backward", "cross_entropy", "cross_entropy_backward"):
+        assert sorted(v.spec["WG"] for v in kernels.usable(op, "f32", device)) == [8, 32, 128]
     cands = kernels.usable("rms_norm", "f32", device)
     wg = lambda cols, typ="cpu": variants.pick_row_wg(cands, cols, typ).spec["WG"]
     assert sorted(v.spec["WG"] for v in cands) == [8, 32, 128]
