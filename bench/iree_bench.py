@@ -312,6 +312,8 @@ def main(argv=None):
     ap.add_argument("--attn", type=int, nargs=4, default=[128, 4, 2, 64], metavar=("S", "H", "KVH", "HD"))
     ap.add_argument("--attn-reps", type=int, default=5, help="attention calls per timed round")
     ap.add_argument("--reps", type=int, default=5, help="interleaved rounds (medians reported)")
+    ap.add_argument("--torch-threads", type=int, default=0,
+                    help="PyTorch CPU threads (default: its own choice; 1 avoids OpenMP barrier stalls on a shared machine)")
     ap.add_argument("--json", default="", help="also write the results here")
     a = ap.parse_args(argv)
     if not a.iree_python:
@@ -356,6 +358,8 @@ def main(argv=None):
     attn_prog.run()
 
     # PyTorch CPU eager, the same model and step
+    if a.torch_threads:
+        torch.set_num_threads(a.torch_threads)
     tm = torch_model(cfg, "cpu")
     opt = torch.optim.AdamW(tm.parameters(), lr=LR, betas=BETAS, eps=EPS, weight_decay=WD)
     x = torch.tensor(ids[: B * L].reshape(B, L))
@@ -405,7 +409,8 @@ def main(argv=None):
     w.close()
     med = {k_: statistics.median(v_) for k_, v_ in rows.items()}
     tps = {k_: tokens / med[k_ + "_train"] for k_ in ("ev", "torch", "iree")}
-    print(f"\nmodel {model.num_parameters():,} parameters, batch {B} x {L} tokens, {a.steps} steps per round, "
+    print(f"\nPyTorch {torch.__version__} on {torch.get_num_threads()} CPU threads")
+    print(f"model {model.num_parameters():,} parameters, batch {B} x {L} tokens, {a.steps} steps per round, "
           f"medians of {a.reps} interleaved rounds; device {model.device.info.name}")
     print(f"training step  evermind-vk {tps['ev']:8,.0f} tokens/s | IREE (Vulkan) {tps['iree']:8,.0f} | "
           f"PyTorch CPU eager {tps['torch']:8,.0f}")
@@ -418,7 +423,7 @@ def main(argv=None):
     out = {"config": cfg.to_dict(), "batch": B, "seq_len": L, "steps": a.steps, "reps": a.reps,
            "device": model.device.info.name, "iree": w.info, "rounds_s": rows, "median_s": med,
            "tokens_per_s": tps, "ratio_ev_over_iree": tps["ev"] / tps["iree"],
-           "ratio_ev_over_torch_cpu": tps["ev"] / tps["torch"], "attention": {"S": S, "H": H, "KVH": KVH, "D": D}}
+           "ratio_ev_over_torch_cpu": tps["ev"] / tps["torch"], "torch_threads": torch.get_num_threads(), "attention": {"S": S, "H": H, "KVH": KVH, "D": D}}
     if a.json:
         with open(a.json, "w") as f:
             json.dump(out, f, indent=1)
