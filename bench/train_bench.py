@@ -15,69 +15,12 @@ import numpy as np
 from evermind_vk.models import LMConfig, TransformerLM
 from evermind_vk.train import Trainer
 
+from torch_lm import torch_model  # bench/ is on sys.path when this file runs as a script
+
 try:
     import torch
 except ImportError:  # pragma: no cover
     torch = None
-
-
-def torch_model(cfg: LMConfig, dev):
-    nn = torch.nn
-    H, KVH, hd = cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
-
-    class RMS(nn.Module):
-        def __init__(self, d):
-            super().__init__()
-            self.w = nn.Parameter(torch.ones(d))
-
-        def forward(self, x):
-            return x * torch.rsqrt((x * x).mean(-1, keepdim=True) + cfg.norm_eps) * self.w
-
-    def rope(x, S):  # x [B, S, h, hd], half-split
-        half = hd // 2
-        freq = cfg.rope_theta ** (-2 * torch.arange(half, device=x.device) / hd)
-        ang = torch.arange(S, device=x.device)[:, None] * freq[None]
-        c, s = ang.cos()[None, :, None], ang.sin()[None, :, None]
-        a, b = x[..., :half], x[..., half:]
-        return torch.cat([a * c - b * s, a * s + b * c], -1)
-
-    class Block(nn.Module):
-        def __init__(self):
-            super().__init__()
-            d = cfg.d_model
-            self.n1, self.n2 = RMS(d), RMS(d)
-            self.wq = nn.Linear(d, H * hd, bias=False)
-            self.wk = nn.Linear(d, KVH * hd, bias=False)
-            self.wv = nn.Linear(d, KVH * hd, bias=False)
-            self.wo = nn.Linear(H * hd, d, bias=False)
-            self.gu = nn.Linear(d, 2 * cfg.d_ff, bias=False)
-            self.down = nn.Linear(cfg.d_ff, d, bias=False)
-
-        def forward(self, x):
-            B, S, _ = x.shape
-            h = self.n1(x)
-            q = rope(self.wq(h).view(B, S, H, hd), S).transpose(1, 2)
-            k = rope(self.wk(h).view(B, S, KVH, hd), S).transpose(1, 2).repeat_interleave(H // KVH, 1)
-            v = self.wv(h).view(B, S, KVH, hd).transpose(1, 2).repeat_interleave(H // KVH, 1)
-            a = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
-            x = x + self.wo(a.transpose(1, 2).reshape(B, S, H * hd))
-            g, u = self.gu(self.n2(x)).chunk(2, -1)
-            return x + self.down(torch.nn.functional.silu(g) * u)
-
-    class LM(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.emb = nn.Embedding(cfg.vocab_size, cfg.d_model)
-            self.blocks = nn.ModuleList(Block() for _ in range(cfg.n_layers))
-            self.norm = RMS(cfg.d_model)
-
-        def forward(self, ids):
-            x = self.emb(ids)
-            for b in self.blocks:
-                x = b(x)
-            return self.norm(x) @ self.emb.weight.T
-
-    return LM().to(dev)
 
 
 def main(argv=None):

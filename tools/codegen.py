@@ -161,6 +161,10 @@ VARIANTS = [
     *(simple("norms", op, dt, 128)
       for op in ("rms_norm", "rms_norm_backward", "layer_norm", "layer_norm_backward") for dt in F),
     *(simple("cross_entropy", op, dt, 128) for op in ("cross_entropy", "cross_entropy_backward") for dt in F),
+    # Rows on CPU devices (lavapipe): small workgroups (runtime.variants.pick_row_wg); same modules.
+    *(Variant(tpl, op, dt, (("WG", wg),), tile=f"wg{wg}")
+      for tpl, op in (("norms", "rms_norm"), ("norms", "rms_norm_backward"), ("cross_entropy", "cross_entropy"),
+                      ("cross_entropy", "cross_entropy_backward")) for dt in F for wg in (8, 32)),
     # One thread per output element.
     *(simple("embedding", op, dt, 256) for op in ("embedding", "embedding_backward") for dt in F),
     *(simple("rope", "rope", dt, 256) for dt in F),

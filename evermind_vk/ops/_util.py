@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 from ..errors import ShapeError, UnsupportedError
-from ..runtime import kernels
+import os
+
+from ..runtime import kernels, variants
 from ..runtime.tensor import Tensor, empty
 
 FLOATS = ("f32", "f16")
@@ -28,6 +30,17 @@ def per_thread(op: str, dtype: str, tensors: list, push: dict, n_threads: int, f
     """Dispatch op with one thread per element of n_threads (WG threads a workgroup)."""
     v = one_variant(op, dtype, tensors[0].device, flag)
     kernels.dispatch(v, tensors, push, kernels.grid(-(-max(1, n_threads) // v.spec["WG"])))
+
+
+def run_rows(op: str, dtype: str, tensors: list, push: dict, rows: int, cols: int) -> None:
+    """A one-workgroup-per-row kernel (rms_norm, cross_entropy and their backwards) over `rows` rows of
+    `cols`, its workgroup size picked by runtime.variants.pick_row_wg (EVERMIND_VK_ROW_WG forces one)."""
+    dev = tensors[0].device
+    forced = os.environ.get("EVERMIND_VK_ROW_WG", "").strip()
+    if forced and not forced.isdigit():
+        raise UnsupportedError(f"EVERMIND_VK_ROW_WG={forced!r}: want a workgroup size")
+    v = variants.pick_row_wg(kernels.usable(op, dtype, dev), cols, dev.info.type, int(forced or 0))
+    kernels.dispatch(v, tensors, push, kernels.grid(rows))
 
 
 def like(t: Tensor, shape=None, dtype=None) -> Tensor:

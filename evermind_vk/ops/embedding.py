@@ -36,10 +36,11 @@ def embedding_backward(ids: Tensor, dy: Tensor, vocab: int, transpose: bool = Fa
     if T + index_offset > ids.numel:
         raise ShapeError(f"embedding_backward: {T} tokens at offset {index_offset} exceed {ids.numel} ids")
     dt = empty((D, vocab) if transpose else (vocab, D), "f32", dy.device)
+    cols = variants.embedding_backward_cols(D, transpose)
     for j, (t0, t1) in enumerate(variants.loop_chunks(T)):
         per_thread("embedding_backward", dy.dtype, [ids, dy, dt],
                    dict(T=T, D=D, V=vocab, transpose=int(transpose), offset=index_offset, t0=t0, t1=t1,
-                        accumulate=int(j > 0)), vocab * D)
+                        accumulate=int(j > 0), cols=cols), vocab * D // cols)
     return dt
 
 

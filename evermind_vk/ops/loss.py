@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ..runtime.tensor import Tensor, empty
-from ._util import FLOATS, like, run, want
+from ._util import FLOATS, like, run_rows, want
 from .reduce import final_sum, n_partials, partial_sums
 
 __all__ = ["cross_entropy", "cross_entropy_backward"]
@@ -15,7 +15,7 @@ def cross_entropy(logits: Tensor, targets: Tensor):
     rows, cols = logits.shape
     want(targets, "targets", shape=(rows,), dtype="u32")
     per_row, valid = empty((rows,), "f32", logits.device), empty((rows,), "f32", logits.device)
-    run("cross_entropy", logits.dtype, [logits, targets, per_row, valid], dict(rows=rows, cols=cols), rows)
+    run_rows("cross_entropy", logits.dtype, [logits, targets, per_row, valid], dict(rows=rows, cols=cols), rows, cols)
     count, loss = empty((1,), "f32", logits.device), empty((1,), "f32", logits.device)
     part = empty((n_partials(rows),), "f32", logits.device)
     final_sum(part, partial_sums(valid, part, 0, False), count)
@@ -28,5 +28,6 @@ def cross_entropy_backward(logits: Tensor, targets: Tensor, count: Tensor, dloss
     rows, cols = logits.shape
     want(dloss, "dloss", shape=(1,), dtype="f32")
     dx = like(logits)
-    run("cross_entropy_backward", logits.dtype, [logits, targets, count, dloss, dx], dict(rows=rows, cols=cols), rows)
+    run_rows("cross_entropy_backward", logits.dtype, [logits, targets, count, dloss, dx], dict(rows=rows, cols=cols),
+             rows, cols)
     return dx

@@ -3,7 +3,7 @@ weights and biases are f32, and their gradients come back in f32."""
 from __future__ import annotations
 
 from ..runtime.tensor import Tensor, empty
-from ._util import FLOATS, like, rows_cols, run, want
+from ._util import FLOATS, like, rows_cols, run, run_rows, want
 from .reduce import colsum
 
 __all__ = ["rms_norm", "rms_norm_backward", "layer_norm", "layer_norm_backward"]
@@ -15,7 +15,7 @@ def rms_norm(x: Tensor, w: Tensor, eps: float = 1e-6):
     rows, cols = rows_cols(x)
     want(w, "w", shape=(cols,), dtype="f32")
     y, rstd = like(x), empty((rows,), "f32", x.device)
-    run("rms_norm", x.dtype, [x, w, y, rstd], dict(rows=rows, cols=cols, eps=eps), rows)
+    run_rows("rms_norm", x.dtype, [x, w, y, rstd], dict(rows=rows, cols=cols, eps=eps), rows, cols)
     return y, rstd
 
 
@@ -24,7 +24,7 @@ def rms_norm_backward(x: Tensor, w: Tensor, dy: Tensor, rstd: Tensor):
     rows, cols = rows_cols(x)
     want(dy, "dy", shape=x.shape, dtype=x.dtype)
     dx, part = like(x), empty(x.shape, "f32", x.device)
-    run("rms_norm_backward", x.dtype, [x, w, dy, rstd, dx, part], dict(rows=rows, cols=cols), rows)
+    run_rows("rms_norm_backward", x.dtype, [x, w, dy, rstd, dx, part], dict(rows=rows, cols=cols), rows, cols)
     return dx, colsum(part)
 
 

@@ -119,8 +119,8 @@ def matmul_row_errors(bm: int, bn: int, bk: int, wg_x: int, wg_y: int, flags) ->
     elif kind == "v4":
         if bk != 4:
             errs.append(f"v4 reads k four at a time: BK must be 4, got {bk}")
-        if bm % wg_y or bn % (4 * wg_x):
-            errs.append(f"v4 tile {bm}x{bn} must be whole rows per thread and 4-column vectors on {wg_y}x{wg_x} threads")
+        if bm % (4 * wg_y) or bn % (4 * wg_x):
+            errs.append(f"v4 tile {bm}x{bn} must be whole 4-row groups per thread and 4-column vectors on {wg_y}x{wg_x} threads")
     else:
         if bm % wg_y or bn % wg_x:
             errs.append(f"tiled {bm}x{bn} must be a whole number of outputs per thread on {wg_y}x{wg_x} threads")
@@ -163,9 +163,10 @@ def matmul_launch_errors(kind: str, spec: dict, M: int, N: int, K: int, lay: Lay
         b_far = sbk if sbn == 1 else sbn
         if any(x % 8 for x in (scm, *lay.c_batch, sam, *lay.a_batch, *lay.b_batch[:2], b_far)):
             errs.append("cm needs row strides and offsets that are multiples of 8 halves")
-    elif kind == "v4":  # 16-byte loads of A along k and of B along n or k, N and K in whole vectors
-        if not (lay.wide_loads and sak == 1):
-            errs.append("v4 needs A k-contiguous and 16-byte aligned strides and offsets")
+    elif kind == "v4":  # 16-byte loads of A along k (or m) and of B along n or k, N and K in whole vectors
+        if not (lay.wide_loads and (sak == 1 or (sam == 1 and M % 4 == 0))):
+            errs.append("v4 needs A k-contiguous, or m-contiguous with M a multiple of 4, and 16-byte aligned "
+                        "strides and offsets")
         if K % 4 or N % 4:
             errs.append(f"v4 needs K and N multiples of 4, got K={K} N={N}")
     elif kind == "rb":
@@ -208,7 +209,11 @@ def matmul_tile(M: int, N: int, K: int, tiles, shared_memory: int, device_type: 
     return min(fits, key=lambda t: (padded(t), t[0] * t[1]))
 
 
-V4_MIN_WORK = 1 << 24  # 256^3: v4 pipelines take 0.15-0.7 s to build on lavapipe, worth it only for big products
+# The smallest product (M*N*K*batch) given the v4 blocks on CPU devices. It was 256^3 while every tensor set built
+# its own pipeline (0.15-0.7 s each on lavapipe); with pipelines built once per variant (patch 0008) the build
+# is paid once per device, and the blocks beat the shared-memory tiles 2-20x on the training step's products
+# down to 32x64x512 (bench/results/lavapipe-iree.txt), so every aligned product takes them.
+V4_MIN_WORK = 1
 
 
 # Cooperative-matrix variants in the order measured on an NVIDIA H200 at 4096^3 and 8192^3
@@ -232,7 +237,7 @@ def pick_matmul(cands, M: int, N: int, K: int, lay: Layout, device_type: str, sh
 
     A forced name (EVERMIND_VK_MATMUL_VARIANT) wins where its launch rules hold. Otherwise:
     cooperative matrices where the launch is aligned to their tile (CM_ORDER); on CPU devices the v4
-    blocks for big aligned products; on other devices register blocks where 16-byte loads are possible;
+    blocks for aligned products (A k- or m-contiguous); on other devices register blocks where 16-byte loads are possible;
     otherwise the shared-memory tiles. Tiles come from matmul_tile, except that where the product may be
     split along K (split: see matmul_split_k) register blocks take the largest tile that, split at
     least 4 ways, makes at least 128 workgroups (H200, bench/results/h200-matmul-lm.txt: 256x128 split
@@ -347,6 +352,35 @@ def colsum_plan(rows: int, cols: int = 1) -> list[tuple[int, int]]:
         rows = -(-rows // max(1, chunk))
         if rows <= 1:
             return plan
+
+
+def pick_row_wg(cands, cols: int, device_type: str, forced: int = 0):
+    """The variant of a one-workgroup-per-row kernel (rms_norm, cross_entropy, their backwards) for rows of `cols`: the
+    forced workgroup size (EVERMIND_VK_ROW_WG; an error if no variant has it); else on CPU devices the
+    smallest workgroup that still gives each thread at most CPU_ROW_ELEMS elements (lavapipe runs a
+    workgroup's invocations in turn around each barrier, so idle threads and reduction steps cost time:
+    measured on the 90k model's 64-wide rows, 128 threads 27 ms per step, 32 threads 6 ms, 8 threads
+    2.7 ms), and on GPUs the largest."""
+    if forced:
+        hit = [v for v in cands if v.spec["WG"] == forced]
+        if not hit:
+            raise UnsupportedError(f"EVERMIND_VK_ROW_WG={forced}: no variant with that workgroup size "
+                                   f"(have {sorted(v.spec['WG'] for v in cands)})")
+        return hit[0]
+    by_wg = sorted(cands, key=lambda v: v.spec["WG"])
+    if device_type != "cpu":
+        return by_wg[-1]
+    fit = [v for v in by_wg if -(-cols // v.spec["WG"]) <= CPU_ROW_ELEMS]
+    return fit[0] if fit else by_wg[-1]
+
+
+CPU_ROW_ELEMS = 8
+
+
+def embedding_backward_cols(D: int, transpose: bool) -> int:
+    """Table columns one embedding_backward thread sums: 4 for a [V, D] table with D % 4 == 0 (each id
+    test over the tokens then serves four sums: ~4x less work on lavapipe, same order, same bits), else 1."""
+    return 4 if not transpose and D % 4 == 0 else 1
 
 
 def final_sum_loops(n: int, wg: int) -> int:

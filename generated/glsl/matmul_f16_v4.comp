@@ -37,16 +37,17 @@ layout(push_constant) uniform Push {
 } p;
 layout(local_size_x_id = 0, local_size_y_id = 1) in;
 
-// v4: for CPU devices (lavapipe). No shared memory or barriers; each thread computes a 4x4 block
-// (rows m0..m0+3, columns n0..n0+3) from 16-byte loads: A k-contiguous (sak == 1), B n-contiguous
-// (sbn == 1) or k-contiguous (sbk == 1); K % 4 == N % 4 == 0 and 4-aligned offsets and strides (the
-// selector guarantees it). Fewer, wider memory operations suit SIMD-across-invocations CPU drivers.
+// v4: for CPU devices (lavapipe). No shared memory or barriers; each thread computes an R x 4CV block
+// from 16-byte loads: A k-contiguous (sak == 1) or m-contiguous (sam == 1, M % 4 == 0: four loads
+// along m transposed in registers), B n-contiguous (sbn == 1) or k-contiguous (sbk == 1);
+// K % 4 == N % 4 == 0 and 4-aligned offsets and strides (the selector guarantees it). Fewer, wider
+// memory operations suit SIMD-across-invocations CPU drivers.
 layout(std430, binding = 0) readonly buffer Buf_a4 { uvec2 a4[]; };
 layout(std430, binding = 1) readonly buffer Buf_b4 { uvec2 b4[]; };
 vec4 ld4a(uint i) { uvec2 w = a4[i]; return vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y)); }
 vec4 ld4b(uint i) { uvec2 w = b4[i]; return vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y)); }
 
-// Each thread: R rows x (4 CV) columns, R = BM / WG_Y, CV = BN / (4 WG_X).
+// Each thread: R rows x (4 CV) columns, R = BM / WG_Y (a multiple of 4), CV = BN / (4 WG_X).
 const uint R = BM / WG_Y, CV = BN / (4 * WG_X);
 
 void main() {
@@ -64,8 +65,21 @@ void main() {
     [[unroll]] for (uint i = 0; i < R; ++i) [[unroll]] for (uint v = 0; v < CV; ++v) acc[i][v] = vec4(0.0);
     if (p.sbn == 1) {
         for (uint k = 0; k < p.K; k += 4) {
-            vec4 a[R], bk[4][CV];
-            [[unroll]] for (uint i = 0; i < R; ++i) a[i] = ld4a((arow[i] + k) / 4);
+            vec4 a[R];
+            if (p.sak == 1) {
+                [[unroll]] for (uint i = 0; i < R; ++i) a[i] = ld4a((arow[i] + k) / 4);
+            } else {  // sam == 1: rows g..g+3 of one k in one load; M % 4 == 0, so a group is all in or all out
+                [[unroll]] for (uint g = 0; g < R; g += 4) {
+                    const uint r = aoff + min(m0 + g, p.M - 4) + k * p.sak;
+                    vec4 c0 = ld4a(r / 4), c1 = ld4a((r + p.sak) / 4), c2 = ld4a((r + 2 * p.sak) / 4),
+                         c3 = ld4a((r + 3 * p.sak) / 4);
+                    a[g] = vec4(c0.x, c1.x, c2.x, c3.x);
+                    a[g + 1] = vec4(c0.y, c1.y, c2.y, c3.y);
+                    a[g + 2] = vec4(c0.z, c1.z, c2.z, c3.z);
+                    a[g + 3] = vec4(c0.w, c1.w, c2.w, c3.w);
+                }
+            }
+            vec4 bk[4][CV];
             [[unroll]] for (uint kk = 0; kk < 4; ++kk)
                 [[unroll]] for (uint v = 0; v < CV; ++v) bk[kk][v] = ld4b((boff + (k + kk) * p.sbk + ncol + 4 * v) / 4);
             [[unroll]] for (uint i = 0; i < R; ++i)
@@ -74,8 +88,21 @@ void main() {
         }
     } else {
         for (uint k = 0; k < p.K; k += 4) {
-            vec4 a[R], bt[4 * CV];
-            [[unroll]] for (uint i = 0; i < R; ++i) a[i] = ld4a((arow[i] + k) / 4);
+            vec4 a[R];
+            if (p.sak == 1) {
+                [[unroll]] for (uint i = 0; i < R; ++i) a[i] = ld4a((arow[i] + k) / 4);
+            } else {  // sam == 1: rows g..g+3 of one k in one load; M % 4 == 0, so a group is all in or all out
+                [[unroll]] for (uint g = 0; g < R; g += 4) {
+                    const uint r = aoff + min(m0 + g, p.M - 4) + k * p.sak;
+                    vec4 c0 = ld4a(r / 4), c1 = ld4a((r + p.sak) / 4), c2 = ld4a((r + 2 * p.sak) / 4),
+                         c3 = ld4a((r + 3 * p.sak) / 4);
+                    a[g] = vec4(c0.x, c1.x, c2.x, c3.x);
+                    a[g + 1] = vec4(c0.y, c1.y, c2.y, c3.y);
+                    a[g + 2] = vec4(c0.z, c1.z, c2.z, c3.z);
+                    a[g + 3] = vec4(c0.w, c1.w, c2.w, c3.w);
+                }
+            }
+            vec4 bt[4 * CV];
             [[unroll]] for (uint j = 0; j < 4 * CV; ++j) bt[j] = ld4b((boff + min(ncol + j, p.N - 1) * p.sbn + k) / 4);
             [[unroll]] for (uint i = 0; i < R; ++i)
                 [[unroll]] for (uint v = 0; v < CV; ++v)

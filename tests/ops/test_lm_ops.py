@@ -45,9 +45,11 @@ def test_softmax(device, dtype, rows, cols, causal, seed):
     close(ops.softmax_backward(y, ev.tensor(dy)).numpy(), ref.softmax_bwd(yr, DY), cols, dtype, "softmax bwd", mag=mag)
 
 
+@pytest.mark.parametrize("wg", ["", "8", "32", "128"])  # the rule's pick, then each workgroup size forced
 @pytest.mark.parametrize("dtype", F)
 @given(rows=small, cols=st.integers(1, 130), seed=seeds)
-def test_rms_norm(device, dtype, rows, cols, seed):
+def test_rms_norm(device, monkeypatch, wg, dtype, rows, cols, seed):
+    monkeypatch.setenv("EVERMIND_VK_ROW_WG", wg)
     rng = np.random.default_rng(seed)
     x, dy = data(rng, (rows, cols), dtype), data(rng, (rows, cols), dtype)
     w = rng.standard_normal(cols).astype(np.float32)
@@ -91,9 +93,11 @@ def test_cross_entropy_reference_vector(device):
     assert float(count.numpy()[0]) == 2.0
 
 
+@pytest.mark.parametrize("wg", ["", "8", "32", "128"])  # the rule's pick, then each workgroup size forced
 @pytest.mark.parametrize("dtype", F)
 @given(rows=small, vocab=st.integers(1, 130), seed=seeds, g=st.floats(0.1, 4))
-def test_cross_entropy(device, dtype, rows, vocab, seed, g):
+def test_cross_entropy(device, monkeypatch, wg, dtype, rows, vocab, seed, g):
+    monkeypatch.setenv("EVERMIND_VK_ROW_WG", wg)
     rng = np.random.default_rng(seed)
     x = data(rng, (rows, vocab), dtype, 3)
     t = rng.integers(0, vocab + 3, rows).astype(np.uint32)  # some targets >= vocab: ignored
@@ -124,6 +128,20 @@ def test_embedding(device, dtype, T, V, D, transpose, offset, seed):
         if i < V:
             wd[i] += rounded(dy, dtype)[t]
     close(dt.numpy(), wd.T if transpose else wd, T, "f32", "embedding bwd")
+
+
+@given(T=small, V=st.integers(1, 50), D4=st.integers(1, 10), seed=seeds)
+def test_embedding_backward_four_columns_same_bits(device, T, V, D4, seed):
+    """[V, D] with D % 4 == 0 takes four columns per thread; its sums (token order) equal bit for bit
+    those of the one-column path that the transposed layout takes."""
+    from evermind_vk.runtime import variants
+    assert variants.embedding_backward_cols(4 * D4, False) == 4 and variants.embedding_backward_cols(4 * D4, True) == 1
+    rng = np.random.default_rng(seed)
+    ids = ev.tensor(rng.integers(0, V + 2, T).astype(np.uint32))
+    dy = ev.tensor(rng.standard_normal((T, 4 * D4)).astype(np.float32))
+    four = ops.embedding_backward(ids, dy, V).numpy()
+    one = ops.embedding_backward(ids, dy, V, transpose=True).numpy()
+    assert np.array_equal(four, one.T)
 
 
 def test_embedding_reference_vector(device):

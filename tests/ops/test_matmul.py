@@ -104,6 +104,21 @@ def test_rb_variants_strided(device, monkeypatch, name, M, N, K, a_kmajor, b_nma
     assert_within(ct.numpy(), want, bound + (U16 * np.abs(want) if dtype == "f16" else 0), f"gemm_strided {name}")
 
 
+@pytest.mark.parametrize("name", V4)
+@settings(max_examples=6)  # each example builds a pipeline
+@given(M4=st.integers(1, 40), N4=st.integers(1, 20), K4=st.integers(1, 20), a_kmajor=st.booleans(),
+       b_nmajor=st.booleans(), batch=st.integers(1, 3), bdiv=st.sampled_from([1, 3]), pad=st.integers(0, 5),
+       c_unit=st.booleans(), beta=st.sampled_from([0.0, 0.5]), seed=st.integers(0, 2**31))
+def test_v4_variants_strided(device, monkeypatch, name, M4, N4, K4, a_kmajor, b_nmajor, batch, bdiv, pad,
+                             c_unit, beta, seed):
+    """The CPU 16-byte-load variants through gemm_strided, A k-contiguous or m-contiguous (the weight
+    gradients' A^T; four loads along m transposed in registers), B n- or k-contiguous, padded row strides,
+    batched, alpha/beta: M, N, K multiples of 4 (the launch rules), M up to 160 so that m-groups past M
+    are clamped."""
+    test_rb_variants_strided.hypothesis.inner_test(device, monkeypatch, name, 4 * M4, 4 * N4, 4 * K4, a_kmajor,
+                                                   b_nmajor, batch, bdiv, pad, c_unit, beta, seed)
+
+
 @pytest.mark.parametrize("transpose_b", [False, True])
 @given(M=dims, N=dims, K=dims, seed=st.integers(0, 2**31))
 def test_matmul_backward_vs_oracle(device, transpose_b, M, N, K, seed):

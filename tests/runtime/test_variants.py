@@ -2,6 +2,7 @@
 checked at each boundary."""
 import pytest
 
+from evermind_vk.errors import UnsupportedError
 from evermind_vk.runtime import kernels, variants
 
 TILES = [(32, 32, 16), (64, 64, 16), (128, 128, 8)]
@@ -51,13 +52,16 @@ def pick(dtype, M, N, K, device, lay=ALIGNED, batch=1):
                                 device.info.shared_memory, batch)
 
 
-def test_v4_only_for_big_aligned_products_on_cpu(device):
+def test_v4_for_aligned_products_on_cpu(device):
     if device.info.type != "cpu":
         return
     assert "v4" in pick("f32", 256, 256, 256, device).flags
-    assert "v4" not in pick("f32", 64, 64, 64, device).flags  # compile cost dominates
+    assert "v4" in pick("f32", 64, 64, 64, device).flags  # built once per device: small products too
+    assert "v4" in pick("f32", 32, 64, 512, device, variants.Layout((1, 32), (64, 1), (64, 1))).flags  # dW: A m-contiguous
+    assert pick("f32", 512, 64, 64, device).name == "matmul_f32_v4_t128x64"  # 4 groups: both cores busy
     assert "v4" not in pick("f32", 256, 256, 256, device, UNALIGNED).flags  # not aligned
-    assert "v4" not in pick("f32", 256, 256, 256, device, variants.Layout((1, 256), (256, 1), (256, 1))).flags  # A m-contiguous
+    assert "v4" not in pick("f32", 30, 64, 512, device, variants.Layout((1, 32), (64, 1), (64, 1))).flags  # M % 4
+    assert "v4" not in pick("f32", 256, 256, 256, device, variants.Layout((2, 256), (256, 1), (256, 1))).flags  # no unit stride in A
 
 
 def _fake_gpu(features=()):
@@ -101,7 +105,9 @@ SPEC = {"BM": 128, "BN": 128, "BK": 16}
     ("v4", 256, 256, 256, ALIGNED, True),
     ("v4", 256, 255, 256, ALIGNED, False),     # N not whole vectors
     ("v4", 256, 256, 254, ALIGNED, False),
-    ("v4", 256, 256, 256, variants.Layout((1, 256), (256, 1), (256, 1)), False),
+    ("v4", 256, 256, 256, variants.Layout((1, 256), (256, 1), (256, 1)), True),   # A m-contiguous, M % 4 == 0
+    ("v4", 254, 256, 256, variants.Layout((1, 256), (256, 1), (256, 1)), False),  # ... M not a multiple of 4
+    ("v4", 256, 256, 256, variants.Layout((1, 254), (256, 1), (256, 1)), False),  # ... k stride not a multiple of 4
     ("rb", 5, 7, 3, ALIGNED, True),            # any M, N, K: edges load zeros
     ("rb", 5, 7, 3, variants.Layout((4094, 1), (4096, 1), (4096, 1)), False),  # row stride not a multiple of 4
     ("rb", 5, 7, 3, variants.Layout((4096, 1), (4096, 1), (4096, 1), b_batch=(2, 0, 1)), False),
@@ -121,6 +127,7 @@ def test_row_rules_reject_tiles_that_do_not_divide():
     assert variants.matmul_row_errors(128, 128, 8, 128, 1, ["cm", "rb4x4"])  # BK not a multiple of 16
     assert variants.matmul_row_errors(128, 128, 16, 128, 1, ["cm"])          # no fragment block
     assert variants.matmul_row_errors(64, 64, 8, 4, 4, ["v4"])               # v4 reads k by 4
+    assert variants.matmul_row_errors(24, 64, 4, 4, 4, ["v4"])               # 6 rows per thread: not 4-row groups
     assert not variants.matmul_row_errors(64, 64, 16, 16, 16, [])
     assert variants.matmul_row_errors(64, 60, 16, 16, 16, [])
 
@@ -174,3 +181,18 @@ def test_rb_and_cm_rows_must_fit_48k_of_shared_memory():
     assert not variants.matmul_row_errors(256, 128, 8, 16, 16, ["rb16x8"])
     assert not variants.matmul_row_errors(128, 256, 16, 256, 1, ["cm", "rb4x4", "w2x4"])
     assert variants.matmul_row_errors(128, 256, 32, 256, 1, ["cm", "rb4x4", "w2x4"])  # 61 KiB
+
+
+def test_row_workgroup_rule(device):
+    """rms_norm / cross_entropy rows: on CPU devices the smallest workgroup with at most CPU_ROW_ELEMS elements a thread,
+    on GPUs the largest; a forced size must exist."""
+    for op in ("rms_norm_backward", "cross_entropy", "cross_entropy_backward"):
+        assert sorted(v.spec["WG"] for v in kernels.usable(op, "f32", device)) == [8, 32, 128]
+    cands = kernels.usable("rms_norm", "f32", device)
+    wg = lambda cols, typ="cpu": variants.pick_row_wg(cands, cols, typ).spec["WG"]
+    assert sorted(v.spec["WG"] for v in cands) == [8, 32, 128]
+    assert (wg(1), wg(64), wg(65), wg(256), wg(257), wg(1024), wg(4096)) == (8, 8, 32, 32, 128, 128, 128)
+    assert wg(64, "discrete_gpu") == 128
+    assert variants.pick_row_wg(cands, 64, "cpu", forced=32).spec["WG"] == 32
+    with pytest.raises(UnsupportedError):
+        variants.pick_row_wg(cands, 64, "cpu", forced=16)
