@@ -279,3 +279,82 @@ def clip_grad_norm(grads, max_norm: float, track: bool = False) -> ClipMetrics:
                 ops.clip_scale(g, state, max_norm)
     ops.l2_norm(gl, state, 1)
     return ClipMetrics(state, float(max_norm), sum(g.numel for g in gl), track)
+
+
+# -- dynamic loss scaling (mixed precision) -----------------------------------------------------------
+class GradScaler:
+    """doppler's DynamicLossScaler (src/training/loss-scaling.js): the loss is multiplied by `scale`
+    before the backward; a step whose gradients hold an inf or NaN is an overflow: it changes no weight
+    and no moment, is counted (`overflows`), and halves the scale (floor min_scale); after growth_interval
+    consecutive clean steps the scale doubles (cap max_scale). Defaults: 1024, x2 after 2000, x0.5, 1, 65536.
+
+    The host keeps this state; the device reads the scale from a small per-step buffer written before
+    each replay (write_device), so a recorded step replays unchanged. update(overflow) -> whether the
+    step was applied."""
+
+    def __init__(self, init_scale: float = 1024.0, growth_factor: float = 2.0, backoff_factor: float = 0.5,
+                 growth_interval: int = 2000, min_scale: float = 1.0, max_scale: float = 65536.0):
+        vals = {"init_scale": init_scale, "growth_factor": growth_factor, "backoff_factor": backoff_factor,
+                "min_scale": min_scale, "max_scale": max_scale}
+        for k, v in vals.items():
+            f = _real(k, v)
+            if not (math.isfinite(f) and f > 0):
+                raise ConfigError(f"GradScaler: {k} must be finite and > 0, got {v!r}")
+        if isinstance(growth_interval, bool) or not isinstance(growth_interval, (int, np.integer)) or growth_interval < 1:
+            raise ConfigError(f"GradScaler: growth_interval must be an integer >= 1, got {growth_interval!r}")
+        if not (growth_factor >= 1 and 0 < backoff_factor <= 1 and min_scale <= max_scale):
+            raise ConfigError("GradScaler: need growth_factor >= 1, 0 < backoff_factor <= 1, min_scale <= max_scale")
+        self.growth_factor, self.backoff_factor = float(growth_factor), float(backoff_factor)
+        self.growth_interval = int(growth_interval)
+        self.min_scale, self.max_scale = float(min_scale), float(max_scale)
+        self.scale = min(max(float(init_scale), self.min_scale), self.max_scale)
+        self.clean_steps = 0  # consecutive steps without overflow since the last change of scale
+        self.overflows = 0  # overflowing (skipped) steps, ever
+
+    def update(self, overflow: bool) -> bool:
+        if overflow:
+            self.overflows += 1
+            self.clean_steps = 0
+            self.scale = max(self.min_scale, self.scale * self.backoff_factor)
+            return False
+        self.clean_steps += 1
+        if self.clean_steps >= self.growth_interval:
+            self.scale = min(self.max_scale, self.scale * self.growth_factor)
+            self.clean_steps = 0
+        return True
+
+    def device_words(self) -> np.ndarray:
+        """[scale, 1 / scale]: the per-step device buffer ops.loss_unscale reads (scale[1])."""
+        return np.array([self.scale, 1.0 / self.scale], np.float32)
+
+    def state_dict(self) -> dict:
+        return {"scale": self.scale, "clean_steps": self.clean_steps, "overflows": self.overflows,
+                "growth_factor": self.growth_factor, "backoff_factor": self.backoff_factor,
+                "growth_interval": self.growth_interval, "min_scale": self.min_scale, "max_scale": self.max_scale}
+
+    def load_state_dict(self, sd: dict) -> None:
+        fresh = GradScaler(sd["scale"], sd["growth_factor"], sd["backoff_factor"], int(sd["growth_interval"]),
+                           sd["min_scale"], sd["max_scale"])  # checks every value
+        fresh.scale = float(sd["scale"])  # as saved, unclamped: a resumed run continues bit-identically
+        fresh.clean_steps, fresh.overflows = int(sd["clean_steps"]), int(sd["overflows"])
+        self.__dict__.update(fresh.__dict__)
+
+
+def unscale_grads(grads: dict, scale: Tensor) -> Tensor:
+    """Inside a step: the overflow check and unscale of loss-scaled f32 gradients. state[0] = the L2 norm
+    of all of them (overflow-free: non-finite exactly when an element is inf or NaN); then every gradient
+    is multiplied by scale[1] (= 1 / scale) when it is finite, else set to NaN, so that AdamW's existing
+    non-finite skip leaves every weight and moment unchanged (and counts the elements). Gradient buffers
+    shared by several names are unscaled once. Returns the device state [norm, -] (copy it to read it)."""
+    gl = list(grads.values())
+    if not gl:
+        raise ValueError("unscale_grads: no gradients")
+    dev = gl[0].device
+    state = empty((2,), "f32", dev)
+    ops.l2_norm(gl, state, 0)
+    seen = set()
+    for g in gl:
+        if id(g.kp) not in seen:
+            seen.add(id(g.kp))
+            ops.loss_unscale(g, scale, state)
+    return state
