@@ -253,13 +253,14 @@ class ClipMetrics:
                 "finite": self.finite, "total_params": self.total_params}
 
 
-def clip_grad_norm(grads, max_norm: float, track: bool = False) -> ClipMetrics:
+def clip_grad_norm(grads, max_norm: float, track: bool = False, norm: Tensor | None = None) -> ClipMetrics:
     """Scale all gradients (one vector) by min(max_norm / (norm + 1e-6), 1) on the device.
 
     norm_before is the L2 norm before clipping; norm_after is measured after. max_norm <= 0 disables
     clipping (the norm is still computed; it cannot overflow for finite gradients). A non-finite norm leaves every gradient untouched and is
     reported (finite = False). Reading the metrics is a host sync; with track=False it happens only
-    when an attribute is read."""
+    when an attribute is read. norm: a device f32 [2] tensor whose element 0 already holds the norm of
+    these gradients (unscale_grads computes it): used, and its element 1 overwritten, instead of a new pass."""
     gl = list(grads.values()) if isinstance(grads, dict) else list(grads)
     if not gl:
         raise ValueError("clip_grad_norm: no gradients")
@@ -267,8 +268,13 @@ def clip_grad_norm(grads, max_norm: float, track: bool = False) -> ClipMetrics:
         if g.dtype != "f32":
             raise UnsupportedError(f"clip_grad_norm takes f32 gradients, got {g.dtype}")
     dev = gl[0].device
-    state = empty((2,), "f32", dev)
-    ops.l2_norm(gl, state, 0)  # overflow-free; every parameter's gradient counts, shared ones once per parameter
+    if norm is not None:
+        if norm.shape != (2,) or norm.dtype != "f32":
+            raise ShapeError(f"clip_grad_norm: norm is {norm.shape}/{norm.dtype}, want (2,)/f32")
+        state = norm
+    else:
+        state = empty((2,), "f32", dev)
+        ops.l2_norm(gl, state, 0)  # overflow-free; every parameter's gradient counts, shared ones once per parameter
     if max_norm > 0:
         # A gradient buffer shared by several parameters (the tape hands add's output gradient to both
         # inputs, so a residual add's two parameters get one tensor) is scaled once, not once per name.
@@ -340,12 +346,14 @@ class GradScaler:
         self.__dict__.update(fresh.__dict__)
 
 
-def unscale_grads(grads: dict, scale: Tensor) -> Tensor:
+def unscale_grads(grads: dict, scale: Tensor) -> tuple[Tensor, Tensor]:
     """Inside a step: the overflow check and unscale of loss-scaled f32 gradients. state[0] = the L2 norm
     of all of them (overflow-free: non-finite exactly when an element is inf or NaN); then every gradient
     is multiplied by scale[1] (= 1 / scale) when it is finite, else set to NaN, so that AdamW's existing
     non-finite skip leaves every weight and moment unchanged (and counts the elements). Gradient buffers
-    shared by several names are unscaled once. Returns the device state [norm, -] (copy it to read it)."""
+    shared by several names are unscaled once. Returns (state, norm), device f32 [2] tensors: state[0] the
+    scaled gradients' norm (copy it to read it), norm[0] = state[0] * scale[1], the unscaled gradients' norm
+    (exact for a power-of-two scale: l2_norm divides by the largest magnitude first), for clip_grad_norm."""
     gl = list(grads.values())
     if not gl:
         raise ValueError("unscale_grads: no gradients")
@@ -357,4 +365,7 @@ def unscale_grads(grads: dict, scale: Tensor) -> Tensor:
         if id(g.kp) not in seen:
             seen.add(id(g.kp))
             ops.loss_unscale(g, scale, state)
-    return state
+    norm = empty((2,), "f32", dev)
+    copy_words(state, norm)
+    ops.loss_unscale(norm, scale, state)
+    return state, norm

@@ -72,12 +72,14 @@ class _Step:
 
     def _clip_and_update(self, grads):
         t, dev = self.trainer, self.trainer.model.device
+        norm = None
         if t.scaler is not None:  # mixed precision: overflow check + unscale (NaN on overflow: AdamW skips all)
             dev.upload(t._scale_buf)
-            copy_words(unscale_grads(grads, t._scale_buf), self.overflow_host)
+            state, norm = unscale_grads(grads, t._scale_buf)
+            copy_words(state, self.overflow_host)
             dev.sync_local(self.overflow_host)
         if self.max_norm > 0 or self.track:
-            metrics = clip_grad_norm(grads, self.max_norm)
+            metrics = clip_grad_norm(grads, self.max_norm, norm=norm)
             copy_words(metrics.state, self.norm_host)
             dev.sync_local(self.norm_host)
         t.optimizer.record_updates(grads)
