@@ -91,7 +91,8 @@ fi
 # 4. this package ----------------------------------------------------------------------------------
 say "installing evermind-vk (editable, with the test, plot and progress extras)"
 "$PY" -m pip install -q --disable-pip-version-check -e "$ROOT[test,plot,progress]"
-# Optional: PyTorch for the parity tests and benchmark baselines (EVERMIND_TORCH=1; CI sets it, since
+# Optional: PyTorch for the parity tests, benchmark baselines and data-parallel tests (the `dist` extra)
+# (EVERMIND_TORCH=1; CI sets it, since
 # its image carries the CPU build of torch 2.13.0 locally; elsewhere PyPI serves a large CUDA build).
 if [ "${EVERMIND_TORCH:-0}" = 1 ] && ! "$PY" -c 'import torch' 2>/dev/null; then
     say "installing torch 2.13.0 (EVERMIND_TORCH=1)"

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import codecs
+import contextlib
 import errno
 import json
 import math
@@ -17,7 +18,7 @@ from importlib.metadata import PackageNotFoundError, version
 import numpy as np
 
 from . import __version__
-from .errors import EvermindError, FormatError
+from .errors import DistributedError, EvermindError, FormatError
 from .files import export_safetensors, load
 from .io import framing
 from .io.atomic import atomic_write
@@ -30,6 +31,7 @@ from .files import save_model
 from .runtime import devices, get_device, tensor
 from .runtime.profiler import profile
 from .train import ByteTokenizer, LRSchedule, Trainer, build_chunks, default_corpus, generate
+from .train.distributed import World, spawn
 from .train.image import ImageTrainer, image_grid_png, shapes_dataset
 from .train.plot import loss_curve_png, plot_losses, write_losses_csv
 from .train.trainer import BF16_BLOCKED
@@ -120,6 +122,23 @@ def cmd_train(args) -> int:
     """Train a TransformerLM (default: the embedded corpus), save it, plot the loss, print a sample."""
     if args.precision != "f32" and args.model != "lm":
         raise CliError(f"--precision {args.precision}: mixed precision is implemented for --model lm only")
+    # Data-parallel: --nproc N launches N ranks running this command (or torchrun set WORLD_SIZE etc.).
+    world = World.from_env() if "WORLD_SIZE" in os.environ else None
+    if (args.nproc > 1 or world is not None) and args.model != "lm":
+        raise CliError(f"--nproc / WORLD_SIZE: data-parallel training is for --model lm, not {args.model}")
+    if (args.nproc > 1 or world is not None) and args.precision != "f32":
+        raise CliError(f"--precision {args.precision} with --nproc / WORLD_SIZE: not implemented yet (use f32)")
+    if world is not None and args.nproc > 1 and args.nproc != world.size:
+        raise CliError(f"--nproc {args.nproc} but WORLD_SIZE={world.size} in the environment")
+    if world is None and args.nproc > 1:
+        _check_out_dir(args.out, [])
+        key = args.checkpoint or os.path.join(args.out, "trainer-checkpoint")
+        try:
+            return spawn(args.argv, args.nproc, log_dir=args.out)
+        except DistributedError as e:
+            if os.path.exists(key):
+                raise CliError(f"{e}; checkpoints saved before are kept: continue with --resume ({key})") from e
+            raise
     if args.model == "conv-ae":
         return cmd_train_image(args)
     if args.model == "mamba":
@@ -127,6 +146,14 @@ def cmd_train(args) -> int:
     if not str(args.layers).isdigit() or int(args.layers) < 1:
         raise CliError(f"--layers {args.layers}: a layer count (a list of layer types is for --model mamba)")
     args.layers = int(args.layers)
+    lead = world is None or world.rank == 0  # rank 0 alone prints, evaluates, writes files
+    if not lead:
+        with open(os.devnull, "w") as null, contextlib.redirect_stdout(null):
+            return _cmd_train_lm(args, world, lead)
+    return _cmd_train_lm(args, world, lead)
+
+
+def _cmd_train_lm(args, world, lead: bool) -> int:
     if args.model in ("evermind-lm", "moe"):
         return cmd_train_builderforce(args)
     if args.precision == "bf16":
@@ -145,28 +172,29 @@ def cmd_train(args) -> int:
     n_held = min(int(ids.size * HELD_OUT), HELD_OUT_MAX) if ids.size >= 40 else 0
     train_ids, held = (ids[:-n_held], ids[-n_held:]) if n_held >= 2 else (ids, None)
     _check_out_dir(args.out, outputs)
-    dev = get_device(args.device)
+    dev = get_device(args.device if args.device is not None or world is None else world.device())
     # Resumable runs: a checkpoint under --out, saved every --save-every steps, at the end and on
     # SIGINT/SIGTERM (at the next step boundary); --resume continues it (same data and options).
     key = args.checkpoint or os.path.join(args.out, "trainer-checkpoint")
     if args.resume:
-        trainer = Trainer.from_checkpoint(key, device=dev, tokenizer=tok)
+        trainer = Trainer.from_checkpoint(key, device=dev, tokenizer=tok, world=world)
         model = trainer.model
         if trainer.precision != args.precision:
             raise CliError(f"--resume: {key} was trained with --precision {trainer.precision}, not {args.precision}")
         print(f"resuming {key} at step {trainer.global_step}", flush=True)
     else:
         model = TransformerLM(cfg, device=dev)
-        trainer = Trainer(model, tok, seed=args.seed, precision=args.precision)
+        trainer = Trainer(model, tok, seed=args.seed, world=world, precision=args.precision)
     print(f"device: {dev.info.name} | corpus: {ids.size:,} bytes "
           f"({'--text ' + args.text if args.text else 'embedded default: Python stdlib docstrings'}; "
           f"{'last ' + format(held.size, ',') + ' held out' if held is not None else 'too short to hold any out'}) "
-          f"| model: {model.num_parameters():,} parameters", flush=True)
+          f"| model: {model.num_parameters():,} parameters"
+          + (f" | data-parallel: {world.size} ranks x batch {args.batch_size}" if world else ""), flush=True)
     eval_len = min(args.seq_len, model.config.max_seq_len)
     t_eval = time.perf_counter()
-    ppl_before = trainer.evaluate(held, seq_len=eval_len, batch_size=args.batch_size) if held is not None else None
+    ppl_before = trainer.evaluate(held, seq_len=eval_len, batch_size=args.batch_size) if held is not None and lead else None
     t_eval = time.perf_counter() - t_eval
-    steps_per_epoch = -(-len(build_chunks(train_ids, args.seq_len)) // args.batch_size)
+    steps_per_epoch = -(-len(build_chunks(train_ids, args.seq_len)) // (args.batch_size * (world.size if world else 1)))
     planned = steps_per_epoch * epochs
     schedule = None
     if args.lr_schedule != "constant" or args.warmup_steps:
@@ -174,6 +202,8 @@ def cmd_train(args) -> int:
                               total_steps=max(1, args.max_steps or -(-planned // args.accum_steps)))
 
     def epoch_done(e, loss, _norm):
+        if not lead:
+            return
         run = sum(1 for h in trainer.history if h["epoch"] == e)
         if run < steps_per_epoch:
             print(f"epoch {e}: mean loss over the {run} of {steps_per_epoch} steps run {loss:.4f} "
@@ -183,13 +213,15 @@ def cmd_train(args) -> int:
 
     t0 = time.perf_counter()
     trainer.train(train_ids, epochs=epochs, seq_len=args.seq_len, batch_size=args.batch_size, lr=args.lr,
-                  max_grad_norm=args.max_grad_norm, progress=True, time_limit=args.time_limit,
+                  max_grad_norm=args.max_grad_norm, progress=lead, time_limit=args.time_limit,
                   on_epoch_end=epoch_done, schedule=schedule, accum_steps=args.accum_steps,
                   max_steps=args.max_steps, save_key=key, save_every=args.save_every, stop_on_signal=True)
     if trainer.interrupted is not None:
         print(f"interrupted by signal {trainer.interrupted} at step {trainer.global_step}; saved {key} "
               f"(continue with --resume)", flush=True)
         return 128 + int(trainer.interrupted)
+    if not lead:
+        return 0
     dt = time.perf_counter() - t0
     steps = [h["loss"] for h in trainer.history]
     k = max(1, len(steps) // 10)
@@ -552,6 +584,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "mamba: HybridMambaModel (--layers mamba1,mamba2,attention,...; written as .evermind)")
     p.add_argument("--images", type=POS_INT, default=256, help="conv-ae: training images")
     p.add_argument("--image-size", type=POS_INT, default=16, help="conv-ae: image side (a multiple of 4)")
+    p.add_argument("--nproc", type=POS_INT, default=1,
+                   help="data-parallel ranks (processes) on this host, one device each (round-robin, or "
+                        "EVERMIND_VK_DEVICE for all); --batch-size is per rank. Needs the `dist` extra (torch)")
     p.set_defaults(fn=cmd_train)
     model_help = "a .safetensors (with config metadata), .npz or .evermind model file, or a run directory"
     p = sub.add_parser("generate", help="sample from a saved model", formatter_class=fmt)
@@ -604,6 +639,7 @@ def main(argv=None) -> int:
         args.time_limit = None
     if getattr(args, "top_k", None) == 0:
         args.top_k = None
+    args.argv = list(sys.argv[1:] if argv is None else argv)
     try:
         return args.fn(args)
     except KeyboardInterrupt:

@@ -49,6 +49,10 @@ class ConfigError(EvermindError, ValueError):
     """A configuration or hyperparameter value is out of its domain (non-finite, negative, zero, ...)."""
 
 
+class DistributedError(EvermindError):
+    """A data-parallel collective failed or timed out (a peer rank died or stalled), or the ranks disagree."""
+
+
 class TokenError(EvermindError, ValueError):
     """Token ids that are not integers in [0, vocab_size)."""
 

@@ -28,6 +28,7 @@ from ..models.lora import LoRAConfig, add_lora, load_lora_state_dict, lora_state
 from ..runtime import empty, record, zeros
 from ..runtime.kernels import copy_words, fill_words
 from .data import batches, build_chunks
+from .distributed import DataParallel
 from .optim import AdamW, GradScaler, clip_grad_norm, unscale_grads
 from .progress import Progress
 from .schedule import LRSchedule
@@ -82,13 +83,16 @@ class _Step:
             metrics = clip_grad_norm(grads, self.max_norm, norm=norm)
             copy_words(metrics.state, self.norm_host)
             dev.sync_local(self.norm_host)
-        t.optimizer.record_updates(grads)
+        t.optimizer.record_updates(grads if t._dp is None else t._dp.owned(grads))  # ZeRO: this rank's share
 
     def _build(self):
         t, dev = self.trainer, self.trainer.model.device
         with record(dev) as prog:
             if self.kind == "apply":
                 acc = {n: t._acc[n] for n in self.names}
+                if t._dp is not None:  # data-parallel: the all-reduced gradients, written on the host
+                    for g in acc.values():
+                        dev.upload(g)
                 self._clip_and_update(acc)
                 for g in acc.values():
                     fill_words(g, 0)
@@ -181,13 +185,18 @@ def _rows(t, r0: int, rows: int):
 
 
 class Trainer:
-    def __init__(self, model, tokenizer=None, seed: int = 0, precision: str = "f32", scaler: GradScaler | None = None):
-        """precision "f32", or "f16": mixed precision (f16 activations and matmuls, f32 master weights and
+    def __init__(self, model, tokenizer=None, seed: int = 0, world=None, zero: bool = False,
+                 precision: str = "f32", scaler: GradScaler | None = None):
+        """world: a distributed.World for data-parallel training (batch_size is then per rank; see
+        distributed.py); zero=True shards the AdamW moments among the ranks (ZeRO-1).
+        precision "f32", or "f16": mixed precision (f16 activations and matmuls, f32 master weights and
         AdamW moments, f32 loss; dynamic loss scaling by `scaler`, default GradScaler(): doppler's 1024,
         x2 after 2000 clean steps, x0.5 on overflow, clamped to [1, 65536])."""
         self.precision = _check_precision(precision, model)
         if scaler is not None and self.precision != "f16":
             raise ConfigError("a loss scaler is only used with precision='f16'")
+        if world is not None and self.precision != "f32":
+            raise UnsupportedError("precision 'f16' with data-parallel training (world=...) is not implemented yet")
         self.scaler = (scaler or GradScaler()) if self.precision == "f16" else None
         if self.scaler is not None:
             self._scale_buf = empty((2,), "f32", model.device, host_visible=True)  # [scale, 1/scale] per step
@@ -204,6 +213,9 @@ class Trainer:
         self._position = None  # where train() is in its data (saved by save(), restored by resume())
         self._resume_position = None
         self._stop_signal = None
+        if zero and world is None:
+            raise ConfigError("zero=True shards optimizer state among data-parallel ranks: it needs a world")
+        self._dp = DataParallel(self, world, zero) if world is not None else None
 
     def _ids(self, text_or_ids) -> np.ndarray:
         if isinstance(text_or_ids, str):
@@ -286,6 +298,8 @@ class Trainer:
             ids, eval_ids = ids[:cut], ids[cut:]
         chunks = build_chunks(ids, seq_len)
         names = self.trainable(freeze, wsla)
+        dp = self._dp  # data-parallel: every rank batches the global batch, trains on its rows
+        gbs = batch_size * (dp.size if dp is not None else 1)
         opt = self.optimizer
         opt.params.update({n: p for n, p in self.model.parameters().items() if n not in opt.params})  # LoRA added later
         opt.set_hyper(lr=lr, weight_decay=weight_decay,  # checked: finite, >= 0
@@ -298,9 +312,9 @@ class Trainer:
             groups.append({"params": [n for n in names if _match(n, pats) and n not in taken],
                            "lr": g.get("lr"), "weight_decay": g.get("weight_decay")})
         opt.set_param_groups(groups)
-        data = {"dataset": hashlib.sha256(ids.tobytes()).hexdigest(), "seq_len": seq_len, "batch_size": batch_size,
+        data = {"dataset": hashlib.sha256(ids.tobytes()).hexdigest(), "seq_len": seq_len, "batch_size": gbs,
                 "accum_steps": accum_steps, "chunks": len(chunks)}
-        if accum_steps == 1:
+        if accum_steps == 1 and dp is None:
             step = self._step(batch_size, seq_len, names, max_grad_norm, track_grad_norm, "train")
         else:
             views = self.model.parameter_views() if hasattr(self.model, "parameter_views") else {}
@@ -311,10 +325,12 @@ class Trainer:
             with dev.eager():
                 for n in names:
                     if n not in self._acc:
-                        self._acc[n] = zeros(self.model.parameters()[n].shape, "f32", dev)
+                        self._acc[n] = zeros(self.model.parameters()[n].shape, "f32", dev, host_visible=dp is not None)
             micro = self._step(batch_size, seq_len, names, 0.0, False, "micro")
             apply = self._step(0, 0, names, max_grad_norm, track_grad_norm, "apply")
-        n_batches = -(-len(chunks) // batch_size)
+        n_batches = -(-len(chunks) // gbs)
+        if dp is not None:
+            dp.drop_foreign_state()
         pos, self._resume_position = self._resume_position, None
         if pos is not None and pos["data"] != data:
             raise CheckpointMismatchError(f"resumed run's data or batching differ from the checkpoint's: "
@@ -337,18 +353,28 @@ class Trainer:
                     order = np.random.default_rng(self.seed + epoch).permutation(len(chunks))
                     done, total, count, norms = 0, 0.0, 0, []
                 pos = None
-                batch_list = list(batches(chunks, batch_size, seq_len, order=order))
+                batch_list = list(batches(chunks, gbs, seq_len, order=order))
                 while done < len(batch_list):
                     if max_steps is not None and self.global_step >= max_steps:
                         stop = True
-                    if self._stop_signal is not None:
+                    if self._stop_signal is not None and dp is None:  # data-parallel: agreed after each step
                         self.interrupted, stop = self._stop_signal, True
                     if stop:
                         break
                     group = batch_list[done:done + accum_steps]
                     n_tok = sum(n for _, _, n in group)
                     step_scale = self.scaler.scale if self.scaler is not None else None
-                    if accum_steps == 1:
+                    if dp is not None:  # this rank's rows -> all-reduce (host) -> the same clip and AdamW
+                        local = 0.0
+                        for inp, tgt, _ in group:
+                            inp, tgt, n = dp.shard(inp, tgt, batch_size, seq_len)
+                            if n:
+                                micro_loss, _ = micro.run(inp, tgt, weight=n / n_tok)
+                                local += micro_loss * n / n_tok
+                        loss = dp.all_reduce_grads(names, local)
+                        _, norm = apply.run()
+                        dp.broadcast_params(names)
+                    elif accum_steps == 1:
                         loss, norm = step.run(group[0][0], group[0][1])
                     else:
                         loss = 0.0
@@ -385,6 +411,10 @@ class Trainer:
                         self.save(save_key, directory=save_dir)
                     if time_limit is not None and time.perf_counter() - t0 > time_limit:
                         stop = timed_out = True
+                    if dp is not None:  # all ranks stop at the same step
+                        stop, timed_out, sig = dp.agree(stop, timed_out, self._stop_signal)
+                        if sig is not None:
+                            self.interrupted = sig
                 if done >= len(batch_list) or stop:
                     if bar is not None:
                         bar.end_epoch()  # the summary below gets a line of its own
@@ -408,6 +438,8 @@ class Trainer:
             if old_handlers is not None:
                 for sig, h in old_handlers.items():
                     signal.signal(sig, h)
+        if dp is not None:
+            dp.check_identical()
         if save_key and self._position is not None:
             self.save(save_key, directory=save_dir)
         return losses
@@ -459,12 +491,19 @@ class Trainer:
         """Save everything a bit-identical continuation needs through the checkpoint store: weights,
         AdamW moments, step count, groups and schedule, the data position (epoch, batch, this epoch's
         order, the epoch's running sums) and seed, the history and the model config. Returns the record."""
+        if self._dp is not None and not self._dp.zero and self._dp.rank != 0:
+            return None  # rank 0 alone writes
+        opt_state = self.optimizer.state_dict()
+        if self._dp is not None:  # ZeRO: the moments gathered on rank 0 (every rank takes part)
+            opt_state = self._dp.gather_optimizer_state(opt_state)
+            if opt_state is None:
+                return None
         pos = self._position
         if pos is not None:
             pos = {**pos, "order": None if pos["order"] is None else np.asarray(pos["order"], np.int64)}
         payload = {"format": CHECKPOINT_FORMAT, "model_type": type(self.model).__name__,
                    "config": self.model.config.to_dict(), "params": self.model.state_dict(),
-                   "optimizer": self.optimizer.state_dict(), "global_step": self.global_step, "seed": self.seed,
+                   "optimizer": opt_state, "global_step": self.global_step, "seed": self.seed,
                    "position": pos, "history": self.history,
                    "precision": self.precision,
                    "loss_scaler": None if self.scaler is None else self.scaler.state_dict(),
@@ -495,6 +534,8 @@ class Trainer:
         if self.scaler is not None:
             self.scaler.load_state_dict(rec["loss_scaler"])
         self.optimizer.load_state_dict(rec["optimizer"])
+        if self._dp is not None:
+            self._dp.drop_foreign_state()
         self.global_step, self.seed = int(rec["global_step"]), int(rec["seed"])
         self.history = [dict(h) for h in rec["history"]]
         self._position = self._resume_position = rec["position"]
@@ -502,7 +543,7 @@ class Trainer:
 
     @classmethod
     def from_checkpoint(cls, key: str, directory: str = ".evermind-checkpoints", device=None,
-                        tokenizer=None) -> "Trainer":
+                        tokenizer=None, world=None, zero: bool = False) -> "Trainer":
         """A Trainer (and its TransformerLM, built from the stored config) resumed from save()'s checkpoint."""
         rec = load_checkpoint(key, directory=directory)
         if rec is None:
@@ -510,7 +551,8 @@ class Trainer:
         if rec.get("model_type") != "TransformerLM":
             raise CheckpointMismatchError(f"checkpoint {key!r} holds a {rec.get('model_type')!r}, not a TransformerLM")
         model = TransformerLM(LMConfig.from_dict(rec["config"]), device=device)
-        return cls(model, tokenizer, seed=int(rec["seed"]), precision=rec.get("precision", "f32")).resume(key, directory)
+        return cls(model, tokenizer, seed=int(rec["seed"]), world=world, zero=zero,
+                   precision=rec.get("precision", "f32")).resume(key, directory)
 
 
 def _check_precision(precision, model) -> str:

@@ -304,3 +304,21 @@ def test_generate_equals_builderforce(device):
     """)
     assert m.generate([3, 4], 6) == got["g"]
     assert m.generate([3, 4], 6, temperature=1.5, seed=7) == got["s"]
+
+
+def test_load_state_dict_checks_without_downloading(device, monkeypatch):
+    from evermind_vk.errors import ShapeError
+    from evermind_vk.runtime.tensor import Tensor
+    lm = EvermindLM(EvermindLMConfig(11, 6, 2, 3, 5, 3, 2, seed=4))
+    moe = SharedExpertMoE(MoEConfig(model_dim=6, hidden_dim=5, num_experts=3, top_k=2, seed=4))
+    for m in (lm, moe):
+        sd = m.state_dict()
+        key = next(k for k in sd if k.endswith("w1"))
+        monkeypatch.setattr(Tensor, "numpy", lambda self: pytest.fail("load_state_dict downloaded a tensor"))
+        with pytest.raises(ShapeError, match="shape"):
+            m.load_state_dict(dict(sd, **{key: np.zeros(sd[key].shape[0] + 1, np.float32)}))
+        with pytest.raises(ShapeError, match="missing"):
+            m.load_state_dict({k: v for k, v in sd.items() if k != key})
+        m.load_state_dict(sd)
+        monkeypatch.undo()
+        assert all(np.array_equal(v, sd[k]) for k, v in m.state_dict().items())

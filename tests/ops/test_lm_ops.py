@@ -166,6 +166,17 @@ def test_glu(device, dtype, kind, rows, d, limit, seed):
     close(np.where(near, 0, got), np.where(near, 0, want), 16, dtype, f"glu {kind} bwd")
 
 
+@pytest.mark.parametrize("dtype", F)
+def test_gelu_tails_keep_relative_precision(device, dtype):
+    # gelu' in the tails, away from its root near -0.752: the tanh form's 1 + tanh(u) cancels to 0 in f32
+    # below x ~ -5 (relative error 13 before the sigmoid form); every element must now be relatively exact.
+    x = np.concatenate([np.linspace(-6, -0.85, 4001), np.linspace(-0.65, 6, 4001)]).astype(NP[dtype])
+    X = rounded(x, dtype)
+    got = ops.gelu_backward(ev.tensor(x), ev.tensor(np.ones_like(x))).numpy()
+    close(got, ref.act_d(X, "gelu"), 32, dtype, "gelu bwd tails", mag=0.0)
+    close(ops.gelu(ev.tensor(x)).numpy(), ref.act(X, "gelu"), 32, dtype, "gelu tails", mag=0.0)
+
+
 def test_glu_limit_is_strict(device):
     # silu(g) * up == L exactly is kept; above L both gradients are exactly 0.
     x = np.array([[0.0, 3.0, 7.0, 1.0]], np.float32)  # gates 0, 3; ups 7, 1
