@@ -240,3 +240,60 @@ def selective_scan_bwd(u, dt, A_log, B, C, D, z, dy, batch=1, h0=None, groups=1,
         H = A_log.shape[0]
         dAl = -(dA.reshape(H, -1).sum(1)) / (1 + np.exp(-A_log))
     return du, ddt, dAl, dB, dC, dD, dz, dh0
+
+
+def ssd(x, dt, A_log, B, C, D, batch=1, h0=None, groups=1):
+    """Mamba-2 SSD (builderforce's form), the plain recurrence one token at a time: per head h of hd channels,
+    h_t = exp(softplus(dt[t, h]) A_h) h_{t-1} + x_t B_tᵀ, y_t = h_t C_t + D x_t, A_h = -softplus(A_log[h]).
+    x [M, Dc], dt [M, H], B, C [M, groups*N]. Returns y and the final states [batch, Dc, N]."""
+    M, Dc = x.shape
+    H = A_log.shape[0]
+    hd, N, L = Dc // H, B.shape[1] // groups, M // batch
+    Ah = -softplus(A_log)
+    gi = np.arange(H) // (H // groups)  # each head's group
+    y, hl = np.zeros((M, Dc)), np.zeros((batch, Dc, N))
+    for b in range(batch):
+        S = np.zeros((H, hd, N)) if h0 is None else np.array(h0[b], np.float64).reshape(H, hd, N)
+        for t in range(L):
+            r = b * L + t
+            Bg, Cg, xh = B[r].reshape(groups, N)[gi], C[r].reshape(groups, N)[gi], x[r].reshape(H, hd)
+            S = np.exp(softplus(dt[r]) * Ah)[:, None, None] * S + xh[:, :, None] * Bg[:, None, :]
+            y[r] = np.einsum("hpn,hn->hp", S, Cg).ravel() + D * x[r]
+        hl[b] = S.reshape(Dc, N)
+    return y, hl
+
+
+def ssd_bwd(x, dt, A_log, B, C, D, dy, batch=1, h0=None, groups=1):
+    """(dx, ddt, dA_log, dB, dC, dD, dh0) of ssd by the reverse-time recurrence."""
+    M, Dc = x.shape
+    H = A_log.shape[0]
+    hd, N, L = Dc // H, B.shape[1] // groups, M // batch
+    Ah = -softplus(A_log)
+    gi = np.arange(H) // (H // groups)
+    dx, ddt, dB, dC = np.zeros((M, Dc)), np.zeros((M, H)), np.zeros((M, groups, N)), np.zeros((M, groups, N))
+    dAh, dD, dh0 = np.zeros(H), np.zeros(Dc), np.zeros((batch, Dc, N))
+    for b in range(batch):
+        hs = [np.zeros((H, hd, N)) if h0 is None else np.array(h0[b], np.float64).reshape(H, hd, N)]
+        for t in range(L):
+            r = b * L + t
+            Bg, xh = B[r].reshape(groups, N)[gi], x[r].reshape(H, hd)
+            hs.append(np.exp(softplus(dt[r]) * Ah)[:, None, None] * hs[-1] + xh[:, :, None] * Bg[:, None, :])
+        K = np.zeros((H, hd, N))
+        for t in range(L - 1, -1, -1):
+            r = b * L + t
+            Bg, Cg = B[r].reshape(groups, N)[gi], C[r].reshape(groups, N)[gi]
+            xh, dyh = x[r].reshape(H, hd), dy[r].reshape(H, hd)
+            dl = softplus(dt[r])
+            a = np.exp(dl * Ah)
+            g = K + dyh[:, :, None] * Cg[:, None, :]  # the gradient of h_t
+            np.add.at(dC[r], gi, np.einsum("hp,hpn->hn", dyh, hs[t + 1]))
+            np.add.at(dB[r], gi, np.einsum("hp,hpn->hn", xh, g))
+            dx[r] = (np.einsum("hpn,hn->hp", g, Bg)).ravel() + D * dy[r]
+            dD += dy[r] * x[r]
+            da = (g * hs[t]).sum((1, 2)) * a  # d/d(Δ_t A_h)
+            ddt[r] = da * Ah / (1 + np.exp(-dt[r]))
+            dAh += da * dl
+            K = a[:, None, None] * g
+        dh0[b] = K.reshape(Dc, N)
+    dA_log = dAh * -(1 / (1 + np.exp(-A_log)))
+    return dx, ddt, dA_log, dB.reshape(M, groups * N), dC.reshape(M, groups * N), dD, dh0

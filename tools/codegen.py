@@ -35,7 +35,7 @@ GENERATED = ROOT / "generated"
 
 sys.path.insert(0, str(ROOT))
 from evermind_vk.runtime.variants import (attention_row_errors, features_for, matmul_kind, matmul_row_errors,  # noqa: E402
-                                          register_block)
+                                          register_block, ssd_row_errors)
 
 # Each template declares, at its top, `{% set INTERFACE = {op: {...}} %}`: per op its storage buffers
 # (name, element type, access r|w|rw), push constants (name, u32|f32; all words are 4 bytes) and
@@ -96,6 +96,16 @@ def attention(op, dtype, hd, rows, tile, tpr, flags=()):
         raise SystemExit(f"codegen: {op} {dtype} {spec} d{hd} p{tpr}:\n  " + "\n  ".join(errors))
     return Variant("attention", op, dtype, tuple(spec.items()), flags=(*flags, f"d{hd}", f"p{tpr}"),
                    tile=f"r{rows}x{tile}")
+
+
+def ssd(op, dtype, wg=64, qmax=64, nmax=64, template="ssd"):
+    """An SSD row (Mamba-2; template cssd: Mamba-3's complex form): WG threads, chunks of <= QMAX tokens,
+    <= NMAX (complex) states in registers."""
+    spec = dict(WG=wg, QMAX=qmax, NMAX=nmax)
+    errors = ssd_row_errors(spec)
+    if errors:
+        raise SystemExit(f"codegen: {op} {dtype} {spec}:\n  " + "\n  ".join(errors))
+    return Variant(template, op, dtype, tuple(spec.items()))
 
 
 F = ("f32", "f16")
@@ -181,6 +191,11 @@ VARIANTS = [
     # builderforce's Mamba-3 scan (complex states), chunked (issue 12): f32 / f16 storage; NMAX complex states per thread.
     *(Variant("cscan", op, dt, (("WG", 64), ("NMAX", 32)))
       for op in ("cscan_chunk", "cscan_carry", "cscan_output", "cscan_backward_chunk", "cscan_backward")
+      for dt in F),
+    # Mamba-2 SSD, the chunked quadratic form (issue 12): f32 / f16 storage; chunks of <= QMAX tokens.
+    *(ssd(op, dt) for op in ("ssd_state", "ssd_output", "ssd_dgrid", "ssd_dbc", "ssd_da") for dt in F),
+    # builderforce's Mamba-3 by the same quadratic form with a complex decay per head; NMAX complex states.
+    *(ssd("c" + op, dt, nmax=32, template="cssd") for op in ("ssd_state", "ssd_output", "ssd_dgrid", "ssd_dbc", "ssd_da")
       for dt in F),
     # Fused attention: forward, and the two backward passes (dq, then dkv).
     *(attention("attention", dt, *cfg) for dt in F for cfg in ATTENTION_CONFIGS),

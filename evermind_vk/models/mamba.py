@@ -19,6 +19,9 @@ nothing; A_log[d, n] = ln(n + 1); D = 1.
   mamba2     see _mamba2 (builderforce's SSD block, with its in-projection split per token).
 
   mamba3     see _mamba3 (builderforce's complex-state SSD block, split per token).
+
+mamba2 and mamba3 run the chunked SSD (Dao & Gu 2024): the quadratic form inside chunks of ssd_chunk
+tokens, state passing between them; generation steps the same recurrences one token at a time.
 """
 from __future__ import annotations
 
@@ -79,14 +82,15 @@ class HybridMambaConfig:
                              f"and nHeads by nGroups ({self.nGroups})")
 
     # The names the trainer and generate() read (TransformerLM's config has them as fields). A state-space
-    # model has no context limit; the chunked scan handles up to SCAN_MAX_CHUNK * SCAN_MAX_CHUNKS tokens.
+    # model has no context limit; the chunked scans handle up to SCAN_MAX_CHUNK * SCAN_MAX_CHUNKS tokens,
+    # the SSD (mamba2, mamba3) up to its largest chunk (64, the Q×Q tile in shared memory) * SCAN_MAX_CHUNKS.
     @property
     def vocab_size(self) -> int:
         return self.vocabSize
 
     @property
     def max_seq_len(self) -> int:
-        return 4096 * 4096
+        return 64 * 4096 if {"mamba2", "mamba3"} & set(self.layers) else 4096 * 4096
 
     @property
     def d_inner(self) -> int:
@@ -206,6 +210,7 @@ class HybridMambaModel:
         self.device = get_device(device)
         self.params: dict[str, Tensor] = {k: tensor(v, device=self.device) for k, v in init_params(self.config).items()}
         self.scan_chunk = 64  # tokens per chunk of the scans (any value gives the same result)
+        self.ssd_chunk = 64  # tokens per chunk of mamba2's / mamba3's SSD (1..64, the Q×Q block in shared memory)
         # mamba2: the 0/1 matrix [nHeads, dInner] that repeats a per-head value over the head's channels
         H, Dn = self.config.nHeads, self.config.d_inner
         self._head_expand = tensor(np.kron(np.eye(H, dtype=np.float32), np.ones((1, Dn // H), np.float32)),
@@ -274,8 +279,10 @@ class HybridMambaModel:
     def _mamba2(self, x: Tensor, i: int, batch: int, S: int) -> Tensor:
         """builderforce's Mamba-2 block, split per token: [x | B | C | dt] = RMSNorm(x) W_in; causal conv over
         [x | B | C] (no activation, as builderforce); SSD with one A = -softplus(A_log) and
-        Δ = softplus(dt + dt_bias) per head, h_t = exp(Δ A) h_{t-1} + B_t x_t, y = C·h + D x per channel;
-        inner RMSNorm; W_out; residual."""
+        Δ = softplus(dt + dt_bias) per head, h_t = exp(Δ A) h_{t-1} + B_t x_t, y = C·h + D x per channel,
+        computed by the chunked quadratic form (ops.ssd: (C Bᵀ ∘ L) X within chunks of ssd_chunk tokens,
+        state passing between them); inner RMSNorm; W_out; residual. Generation steps the same recurrence
+        one token at a time (_mamba2_step)."""
         c, P = self.config, self.params
         L = f"layer{i}."
         D, N, H, G = c.d_inner, c.dState, c.nHeads, c.nGroups
@@ -285,16 +292,17 @@ class HybridMambaModel:
         conv_d = D + 2 * G * N
         xbc = F.conv1d_causal(F.col_slice(proj, 0, conv_d), P[L + "wConv"], P[L + "bConv"], seq_len=S)
         xs, Bm, Cm = F.col_slice(xbc, 0, D), F.col_slice(xbc, D, G * N), F.col_slice(xbc, D + G * N, G * N)
-        dt = F.matmul(F.bias_add(F.col_slice(proj, conv_d, H), P[L + "dt_bias"]), E)
+        dt = F.bias_add(F.col_slice(proj, conv_d, H), P[L + "dt_bias"])  # [M, H]: one Δ per head
         Dch = F.reshape(F.matmul(F.reshape(P[L + "D_vec"], 1, H), E), D)
-        y = F.selective_scan(xs, dt, P[L + "A_log"], Bm, Cm, Dch, None, batch=batch, chunk=self.scan_chunk,
-                             groups=G, delta_input=False)
+        y = F.ssd(xs, dt, P[L + "A_log"], Bm, Cm, Dch, batch=batch, chunk=self.ssd_chunk, groups=G)
         y = F.rms_norm(y, P[L + "normWeight"], 1e-6)
         return F.add(x, F.matmul(y, P[L + "wOutProj"], transpose_b=True))
 
     def _mamba3(self, x: Tensor, i: int, batch: int, S: int) -> Tensor:
         """builderforce's Mamba-3 block: mamba2's with dState complex states (B, C as (re, im) pairs) and
-        one complex λ per head: ā = exp(Δλ), b̄ = (ā − 1) e^{−λ}, y = Σ Re(conj(C) h) + D x (ops.complex_scan)."""
+        one complex λ per head: ā = exp(Δλ), b̄ = (ā − 1) e^{−λ}, y = Σ Re(conj(C) h) + D x, by the chunked
+        quadratic form with a complex decay (ops.complex_ssd); generation steps the recurrence
+        (ops.complex_scan, _mamba3_step)."""
         c, P = self.config, self.params
         L = f"layer{i}."
         D, N, H, G = c.d_inner, c.dState, c.nHeads, c.nGroups
@@ -304,9 +312,9 @@ class HybridMambaModel:
         conv_d = D + 4 * G * N
         xbc = F.conv1d_causal(F.col_slice(proj, 0, conv_d), P[L + "wConv"], P[L + "bConv"], seq_len=S)
         xs, Bm, Cm = F.col_slice(xbc, 0, D), F.col_slice(xbc, D, 2 * G * N), F.col_slice(xbc, D + 2 * G * N, 2 * G * N)
-        dt = F.matmul(F.bias_add(F.col_slice(proj, conv_d, H), P[L + "dt_bias"]), E)
+        dt = F.bias_add(F.col_slice(proj, conv_d, H), P[L + "dt_bias"])  # [M, H]: one Δ per head
         Dch = F.reshape(F.matmul(F.reshape(P[L + "D_vec"], 1, H), E), D)
-        y = F.complex_scan(xs, dt, P[L + "A_log"], Bm, Cm, Dch, batch=batch, chunk=self.scan_chunk, groups=G)
+        y = F.complex_ssd(xs, dt, P[L + "A_log"], Bm, Cm, Dch, batch=batch, chunk=self.ssd_chunk, groups=G)
         y = F.rms_norm(y, P[L + "normWeight"], 1e-6)
         return F.add(x, F.matmul(y, P[L + "wOutProj"], transpose_b=True))
 

@@ -22,9 +22,12 @@ from ._util import FLOATS, one_variant, per_thread, want
 from .matmul import matmul
 from .reduce import colsum
 
-__all__ = ["selective_scan", "selective_scan_backward", "complex_scan", "complex_scan_backward", "SCAN_CHUNK"]
+__all__ = ["selective_scan", "selective_scan_backward", "complex_scan", "complex_scan_backward", "ssd", "ssd_backward",
+           "complex_ssd", "complex_ssd_backward",
+           "SCAN_CHUNK", "SSD_CHUNK"]
 
 SCAN_CHUNK = 64  # default tokens per chunk
+SSD_CHUNK = 64  # default tokens per SSD chunk (<= the variant's QMAX)
 
 
 def _dims(u, dt, A_log, B, C, D, z, batch, groups):
@@ -204,3 +207,173 @@ def complex_scan_backward(u: Tensor, dt: Tensor, A_log: Tensor, B: Tensor, C: Te
     kernels.fill_words(ones, 0x3F800000)  # 1.0f
     dA_log = matmul(colsum(dA_part).reshape(2 * H, Dc // H), ones).reshape(H, 2)
     return du, ddt, dA_log, dB, dC, colsum(dD_part)
+
+
+# -- Mamba-2 SSD: the chunked quadratic form (Dao & Gu 2024), issue 12 ------------------------------------
+def _sdims(x, dt, A_log, B, C, D, batch, groups, chunk):
+    want(x, "x", ndim=2, dtype=FLOATS)
+    T = x.dtype
+    M, Dc = x.shape
+    if batch < 1 or M % batch:
+        raise ShapeError(f"{M} tokens are not {batch} sequences of equal length")
+    want(A_log, "A_log", ndim=1, dtype="f32")
+    H = A_log.shape[0]
+    if H < 1 or Dc % H or groups < 1 or H % groups:
+        raise ShapeError(f"{H} heads (A_log {A_log.shape}) must divide {Dc} channels and be a multiple of {groups} groups")
+    want(dt, "dt", shape=(M, H), dtype=T)
+    want(B, "B", ndim=2, dtype=T)
+    if B.shape[0] != M or B.shape[1] % groups:
+        raise ShapeError(f"B {B.shape} is not [{M}, groups*N] with {groups} groups")
+    N = B.shape[1] // groups
+    want(C, "C", shape=B.shape, dtype=T)
+    want(D, "D", shape=(Dc,), dtype="f32")
+    v = one_variant("ssd_output", T, x.device)
+    errs = variants.ssd_launch_errors(v.spec, x.device.info.shared_memory) + variants.scan_errors(N, v.spec["NMAX"])
+    if errs:
+        raise UnsupportedError("; ".join(errs))
+    L = M // batch
+    Q = variants.ssd_chunk_len(L, chunk, v.spec["QMAX"])
+    nc = -(-L // Q)
+    pc = dict(nb=batch, L=L, H=H, hd=Dc // H, N=N, G=groups, Q=Q, nc=nc, mode=0)
+    # scan_carry's view of the same chunk states
+    carry = dict(nb=batch, L=L, Dc=Dc, N=N, CH=Q, nc=nc, G=groups, hd=Dc // H, amode=1, dtin=0)
+    return M, Dc, N, H, pc, carry
+
+
+def _ssd_groups(op: str, dtype: str, tensors: list, push: dict, items: int) -> None:
+    """One workgroup per (batch, chunk, head) and block of WG of its `items`."""
+    v = one_variant(op, dtype, tensors[0].device)
+    n = push["nb"] * push["nc"] * push["H"] * -(-max(1, items) // v.spec["WG"])
+    kernels.dispatch(v, tensors, push, kernels.grid(n))
+
+
+def ssd(x: Tensor, dt: Tensor, A_log: Tensor, B: Tensor, C: Tensor, D: Tensor, *, batch: int = 1,
+        chunk: int = SSD_CHUNK, groups: int = 1, h0: Tensor | None = None):
+    """Mamba-2 SSD in builderforce's parameterisation, by the chunked quadratic form. Per head h of hd
+    channels (heads in `groups` groups sharing B and C), Δ = softplus(dt[:, h]), A_h = -softplus(A_log[h]):
+        h_t = exp(Δ_t A_h) h_{t-1} + B_t x_tᵀ,    y_t = C_t · h_t + D ⊙ x_t
+    x [batch*L, Dc]; dt [batch*L, H]; A_log [H]; B, C [batch*L, groups*N]; D [Dc] (f32); h0 [batch, Dc, N].
+    Within each chunk of `chunk` tokens (1..64) y = (C Bᵀ ∘ L) X + exp(A) C·H + D x with H the state entering
+    the chunk; the chunks' end states pass through a short scan over the chunks.
+    Returns (y, h_last [batch, Dc, N], H0 the states entering each chunk [batch, n_chunks, Dc, N])."""
+    M, Dc, N, H, pc, cp = _sdims(x, dt, A_log, B, C, D, batch, groups, chunk)
+    dev, nc, T = x.device, pc["nc"], x.dtype
+    if h0 is not None:
+        want(h0, "h0", shape=(batch, Dc, N), dtype="f32")
+    S, P = empty((batch, nc, Dc, N), "f32", dev), empty((batch, nc, Dc, N), "f32", dev)
+    hlast, y = empty((batch, Dc, N), "f32", dev), empty((M, Dc), T, dev)
+    _ssd_groups("ssd_state", T, [dt, A_log, B, x, S, P], pc, pc["hd"] * N)
+    per_thread("scan_carry", T, [S, P, h0 if h0 is not None else hlast, hlast],
+               dict(cp, rev=0, use_init=int(h0 is not None)), batch * Dc * N)
+    dD_unused = empty((1,), "f32", dev)
+    _ssd_groups("ssd_output", T, [x, dt, A_log, B, C, D, S, x, y, dD_unused], pc, pc["hd"])
+    return y, hlast, S
+
+
+def ssd_backward(x: Tensor, dt: Tensor, A_log: Tensor, B: Tensor, C: Tensor, D: Tensor, dy: Tensor, H0: Tensor, *,
+                 batch: int = 1, chunk: int = SSD_CHUNK, groups: int = 1):
+    """Gradients (dx, ddt, dA_log, dB, dC, dD, dh0) of ssd for the output gradient dy, given its H0 (the
+    final state's gradient is zero). The same chunks in reverse: the gradient each chunk's outputs send
+    into its entering state, a reverse scan over chunks (R: the gradient of each chunk's end state), then
+    per chunk dx = (C Bᵀ ∘ L)ᵀ dY + ..., the Q×Q grid dY Xᵀ ∘ L, dB, dC, and d/da by a reverse cumulative
+    sum over the chunk."""
+    M, Dc, N, H, pc, cp = _sdims(x, dt, A_log, B, C, D, batch, groups, chunk)
+    dev, nc, T, Q = x.device, pc["nc"], x.dtype, pc["Q"]
+    want(dy, "dy", shape=(M, Dc), dtype=T)
+    want(H0, "H0", shape=(batch, nc, Dc, N), dtype="f32")
+    K, P = empty((batch, nc, Dc, N), "f32", dev), empty((batch, nc, Dc, N), "f32", dev)
+    dh0 = empty((batch, Dc, N), "f32", dev)
+    pr = dict(pc, mode=1)
+    _ssd_groups("ssd_state", T, [dt, A_log, C, dy, K, P], pr, pc["hd"] * N)
+    per_thread("scan_carry", T, [K, P, dh0, dh0], dict(cp, rev=1, use_init=0), batch * Dc * N)
+    dx, dD_part = empty((M, Dc), T, dev), empty((batch * nc, Dc), "f32", dev)
+    _ssd_groups("ssd_output", T, [dy, dt, A_log, B, C, D, K, x, dx, dD_part], pr, pc["hd"])
+    Wd, Wg = empty((batch * nc * H, Q * Q), "f32", dev), empty((batch * nc * H, Q * Q), "f32", dev)
+    _ssd_groups("ssd_dgrid", T, [dt, A_log, B, C, x, dy, Wd, Wg], pc, Q * Q)
+    dBh, dCh, E = (empty((M, H, N), "f32", dev) for _ in range(3))
+    _ssd_groups("ssd_dbc", T, [dt, A_log, B, C, x, dy, H0, K, Wd, Wg, dBh, dCh, E], pc, Q * N)
+    ddt, dA_part = empty((M, H), T, dev), empty((batch * nc, H), "f32", dev)
+    _ssd_groups("ssd_da", T, [dt, A_log, H0, K, E, ddt, dA_part], pc, 1)
+    # B and C are shared by a group's heads: sum the per-head gradients in order (scan_channel_sum).
+    sp = dict(nb=batch, L=M // batch, Dc=H, N=N, CH=Q, nc=nc, G=groups, hd=1, amode=0, dtin=0, use_w=0, has_z=0)
+    dB, dC = empty(B.shape, T, dev), empty(C.shape, T, dev)
+    per_thread("scan_channel_sum", T, [dBh, dy, dy, dB], sp, B.numel)
+    per_thread("scan_channel_sum", T, [dCh, dy, dy, dC], sp, C.numel)
+    return dx, ddt, colsum(dA_part), dB, dC, colsum(dD_part), dh0
+
+
+# -- builderforce's Mamba-3 by the same chunked quadratic form: a complex decay per head -------------------
+def _csdims(x, dt, A_log, B, C, D, batch, groups, chunk):
+    want(x, "x", ndim=2, dtype=FLOATS)
+    T = x.dtype
+    M, Dc = x.shape
+    if batch < 1 or M % batch:
+        raise ShapeError(f"{M} tokens are not {batch} sequences of equal length")
+    want(A_log, "A_log", ndim=2, dtype="f32")
+    H = A_log.shape[0]
+    if A_log.shape[1] != 2 or H < 1 or Dc % H or groups < 1 or H % groups:
+        raise ShapeError(f"A_log {A_log.shape} must be [heads, 2] with heads dividing {Dc} channels, "
+                         f"a multiple of {groups} groups")
+    want(dt, "dt", shape=(M, H), dtype=T)
+    want(B, "B", ndim=2, dtype=T)
+    if B.shape[0] != M or B.shape[1] % (2 * groups):
+        raise ShapeError(f"B {B.shape} is not [{M}, groups*Nc*2]")
+    Nc = B.shape[1] // (2 * groups)
+    want(C, "C", shape=B.shape, dtype=T)
+    want(D, "D", shape=(Dc,), dtype="f32")
+    v = one_variant("cssd_output", T, x.device)
+    errs = variants.ssd_launch_errors(v.spec, x.device.info.shared_memory) + variants.scan_errors(Nc, v.spec["NMAX"])
+    if errs:
+        raise UnsupportedError("; ".join(errs))
+    L = M // batch
+    Q = variants.ssd_chunk_len(L, chunk, v.spec["QMAX"])
+    nc = -(-L // Q)
+    pc = dict(nb=batch, L=L, H=H, hd=Dc // H, N=Nc, G=groups, Q=Q, nc=nc, mode=0)
+    carry = dict(nb=batch, L=L, Dc=Dc, N=Nc, CH=Q, nc=nc, G=groups, hd=Dc // H)  # cscan_carry's view
+    return M, Dc, Nc, H, pc, carry
+
+
+def complex_ssd(x: Tensor, dt: Tensor, A_log: Tensor, B: Tensor, C: Tensor, D: Tensor, *, batch: int = 1,
+                chunk: int = SSD_CHUNK, groups: int = 1, h0: Tensor | None = None):
+    """builderforce's Mamba-3 scan (complex_scan's recurrence, one Δ per head: dt [batch*L, H]) by the chunked
+    quadratic form: θ_i = λ s_i (s: the cumulative Δ), y = Re((conj(C) Bᵀ ∘ exp(θ_i − θ_j)) b̄) X within
+    chunks + Re(exp(θ) conj(C) · H) + D x, end states passed between chunks by cscan_carry.
+    Returns (y, h_last [batch, Dc, Nc, 2], H0 [batch, n_chunks, Dc, Nc, 2])."""
+    M, Dc, Nc, H, pc, cp = _csdims(x, dt, A_log, B, C, D, batch, groups, chunk)
+    dev, nc, T = x.device, pc["nc"], x.dtype
+    if h0 is not None:
+        want(h0, "h0", shape=(batch, Dc, Nc, 2), dtype="f32")
+    S, P = empty((batch, nc, Dc, Nc, 2), "f32", dev), empty((batch, nc, Dc, Nc, 2), "f32", dev)
+    hlast, y = empty((batch, Dc, Nc, 2), "f32", dev), empty((M, Dc), T, dev)
+    _ssd_groups("cssd_state", T, [dt, A_log, B, x, S, P], pc, pc["hd"] * Nc)
+    per_thread("cscan_carry", T, [S, P, h0 if h0 is not None else hlast, hlast],
+               dict(cp, rev=0, use_init=int(h0 is not None)), batch * Dc * Nc)
+    _ssd_groups("cssd_output", T, [x, dt, A_log, B, C, D, S, x, y, empty((1,), "f32", dev)], pc, pc["hd"])
+    return y, hlast, S
+
+
+def complex_ssd_backward(x: Tensor, dt: Tensor, A_log: Tensor, B: Tensor, C: Tensor, D: Tensor, dy: Tensor,
+                         H0: Tensor, *, batch: int = 1, chunk: int = SSD_CHUNK, groups: int = 1):
+    """(dx, ddt, dA_log [H, 2], dB, dC, dD, dh0) of complex_ssd (zero final-state gradient)."""
+    M, Dc, Nc, H, pc, cp = _csdims(x, dt, A_log, B, C, D, batch, groups, chunk)
+    dev, nc, T, Q = x.device, pc["nc"], x.dtype, pc["Q"]
+    want(dy, "dy", shape=(M, Dc), dtype=T)
+    want(H0, "H0", shape=(batch, nc, Dc, Nc, 2), dtype="f32")
+    K, P = empty((batch, nc, Dc, Nc, 2), "f32", dev), empty((batch, nc, Dc, Nc, 2), "f32", dev)
+    dh0 = empty((batch, Dc, Nc, 2), "f32", dev)
+    pr = dict(pc, mode=1)
+    _ssd_groups("cssd_state", T, [dt, A_log, C, dy, K, P], pr, pc["hd"] * Nc)
+    per_thread("cscan_carry", T, [K, P, dh0, dh0], dict(cp, rev=1, use_init=0), batch * Dc * Nc)
+    dx, dD_part = empty((M, Dc), T, dev), empty((batch * nc, Dc), "f32", dev)
+    _ssd_groups("cssd_output", T, [dy, dt, A_log, B, C, D, K, x, dx, dD_part], pr, pc["hd"])
+    Wd, Wb = empty((batch * nc * H, Q * Q * 2), "f32", dev), empty((batch * nc * H, Q * Q * 2), "f32", dev)
+    _ssd_groups("cssd_dgrid", T, [dt, A_log, B, C, x, dy, Wd, Wb], pc, Q * Q)
+    dBh, dCh, Et, Eb = (empty((M, H, Nc, 2), "f32", dev) for _ in range(4))
+    _ssd_groups("cssd_dbc", T, [dt, A_log, B, C, x, dy, H0, K, Wd, Wb, dBh, dCh, Et, Eb], pc, Q * Nc)
+    ddt, dA_part = empty((M, H), T, dev), empty((batch * nc, 2 * H), "f32", dev)
+    _ssd_groups("cssd_da", T, [dt, A_log, H0, K, Et, Eb, ddt, dA_part], pc, 1)
+    sp = dict(nb=batch, L=M // batch, Dc=H, N=2 * Nc, CH=Q, nc=nc, G=groups, hd=1, amode=0, dtin=0, use_w=0, has_z=0)
+    dB, dC = empty(B.shape, T, dev), empty(C.shape, T, dev)
+    per_thread("scan_channel_sum", T, [dBh, dy, dy, dB], sp, B.numel)
+    per_thread("scan_channel_sum", T, [dCh, dy, dy, dC], sp, C.numel)
+    return dx, ddt, colsum(dA_part).reshape(H, 2), dB, dC, colsum(dD_part), dh0

@@ -313,6 +313,8 @@ def launch_loop_count(op: str, spec: dict, flags, push: dict) -> int | None:
         return -(-push["n"] // wg) + 1 + 16
     if op == "matmul":
         return matmul_loop_count(matmul_kind(flags), spec, push["K"])
+    if op.startswith(("ssd_", "cssd_")):
+        return ssd_loop_count(op.removeprefix("c"), spec, push)
     return None
 
 
@@ -350,6 +352,67 @@ def scan_chunk_len(seq_len: int, requested: int, batch: int = 1) -> int:
 def scan_errors(n_state: int, nmax: int) -> list[str]:
     """Why a scan variant with NMAX registers of state cannot run N states (empty: it can)."""
     return [] if 1 <= n_state <= nmax else [f"d_state {n_state} outside 1..{nmax} (the scan keeps the states in registers)"]
+# -- Mamba-2 SSD, the chunked quadratic form (issue 12) ----------------------------------------------
+# templates/ssd.comp.j2: one workgroup per (batch, chunk, head) holds the chunk's cumulative decays, and
+# ssd_output the Q×Q block, in shared memory: Q <= the variant's QMAX (QMAX^2 floats must fit), and the
+# workgroup's threads cover the chunk's tokens (WG >= QMAX). The inter-chunk recurrence is scan_carry,
+# over <= SCAN_MAX_CHUNKS chunks, so a sequence may have at most QMAX * SCAN_MAX_CHUNKS tokens.
+def ssd_shared_bytes(spec: dict) -> int:
+    """Shared memory of the largest SSD kernel (ssd_output / cssd_output: the Q×Q block and two decay
+    arrays; ssd_da's arrays and tree sums are smaller)."""
+    return (spec["QMAX"] * spec["QMAX"] + 2 * spec["QMAX"] + 2 * spec["WG"]) * 4
+
+
+def ssd_row_errors(spec: dict) -> list[str]:
+    """Why an SSD row of the variant table cannot work with its template (empty: it can)."""
+    wg, qmax = spec["WG"], spec["QMAX"]
+    errs = []
+    if wg & (wg - 1) or wg < qmax:
+        errs.append(f"WG {wg} must be a power of two >= QMAX {qmax} (one thread per token of a chunk, tree sums)")
+    if ssd_shared_bytes(spec) > 32768:
+        errs.append(f"QMAX {qmax}: the Q×Q block and the decays pass 32 KiB of shared memory")
+    return errs
+
+
+def ssd_launch_errors(spec: dict, shared_memory: int) -> list[str]:
+    """Why an SSD variant cannot run on a device (empty: it can)."""
+    need = ssd_shared_bytes(spec)
+    return [] if need <= shared_memory else [
+        f"the SSD's {spec['QMAX']}x{spec['QMAX']} block needs {need} bytes of shared memory, the device has {shared_memory}"]
+
+
+def ssd_chunk_len(seq_len: int, requested: int, qmax: int) -> int:
+    """Tokens per SSD chunk: `requested` (1..qmax), raised just enough that one sequence has
+    <= SCAN_MAX_CHUNKS chunks (the inter-chunk scan loops over them); any chunk length gives the same
+    result up to f32 rounding."""
+    if not 1 <= requested <= qmax:
+        raise UnsupportedError(f"SSD chunk length {requested} outside 1..{qmax} (the Q×Q block lives in shared memory)")
+    q = max(requested, -(-seq_len // SCAN_MAX_CHUNKS))
+    if q > qmax:
+        raise UnsupportedError(f"a sequence of {seq_len} tokens needs more than {SCAN_MAX_CHUNKS} SSD chunks of "
+                               f"<= {qmax} tokens (at most {qmax * SCAN_MAX_CHUNKS} tokens a sequence)")
+    return q
+
+
+def ssd_loop_count(op: str, spec: dict, push: dict) -> int:
+    """Upper bound of the loop iterations one invocation of an SSD launch runs (exit tests and tree sums
+    included): the decays' cumulative sum (Q), then the op's own loops over the chunk, the head's
+    channels (hd) and the states (N). The complex form (cssd_*) has the same loops."""
+    wg, Q, N, hd = spec["WG"], push["Q"], push["N"], push["hd"]
+    base = Q + 2
+    if op == "ssd_state":
+        return base + Q + 1
+    if op == "ssd_output":
+        return base + (-(-Q * Q // wg) + 1) * (N + 1) + N + Q * (Q + N + 2) + 1
+    if op == "ssd_dgrid":
+        return base + hd + N + 2
+    if op == "ssd_dbc":
+        return base + 4 * (Q + 1) + 2 * (hd + 1)
+    if op == "ssd_da":
+        return base + -(-hd * N // wg) + 1 + N + 1 + Q + 2 * (wg.bit_length() + 1)
+    raise ValueError(op)
+
+
 # -- attention: fused (flash-style) kernels or the matmul-based path -----------------------------------
 # A fused variant's parameters: HD (head-dim bound, a multiple of 4 * TPR) and TPR (threads per row,
 # one subgroup's neighbours) are template parameters (flags dHD, pTPR); ROWS (rows a workgroup owns),

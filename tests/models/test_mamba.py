@@ -43,7 +43,7 @@ def test_mamba2_mamba3_vs_reference(device, layers):
 
 def check_vs_reference(layers, batch, S, chunk, seed):
     m = model(layers, seed)
-    m.scan_chunk = chunk
+    m.scan_chunk = m.ssd_chunk = chunk
     rng = np.random.default_rng(seed)
     ids = rng.integers(0, 13, batch * S).astype(np.uint32)
     tg = rng.integers(0, 13, batch * S).astype(np.uint32)
@@ -181,3 +181,15 @@ def test_config_accepts_builderforce_layer_specs():
     assert HybridMambaConfig.from_dict(cfg.to_dict()) == cfg
     with pytest.raises(ValueError):
         HybridMambaConfig(numLayers=1, layers=({"type": "mamba1", "config": {"dState": 8}},))
+
+
+def test_max_seq_len_follows_the_ssd_bound(device):
+    """mamba2/mamba3 layers run the SSD, whose sequences stop at 64-token chunks x 4096 chunks; the config
+    says so, and the op refuses a longer sequence with a clear error."""
+    from evermind_vk.errors import UnsupportedError
+    assert HybridMambaConfig(numLayers=1, layers=("mamba1",)).max_seq_len == 4096 * 4096
+    for kind in ("mamba2", "mamba3"):
+        assert HybridMambaConfig(numLayers=2, layers=("mamba1", kind)).max_seq_len == 64 * 4096
+    from evermind_vk.runtime.variants import ssd_chunk_len
+    with pytest.raises(UnsupportedError):
+        ssd_chunk_len(64 * 4096 + 1, 64, 64)
