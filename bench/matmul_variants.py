@@ -1,42 +1,154 @@
 #!/usr/bin/env python3
-"""Every matmul variant that applies, forced one at a time (EVERMIND_VK_MATMUL_VARIANT), on n^3:
-GFLOP/s, max relative error vs numpy float64 on a 512^3 check, and the ratio to PyTorch's matmul
-measured in the same run when torch is importable (cuBLAS with TF32 off on a CUDA host).
+"""Every matmul variant that applies, forced one at a time (EVERMIND_VK_MATMUL_VARIANT), and the
+variant the selector picks by itself ("auto"): TFLOP/s, relative error against a float64 product of
+the same inputs, and the ratio to PyTorch's matmul on the same shape and layout, measured in the same
+run when torch is importable (cuBLAS with TF32 off on a CUDA host; f16 inputs for --dtype f16).
 
-    python bench/matmul_variants.py [--dtype f32] [--only SUBSTRING] 4096 8192
+    python bench/matmul_variants.py [--dtype f32] [--only SUBSTRING] [--kinds rb,cm] 4096 8192
+    python bench/matmul_variants.py --lm-shapes [--dtype f32]     # the LM's linear layers, M = 4096
+
+Square sizes n: C[n,n] = A[n,n] . B[n,n]. --lm-shapes: for each linear layer (K in, N out) of the
+23.7M LM (d 512, ff 1408, vocab 256) with M = batch x tokens = 4096 rows, the three products of a
+training step, on the layouts our autodiff runs: fwd Y = X . W^T (W stored [N, K]), dX = dY . W,
+dW = dY^T . X. Each time is the median of 3 runs of a recorded program of `reps` launches (enough
+for ~20 ms of work); torch's the median of 3 CUDA-event-timed loops of as many launches.
 """
 import argparse
 import os
+import statistics
 import time
 
 import numpy as np
 
 import evermind_vk as ev
-from evermind_vk.runtime import kernels
+from evermind_vk.runtime import kernels, variants
 
 try:
     import torch
 except ImportError:
     torch = None
 
+LM_LAYERS = [(512, 512), (512, 256), (512, 2816), (1408, 512)]  # (K in, N out): wq/wo, wk/wv/head, w_gate_up, w_down
+PRODUCTS = ("fwd", "dX", "dW")
 
-def torch_gflops(n: int, dtype: str):
+
+def lm_products(M, K, N):
+    """(name, m, n, k, trans_a, trans_b, a_shape, b_shape) of the three products of Y[M,N] = X[M,K] . W[N,K]^T."""
+    return [("fwd", M, N, K, False, True, (M, K), (N, K)),
+            ("dX", M, K, N, False, False, (M, N), (N, K)),
+            ("dW", N, K, M, True, False, (M, N), (M, K))]
+
+
+def reps_for(flop, dtype):
+    rate = 200e12 if dtype == "f16" else 30e12
+    return int(min(200, max(3, np.ceil(0.02 / (flop / rate)))))
+
+
+def torch_time(a, b, ta, tb, reps):
+    """Median seconds per product with torch on the same data (None without torch)."""
     if torch is None:
-        return None, None
+        return None
     dev = "cuda" if torch.cuda.is_available() else "cpu"
-    tdt = torch.float16 if (dtype == "f16" and dev == "cuda") else torch.float32
     if dev == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = False
-    a = torch.randn(n, n, device=dev, dtype=tdt)
-    b = torch.randn(n, n, device=dev, dtype=tdt)
-    sync = torch.cuda.synchronize if dev == "cuda" else (lambda: None)
-    a @ b
-    sync()
-    t0 = time.perf_counter()
-    for _ in range(5):
-        a @ b
-    sync()
-    return 2 * n ** 3 / ((time.perf_counter() - t0) / 5) / 1e9, f"torch {dev} {str(tdt).split('.')[-1]}"
+    A, B = torch.from_numpy(a).to(dev), torch.from_numpy(b).to(dev)
+    if dev == "cpu" and A.dtype == torch.float16:
+        A, B = A.float(), B.float()
+    opa = A.t() if ta else A
+    opb = B.t() if tb else B
+    opa @ opb
+    times = []
+    for _ in range(3):
+        if dev == "cuda":
+            e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            torch.cuda.synchronize()
+            e0.record()
+            for _ in range(reps):
+                opa @ opb
+            e1.record()
+            torch.cuda.synchronize()
+            times.append(e0.elapsed_time(e1) / 1e3 / reps)
+        else:
+            t0 = time.perf_counter()
+            for _ in range(reps):
+                opa @ opb
+            times.append((time.perf_counter() - t0) / reps)
+    return statistics.median(times)
+
+
+def reference(a, b, ta, tb):
+    """float64 product of the (rounded) inputs."""
+    if torch is not None and torch.cuda.is_available():
+        A, B = torch.from_numpy(a).cuda().double(), torch.from_numpy(b).cuda().double()
+        return ((A.t() if ta else A) @ (B.t() if tb else B)).cpu().numpy()
+    A, B = a.astype(np.float64), b.astype(np.float64)
+    return (A.T if ta else A) @ (B.T if tb else B)
+
+
+def ev_time(A, B, C, m, n, k, ta, tb, reps):
+    """Median seconds per product, replaying a recorded program of `reps` launches."""
+    with ev.record(run=False) as p:
+        for _ in range(reps):
+            ev.ops.gemm(A, B, C, m, n, k, trans_a=ta, trans_b=tb)
+    p.run()
+    times = []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        p.run()
+        times.append((time.perf_counter() - t0) / reps)
+    return statistics.median(times)
+
+
+def layout(m, n, k, ta, tb):
+    return variants.Layout((1, m) if ta else (k, 1), (1, k) if tb else (n, 1), (n, 1))
+
+
+def run_case(label, m, n, k, ta, tb, a_shape, b_shape, dtype, cands, dev, rng, summary):
+    npd = np.float16 if dtype == "f16" else np.float32
+    a = rng.standard_normal(a_shape).astype(npd)
+    b = rng.standard_normal(b_shape).astype(npd)
+    flop = 2.0 * m * n * k
+    reps = reps_for(flop, dtype)
+    want = reference(a, b, ta, tb)
+    scale = np.abs(want).max()
+    tt = torch_time(a, b, ta, tb, reps)
+    tref = f"torch {flop / tt / 1e12:8.2f} TFLOP/s" if tt else "no torch"
+    print(f"# {label}: {m}x{n}x{k} trans_a={ta} trans_b={tb} {dtype}, {reps} reps; {tref}", flush=True)
+    A, B = ev.tensor(a), ev.tensor(b)
+    C = ev.empty((m, n), dtype)
+    lay = layout(m, n, k, ta, tb)
+    rows = [("auto", "", ""), ("auto (no split-K)", "", "0")]
+    rows += [(v.name, v.name, "") for v in cands
+             if not variants.matmul_launch_errors(variants.matmul_kind(v.flags), v.spec, m, n, k, lay)]
+    best = None
+    for name, forced, split in rows:
+        os.environ["EVERMIND_VK_MATMUL_VARIANT"] = forced
+        os.environ["EVERMIND_VK_MATMUL_SPLIT_K"] = split
+        try:
+            used = []
+            real = kernels.dispatch
+            kernels.dispatch = lambda v, *a, **kw: (used.append(v.name), real(v, *a, **kw))[1]
+            try:
+                ev.ops.gemm(A, B, C, m, n, k, trans_a=ta, trans_b=tb)
+            finally:
+                kernels.dispatch = real
+            if not forced:
+                name = f"{name} = {'+'.join(x.replace('matmul_', '') for x in used)}"
+            err = np.abs(C.numpy().astype(np.float64) - want).max() / scale
+            t = ev_time(A, B, C, m, n, k, ta, tb, reps)
+        except Exception as e:  # a variant the device refuses: say so, time the rest
+            print(f"  {name:52s} failed: {type(e).__name__}: {e}", flush=True)
+            continue
+        ratio = f"{tt / t:6.3f}" if tt else "   -  "
+        print(f"  {name:52s} {flop / t / 1e12:8.2f} TFLOP/s  {ratio} of torch  rel.err {err:.1e}", flush=True)
+        if name.startswith("auto ="):
+            summary.append([label, dtype, tt and tt / t, None, None])
+        elif forced and (best is None or t < best[1]):
+            best = (name, t)
+    if best and summary:
+        summary[-1][3:] = [best[0], tt and tt / best[1]]
+    os.environ.pop("EVERMIND_VK_MATMUL_VARIANT", None)
+    os.environ.pop("EVERMIND_VK_MATMUL_SPLIT_K", None)
 
 
 def main(argv=None):
@@ -44,39 +156,30 @@ def main(argv=None):
     ap.add_argument("sizes", type=int, nargs="*", default=[256])
     ap.add_argument("--dtype", choices=["f32", "f16"], action="append")
     ap.add_argument("--only", default="", help="variants whose name contains this")
+    ap.add_argument("--kinds", default="", help="comma-separated matmul kinds to force (tiled, v4, rb, cm); default all")
+    ap.add_argument("--lm-shapes", action="store_true", help="the LM's linear-layer products instead of n^3")
+    ap.add_argument("--rows", type=int, default=4096, help="M for --lm-shapes (batch x tokens)")
     args = ap.parse_args(argv)
     dev = ev.get_device()
-    print(f"# {dev.info.name}")
+    print(f"# {dev.info.name}", flush=True)
+    kinds = set(filter(None, args.kinds.split(",")))
+    rng = np.random.default_rng(0)
+    summary = []
     for dtype in args.dtype or ["f32", "f16"]:
-        ref = {n: torch_gflops(n, dtype) for n in args.sizes}
-        for n, (g, what) in ref.items():
-            if g:
-                print(f"{what:28s} n={n:5d} {g:10.1f} GFLOP/s")
-        for v in kernels.usable("matmul", dtype, dev):
-            if args.only not in v.name:
-                continue
-            os.environ["EVERMIND_VK_MATMUL_VARIANT"] = v.name
-            rng = np.random.default_rng(0)
-            npd = np.float16 if dtype == "f16" else np.float32
-            a = rng.standard_normal((512, 512)).astype(npd)
-            b = rng.standard_normal((512, 512)).astype(npd)
-            got = ev.matmul(ev.tensor(a), ev.tensor(b)).numpy().astype(np.float64)
-            want = a.astype(np.float64) @ b.astype(np.float64)
-            err = np.abs(got - want).max() / np.abs(want).max()
+        cands = [v for v in kernels.usable("matmul", dtype, dev) if args.only in v.name
+                 and (not kinds or variants.matmul_kind(v.flags) in kinds)]
+        if args.lm_shapes:
+            for K, N in LM_LAYERS:
+                for case in lm_products(args.rows, K, N):
+                    run_case(f"{case[0]} K={K} N={N}", *case[1:], dtype, cands, dev, rng, summary)
+        else:
             for n in args.sizes:
-                A = ev.tensor(rng.standard_normal((n, n)).astype(npd))
-                B = ev.tensor(rng.standard_normal((n, n)).astype(npd))
-                C = ev.empty((n, n), dtype)
-                with ev.record(run=False) as p:
-                    for _ in range(5):
-                        ev.matmul(A, B, out=C)
-                p.run()
-                t0 = time.perf_counter()
-                p.run()
-                g = 2 * n ** 3 / ((time.perf_counter() - t0) / 5) / 1e9
-                ratio = f"  {g / ref[n][0]:.3f} of {ref[n][1]}" if ref[n][0] else ""
-                print(f"{v.name:34s} n={n:5d} {g:10.1f} GFLOP/s  check rel.err {err:.1e}{ratio}")
-    os.environ.pop("EVERMIND_VK_MATMUL_VARIANT", None)
+                run_case(f"n={n}", n, n, n, False, False, (n, n), (n, n), dtype, cands, dev, rng, summary)
+    print("\n# summary: ratio to torch of the selector's pick (auto) and of the best forced variant")
+    for label, dtype, auto, bname, bratio in summary:
+        a = f"{auto:.3f}" if auto else "-"
+        b = f"{bratio:.3f}" if bratio else "-"
+        print(f"{dtype} {label:22s} auto {a:>6s}   best {b:>6s} {bname or ''}")
 
 
 if __name__ == "__main__":

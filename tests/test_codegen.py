@@ -26,6 +26,9 @@ def test_names_are_derived_from_the_table():
         spec = dict(v["spec_constants"])
         tile = (f"t{spec['BM']}x{spec['BN']}" if "BM" in spec else f"t{spec['WG']}x{spec['VEC']}" if "VEC" in spec
                 else f"r{spec['ROWS']}x{spec['TILE']}" if "ROWS" in spec else None)
+        if "BM" in spec:  # the k-step too where it differs from the algorithm's usual one (cm 16, rb 8)
+            usual = 16 if "cm" in v["flags"] else 8 if any(f.startswith("rb") for f in v["flags"]) else spec["BK"]
+            tile += f"k{spec['BK']}" if spec["BK"] != usual else ""
         assert v["name"] == "_".join([v["op"], v["dtype"], *v["flags"]] + ([tile] if tile else []))
         assert (ROOT / "generated" / v["spirv"]).exists()
     assert len(names) == len(manifest["variants"])

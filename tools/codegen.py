@@ -35,7 +35,7 @@ GENERATED = ROOT / "generated"
 
 sys.path.insert(0, str(ROOT))
 from evermind_vk.runtime.variants import (attention_row_errors, features_for, matmul_kind, matmul_row_errors,  # noqa: E402
-                                          register_block, ssd_row_errors)
+                                          raster_group, register_block, ssd_row_errors, subgroup_grid)
 
 # Each template declares, at its top, `{% set INTERFACE = {op: {...}} %}`: per op its storage buffers
 # (name, element type, access r|w|rw), push constants (name, u32|f32; all words are 4 bytes) and
@@ -79,7 +79,7 @@ def matmul(dtype, bm, bn, bk, wg_x, wg_y, flags=()):
                          + "\n  ".join(errors))
     return Variant("matmul_" + matmul_kind(flags), "matmul", dtype,
                    (("WG_X", wg_x), ("WG_Y", wg_y), ("BM", bm), ("BN", bn), ("BK", bk)),
-                   flags=tuple(flags), tile=f"t{bm}x{bn}")
+                   flags=tuple(flags), tile=f"t{bm}x{bn}" + (f"k{bk}" if bk != {"cm": 16, "rb": 8}.get(matmul_kind(flags), bk) else ""))
 
 
 def simple(template, op, dtype, wg, flags=()):
@@ -141,8 +141,21 @@ VARIANTS = [
     # GPUs, 16-byte-aligned layouts: an RMxRN register block per thread.
     *(matmul(dt, rm * wy, rn * wx, bk, wx, wy, [f"rb{rm}x{rn}"]) for dt in F
       for (rm, rn, bk, wx, wy) in ((8, 8, 8, 16, 16), (8, 4, 16, 16, 16), (4, 4, 16, 16, 16))),
-    # Tensor cores (KHR cooperative matrices), f16, aligned shapes only; FMxFN 16x16 fragments per subgroup.
-    *(matmul("f16", 32 * fm, 32 * fn, bk, 128, 1, ["cm", f"rb{fm}x{fn}"]) for (fm, fn, bk) in ((4, 4, 16), (2, 2, 32))),
+    # ... larger blocks, and tiles visited in groups of 8 tile rows (flag g8).
+    *(matmul("f32", rm * wy, rn * wx, bk, wx, wy, [f"rb{rm}x{rn}", *g]) for (rm, rn, bk, wx, wy, g) in (
+        (8, 8, 8, 16, 16, ["g8"]), (8, 16, 8, 16, 16, []), (16, 8, 8, 16, 16, []), (8, 4, 16, 16, 16, ["g8"]),
+        (16, 8, 8, 16, 16, ["g8"]), (16, 4, 16, 16, 16, []), (16, 8, 8, 8, 16, []))),
+    # Tensor cores (KHR cooperative matrices), f16, aligned shapes only; FMxFN 16x16 fragments per
+    # subgroup on WMxWN subgroups (flag wWMxWN, 2x2 without one).
+    *(matmul("f16", 16 * fm * wm, 16 * fn * wn, bk, 32 * wm * wn, 1,
+             ["cm", f"rb{fm}x{fn}", *([f"w{wm}x{wn}"] if (wm, wn) != (2, 2) else []), *g])
+      for (fm, fn, wm, wn, bk, g) in (
+          (4, 4, 2, 2, 16, []), (2, 2, 2, 2, 32, []),
+          (4, 4, 2, 2, 16, ["g8"]), (4, 2, 2, 4, 16, []), (2, 4, 4, 2, 16, []), (4, 2, 2, 4, 32, []),
+          (2, 2, 4, 4, 32, []), (4, 4, 2, 4, 16, []), (4, 4, 4, 2, 16, []), (4, 4, 2, 4, 16, ["g8"]),
+          (4, 4, 2, 2, 32, ["g8"]),
+          # p2: two register sets, each tile loaded two steps before it is stored
+          (4, 4, 2, 2, 16, ["p2"]), (4, 2, 2, 4, 16, ["p2"]), (4, 4, 2, 2, 32, ["p2"]), (4, 4, 2, 4, 16, ["p2"]))),
     # One workgroup per row.
     *(simple("softmax", op, dt, 128) for op in ("softmax", "softmax_backward") for dt in F),
     *(simple("norms", op, dt, 128)
@@ -251,7 +264,8 @@ def render(v: Variant, env) -> tuple[str, dict]:
     """GLSL source of a variant and its op's interface (declared in the template)."""
     tpl = env.get_template(f"{v.template}.comp.j2")
     module = tpl.make_module(dict(op=v.op, dtype=v.dtype, flags=v.flags, T=GLSL_TYPES[v.dtype],
-                                  f16=v.dtype == "f16", glsl_types=GLSL_TYPES, rb=register_block(v.flags)))
+                                  f16=v.dtype == "f16", glsl_types=GLSL_TYPES, rb=register_block(v.flags),
+                                  sg_grid=subgroup_grid(v.flags), raster=raster_group(v.flags)))
     iface = module.INTERFACE.get(v.op)
     if iface is None:
         raise SystemExit(f"codegen: template {v.template} declares no interface for op {v.op}")

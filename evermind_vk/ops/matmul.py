@@ -7,6 +7,7 @@ import os
 from ..errors import ShapeError, UnsupportedError
 from ..runtime import kernels, variants
 from ..runtime.tensor import Tensor, empty
+from .reduce import colsum
 
 __all__ = ["gemm_strided", "gemm", "matmul", "matmul_backward"]
 
@@ -28,8 +29,21 @@ def gemm_strided(a: Tensor, b: Tensor, c: Tensor, M: int, N: int, K: int, *,
     lay = variants.Layout(tuple(a_strides), tuple(b_strides), tuple(c_strides), tuple(a_batch), tuple(b_batch),
                           tuple(c_batch), float(beta))
     dev = a.device
+    c_dense = tuple(c_strides) == (N, 1) and c_batch[0] == 0 and c.numel == M * N
+    forced_split = os.environ.get("EVERMIND_VK_MATMUL_SPLIT_K", "").strip()
     v = variants.pick_matmul(kernels.usable("matmul", a.dtype, dev), M, N, K, lay, dev.info.type,
-                             dev.info.shared_memory, batch, os.environ.get("EVERMIND_VK_MATMUL_VARIANT", "").strip())
+                             dev.info.shared_memory, batch, os.environ.get("EVERMIND_VK_MATMUL_VARIANT", "").strip(),
+                             split=variants.split_allowed(a.dtype, batch, float(beta), c_dense, dev.info.type, forced_split))
+    split = variants.matmul_split_k(M, N, K, -(-M // v.spec["BM"]) * -(-N // v.spec["BN"]) * batch, dev.info.type,
+                                    a.dtype, batch, float(beta), c_dense, forced_split)
+    if split > 1:  # parallel split-K: S chunks as one batched product into a workspace, then a column sum
+        kc = K // split
+        work = empty((split, M * N), "f32", dev)
+        gemm_strided(a, b, work, M, N, kc, a_strides=a_strides, b_strides=b_strides, c_strides=(N, 1), batch=split,
+                     a_batch=(a_batch[0], kc * a_strides[1]), b_batch=(b_batch[0], kc * b_strides[0], 1),
+                     c_batch=(0, M * N), alpha=alpha)
+        colsum(work, out=c)
+        return c
     splits = variants.matmul_k_splits(variants.matmul_kind(v.flags), v.spec, K, dev.info.type)
     if len(splits) > 1:  # split-K: later parts accumulate (beta = 1), so pick for that layout
         lay1 = variants.Layout(lay.a_strides, lay.b_strides, lay.c_strides, lay.a_batch, lay.b_batch,

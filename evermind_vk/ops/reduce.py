@@ -12,12 +12,15 @@ __all__ = ["colsum", "n_partials", "partial_sums", "final_sum", "reduce_sum", "s
 CHUNK = 4096  # elements per stage-1 workgroup
 
 
-def colsum(x: Tensor) -> Tensor:
+def colsum(x: Tensor, out: Tensor | None = None) -> Tensor:
     """Sum over all rows of x viewed as [rows, last dim], in f32 (bias and norm weight gradients).
     Parallel over columns and row chunks, in stages (runtime.variants.colsum_plan): every thread adds at
-    most MAX_LOOP rows in row order, so the result is deterministic and right at any row count."""
+    most MAX_LOOP rows in row order, so the result is deterministic and right at any row count.
+    out: an f32 tensor of `cols` elements (any shape) to write instead of a new one."""
     rows, cols = rows_cols(x)
-    y = empty((cols,), "f32", x.device)
+    if out is not None and (out.dtype != "f32" or out.numel != cols):
+        raise ShapeError(f"colsum: out is {out.shape}/{out.dtype}, want {cols} f32 elements")
+    y = empty((cols,), "f32", x.device) if out is None else out
     if cols == 0:
         return y
     src = x

@@ -51,6 +51,29 @@ def register_block(flags) -> tuple | None:
     return tuple(int(x) for x in f[0][2:].split("x")) if f else None
 
 
+def subgroup_grid(flags) -> tuple:
+    """The WM x WN subgroups of a cm variant (flag wWMxWN; 2x2 without one)."""
+    f = [f for f in flags if f.startswith("w") and "x" in f]
+    return tuple(int(x) for x in f[0][1:].split("x")) if f else (2, 2)
+
+
+def raster_group(flags) -> int:
+    """Tile rows per raster group (flag gG: workgroups walk G tile rows column by column), 0 without one."""
+    f = [f for f in flags if f[:1] == "g" and f[1:].isdigit()]
+    return int(f[0][1:]) if f else 0
+
+
+def rb_shared_bytes(bm: int, bn: int, bk: int) -> int:
+    """Shared memory of an rb tile: two buffers of BK rows of BM/4 + 1 and BN/4 + 1 vec4s."""
+    return 2 * bk * (bm // 4 + 1 + bn // 4 + 1) * 16
+
+
+def cm_shared_bytes(bm: int, bn: int, bk: int) -> int:
+    """Shared memory of a cm tile: two buffers of A (BM rows of BK + 8 halves) and B (BK rows of BN + 8,
+    or BN rows of BK + 8 when k-contiguous, whichever is larger)."""
+    return 2 * 2 * (bm * (bk + 8) + max(bk * (bn + 8), bn * (bk + 8)))
+
+
 def matmul_kind(flags) -> str:
     """'cm' | 'v4' | 'rb' | 'tiled' for a matmul variant's flags."""
     if "cm" in flags:
@@ -72,10 +95,13 @@ def matmul_row_errors(bm: int, bn: int, bk: int, wg_x: int, wg_y: int, flags) ->
         if not blk:
             return ["a cm matmul needs its fragment block as an rbFMxFN flag"]
         la, lb = bm * bk / (8 * nt), bn * bk / (8 * nt)  # 16-byte (8-half) loads per thread, at most 8
-        if (bm, bn) != (32 * blk[0], 32 * blk[1]):
-            errs.append(f"cm tile {bm}x{bn} must be 32 x the {blk} fragment block (2x2 subgroups of 16x16)")
-        if nt != 128:
-            errs.append(f"cm needs 128 threads (4 subgroups of 32), got {nt}")
+        wm, wn = subgroup_grid(flags)
+        if (bm, bn) != (16 * wm * blk[0], 16 * wn * blk[1]):
+            errs.append(f"cm tile {bm}x{bn} must be the {blk} block of 16x16 fragments times {wm}x{wn} subgroups")
+        if nt != 32 * wm * wn:
+            errs.append(f"cm needs {32 * wm * wn} threads ({wm}x{wn} subgroups of 32), got {nt}")
+        if cm_shared_bytes(bm, bn, bk) > 49152:
+            errs.append(f"cm tile {bm}x{bn}x{bk} needs {cm_shared_bytes(bm, bn, bk)} bytes of shared memory (> 48 KiB)")
         if bk % 16:
             errs.append(f"cm BK {bk} must be a multiple of 16")
         if la not in range(1, 9) or lb not in range(1, 9):
@@ -88,6 +114,8 @@ def matmul_row_errors(bm: int, bn: int, bk: int, wg_x: int, wg_y: int, flags) ->
             errs.append(f"rb block {blk} and BK {bk} must be multiples of 4")
         if la not in (1, 2, 3, 4) or lb not in (1, 2, 3, 4):
             errs.append(f"rb tile {bm}x{bn}x{bk} needs 1..4 whole 16-byte loads per thread, got {la}, {lb}")
+        if rb_shared_bytes(bm, bn, bk) > 49152:  # 256x128x16 (50 KiB) lost the H200's device when forced
+            errs.append(f"rb tile {bm}x{bn}x{bk} needs {rb_shared_bytes(bm, bn, bk)} bytes of shared memory (> 48 KiB)")
     elif kind == "v4":
         if bk != 4:
             errs.append(f"v4 reads k four at a time: BK must be 4, got {bk}")
@@ -146,19 +174,27 @@ def matmul_launch_errors(kind: str, spec: dict, M: int, N: int, K: int, lay: Lay
     return errs
 
 
+def tile_preference(t) -> tuple:
+    """Larger area first; among equal areas the squarer tile (128x128 over 256x64: 0.74 vs 0.62 of
+    cuBLAS on 4096x512x512, H200), then the taller one (256x128 over 128x256), then the shorter k-step."""
+    return (t[0] * t[1], -max(t[0], t[1]) / min(t[0], t[1]), t[0], -t[2])
+
+
 def matmul_tile(M: int, N: int, K: int, tiles, shared_memory: int, device_type: str, batch: int = 1,
                 buffers: int = 1):
     """Pick a (BM, BN, BK) tile from `tiles` for an MxK . KxN product.
 
     Tiles whose shared memory (buffers x 4 bytes x BK x (BM + BN + 8)) exceeds the device limit are never chosen.
     Among the rest, prefer the largest tile that (a) wastes at most 25% of its area on padding and
-    (b) still yields enough workgroups to fill the device (64 on a GPU, 4 on a CPU device such as
-    lavapipe); otherwise the tile with the least padded work, smallest first.
+    (b) still yields enough workgroups to fill the device (128 on a GPU: one per multiprocessor of an
+    H200 with 132, where 64 left half of it idle, bench/results/h200-matmul-lm.txt; 4 on a CPU device
+    such as lavapipe), ordered by tile_preference; otherwise the tile with the least padded work,
+    smallest first.
     """
     fits = [t for t in tiles if buffers * 4 * t[2] * (t[0] + t[1] + 8) <= shared_memory]
     if not fits:
         raise ValueError(f"no matmul tile fits {shared_memory} bytes of shared memory")
-    want_groups = 4 if device_type == "cpu" else 64
+    want_groups = 4 if device_type == "cpu" else 128
 
     def groups(t):
         return math.ceil(M / t[0]) * math.ceil(N / t[1]) * batch
@@ -168,21 +204,41 @@ def matmul_tile(M: int, N: int, K: int, tiles, shared_memory: int, device_type: 
 
     good = [t for t in fits if padded(t) <= 1.25 * M * N and groups(t) >= want_groups]
     if good:
-        return max(good, key=lambda t: (t[0] * t[1], t[2]))
+        return max(good, key=tile_preference)
     return min(fits, key=lambda t: (padded(t), t[0] * t[1]))
 
 
 V4_MIN_WORK = 1 << 24  # 256^3: v4 pipelines take 0.15-0.7 s to build on lavapipe, worth it only for big products
 
 
+# Cooperative-matrix variants in the order measured on an NVIDIA H200 at 4096^3 and 8192^3
+# (bench/results/h200-matmul-variants.txt, round 3); unlisted ones come after, largest tile first.
+CM_ORDER = ("cm_rb4x2_w2x4_t128x128", "cm_rb4x4_t128x128", "cm_rb4x4_g8_t128x128", "cm_rb4x4_w2x4_g8_t128x256",
+            "cm_rb4x4_w2x4_t128x256", "cm_rb2x2_w4x4_t128x128k32")
+
+
+def split_ways(groups: int, K: int) -> int:
+    """K chunks for a split-K launch of `groups` output tiles: S doubles while the launch has fewer than
+    256 workgroups and each chunk keeps >= 256 values of k in whole multiples of 16 (at most 16)."""
+    s = 1
+    while groups * s < 256 and s < 16 and K % (32 * s) == 0 and K // (2 * s) >= 256:
+        s *= 2
+    return s
+
+
 def pick_matmul(cands, M: int, N: int, K: int, lay: Layout, device_type: str, shared_memory: int,
-                batch: int = 1, forced: str = ""):
+                batch: int = 1, forced: str = "", split: bool = False):
     """The matmul variant for a launch, from the usable candidates (objects with .name, .flags, .spec).
 
     A forced name (EVERMIND_VK_MATMUL_VARIANT) wins where its launch rules hold. Otherwise:
-    cooperative matrices where the launch is aligned to their tile; on CPU devices the v4 blocks for
-    big aligned products; on other devices register blocks where 16-byte loads are possible;
-    otherwise the shared-memory tiles. Tiles come from matmul_tile."""
+    cooperative matrices where the launch is aligned to their tile (CM_ORDER); on CPU devices the v4
+    blocks for big aligned products; on other devices register blocks where 16-byte loads are possible;
+    otherwise the shared-memory tiles. Tiles come from matmul_tile, except that where the product may be
+    split along K (split: see matmul_split_k) register blocks take the largest tile that, split at
+    least 4 ways, makes at least 128 workgroups (H200, bench/results/h200-matmul-lm.txt: 256x128 split
+    4 ways 0.80 of cuBLAS against 0.71 for 128x128 whole on 4096x512x2816; split only 2 ways, 128x128
+    tiles lost to 128x64 whole on 4096x256x512, 0.68 against 0.75, and 256x128 only tied 128x128
+    whole on 4096x512x512)."""
     def ok(v):
         return not matmul_launch_errors(matmul_kind(v.flags), v.spec, M, N, K, lay)
 
@@ -193,10 +249,15 @@ def pick_matmul(cands, M: int, N: int, K: int, lay: Layout, device_type: str, sh
     by_kind: dict[str, list] = {}
     for v in cands:
         by_kind.setdefault(matmul_kind(v.flags), []).append(v)
-    cm = [v for v in by_kind.get("cm", ()) if ok(v)]
+    cm = [v for v in by_kind.get("cm", ()) if ok(v)
+          and cm_shared_bytes(v.spec["BM"], v.spec["BN"], v.spec["BK"]) <= shared_memory]
     if cm:
         big = [v for v in cm if -(-M // v.spec["BM"]) * -(-N // v.spec["BN"]) * batch >= 128]
-        return max(big, key=lambda v: v.spec["BM"] * v.spec["BN"]) if big else min(cm, key=lambda v: v.spec["BM"])
+
+        def rank(v):
+            short = v.name.split("_", 2)[2]
+            return (CM_ORDER.index(short), 0) if short in CM_ORDER else (len(CM_ORDER), -v.spec["BM"] * v.spec["BN"])
+        return min(big, key=rank) if big else min(cm, key=lambda v: v.spec["BM"])
     if device_type == "cpu" and M * N * K * batch >= V4_MIN_WORK:
         v4 = sorted((v for v in by_kind.get("v4", ()) if ok(v)), key=lambda v: v.spec["BM"] * v.spec["BN"])
         if v4:  # the largest block that still gives both cores work
@@ -207,8 +268,41 @@ def pick_matmul(cands, M: int, N: int, K: int, lay: Layout, device_type: str, sh
     if not pool:
         raise ValueError("no tiled matmul variant among the candidates")
     tiles = sorted({(v.spec["BM"], v.spec["BN"], v.spec["BK"]) for v in pool})
-    tile = matmul_tile(M, N, K, tiles, shared_memory, device_type, batch, buffers=MATMUL_BUFFERS[kind])
+    tile = None
+    if split and kind == "rb":
+        fits = [t for t in tiles if 2 * 4 * t[2] * (t[0] + t[1] + 8) <= shared_memory]
+        for t in sorted(fits, key=tile_preference, reverse=True):
+            g = -(-M // t[0]) * -(-N // t[1]) * batch
+            if g < 128 and split_ways(g, K) >= 4 and g * split_ways(g, K) >= 128:
+                tile = t
+                break
+            if g >= 128:
+                break  # whole tiles fill the device: matmul_tile's choice
+    tile = tile or matmul_tile(M, N, K, tiles, shared_memory, device_type, batch, buffers=MATMUL_BUFFERS[kind])
     return next(v for v in pool if (v.spec["BM"], v.spec["BN"], v.spec["BK"]) == tile)
+
+
+def matmul_split_k(M: int, N: int, K: int, groups: int, device_type: str, dtype: str, batch: int, beta: float,
+                   c_dense: bool, forced: str = "") -> int:
+    """Parallel split-K for GPUs: the number of K chunks S (1: no split) when an f32 product's tile
+    (`groups` workgroups) leaves the device short of work (fewer than 128) and K is long (split_ways):
+    the chunks run as one batched launch into an [S, M, N] workspace that a column sum adds up
+    (deterministic, in chunk order). Only for a single product written densely (c_dense: C is [M, N]
+    row-major at offset 0) with beta 0. forced (EVERMIND_VK_MATMUL_SPLIT_K): '0' never splits, 'n'
+    splits n ways where that is possible (n divides K into multiples of 16)."""
+    if not split_allowed(dtype, batch, beta, c_dense, device_type, forced):
+        return 1
+    if forced:
+        n = int(forced)
+        return n if n > 1 and K % (16 * n) == 0 else 1
+    return 1 if groups >= 128 else split_ways(groups, K)
+
+
+def split_allowed(dtype: str, batch: int, beta: float, c_dense: bool, device_type: str, forced: str = "") -> bool:
+    """Whether a product may be split along K (see matmul_split_k)."""
+    if dtype != "f32" or batch != 1 or beta != 0.0 or not c_dense or forced == "0":
+        return False
+    return bool(forced) or device_type != "cpu"
 
 
 # -- loop bounds: no invocation loops more than MAX_LOOP times ----------------------------------------

@@ -7,6 +7,7 @@
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#extension GL_EXT_control_flow_attributes : require
 // Batched strided matmul: C[z] = alpha * A[z] . B[z / bdiv] + beta * C[z], f32 accumulation.
 // A[m,k] = a[aoff + z*sab + m*sam + k*sak], B[k,n] = b[boff + (z/bdiv)*sbb + k*sbk + n*sbn],
 // C[m,n] = c[coff + z*scb + m*scm + n*scn].
@@ -43,8 +44,9 @@ layout(local_size_x_id = 0, local_size_y_id = 1) in;
 
 // cm: cooperative matrices (tensor cores), aligned case only: M % BM == N % BN ==
 // K % BK == 0, scn == 1, beta == 0, sak == 1, sbn == 1 or sbk == 1, offsets and row strides multiples
-// of 8 halves (the selector guarantees it). 4 subgroups of 32 in 2x2 each compute a (BM/2) x (BN/2)
-// quadrant as FM x FN named 16x16 f32 accumulators (a template parameter, as for rb). Tiles go
+// of 8 halves (the selector guarantees it). WM x WN subgroups of 32 (flag wWMxWN, default 2x2) each
+// compute a (BM/WM) x (BN/WN) block as FM x FN named 16x16 f32 accumulators (a template parameter,
+// as for rb); flag gG visits the tiles in groups of G tile rows (L2 reuse of B). Tiles go
 // global -> registers -> shared as 16-byte words, two shared buffers, the next tile loaded while the
 // current one is multiplied; B k-contiguous (transpose_b) is staged as it is and read column-major.
 const uint NT = WG_X * WG_Y;
@@ -56,23 +58,25 @@ shared uvec4 Bs[2 * SB];
 layout(std430, binding = 0) readonly buffer Buf_a4 { uvec4 a4[]; };
 layout(std430, binding = 1) readonly buffer Buf_b4 { uvec4 b4[]; };
 
+
 void main() {
     const uint tid = gl_LocalInvocationID.y * WG_X + gl_LocalInvocationID.x;
     const uint sg = gl_SubgroupID;
     const uint wm0 = (sg / 2) * (BM / 2), wn0 = (sg % 2) * (BN / 2);
     const uint m0 = gl_WorkGroupID.y * BM, n0 = gl_WorkGroupID.x * BN, z = gl_WorkGroupID.z;
+
     const uint aoff = p.aoff + z * p.sab;
     const uint boff = p.boff + (z / p.bdiv) * p.sbb;
     const uint coff = p.coff + z * p.scb;
     const bool bn = p.sbn == 1;
-    uvec4 ra0 = uvec4(0), rb0 = uvec4(0);
-    uvec4 ra1 = uvec4(0), rb1 = uvec4(0);
-    uvec4 ra2 = uvec4(0), rb2 = uvec4(0);
-    uvec4 ra3 = uvec4(0), rb3 = uvec4(0);
-    uvec4 ra4 = uvec4(0), rb4 = uvec4(0);
-    uvec4 ra5 = uvec4(0), rb5 = uvec4(0);
-    uvec4 ra6 = uvec4(0), rb6 = uvec4(0);
-    uvec4 ra7 = uvec4(0), rb7 = uvec4(0);
+    uvec4 ra0_0 = uvec4(0), rb0_0 = uvec4(0);
+    uvec4 ra0_1 = uvec4(0), rb0_1 = uvec4(0);
+    uvec4 ra0_2 = uvec4(0), rb0_2 = uvec4(0);
+    uvec4 ra0_3 = uvec4(0), rb0_3 = uvec4(0);
+    uvec4 ra0_4 = uvec4(0), rb0_4 = uvec4(0);
+    uvec4 ra0_5 = uvec4(0), rb0_5 = uvec4(0);
+    uvec4 ra0_6 = uvec4(0), rb0_6 = uvec4(0);
+    uvec4 ra0_7 = uvec4(0), rb0_7 = uvec4(0);
     coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> c0_0 =
         coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(0.0);
     coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> c0_1 =
@@ -83,85 +87,87 @@ void main() {
         coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(0.0);
 
     const uint nt = p.K / BK;
+    // Tile t is loaded into registers in step t, while tile t - 1 is multiplied, and stored at its end.
     for (uint t = 0; t <= nt; ++t) {
-        if (t < nt) {  // global -> registers: A rows along k; B rows along n, or along k (transpose_b)
-            const uint k0 = t * BK;
+        if (t < nt)         {
+            const uint k0 = (t) * BK;
             if (0 < LA) {
                 uint q = tid + 0 * NT;
-                ra0 = a4[(aoff + (m0 + q / (BK / 8)) * p.sam + k0 + (q % (BK / 8)) * 8) / 8];
+                ra0_0 = a4[(aoff + (m0 + q / (BK / 8)) * p.sam + k0 + (q % (BK / 8)) * 8) / 8];
             }
             if (0 < LB) {
                 uint q = tid + 0 * NT;
-                rb0 = bn ? b4[(boff + (k0 + q / (BN / 8)) * p.sbk + n0 + (q % (BN / 8)) * 8) / 8]
+                rb0_0 = bn ? b4[(boff + (k0 + q / (BN / 8)) * p.sbk + n0 + (q % (BN / 8)) * 8) / 8]
                                : b4[(boff + (n0 + q / (BK / 8)) * p.sbn + k0 + (q % (BK / 8)) * 8) / 8];
             }
             if (1 < LA) {
                 uint q = tid + 1 * NT;
-                ra1 = a4[(aoff + (m0 + q / (BK / 8)) * p.sam + k0 + (q % (BK / 8)) * 8) / 8];
+                ra0_1 = a4[(aoff + (m0 + q / (BK / 8)) * p.sam + k0 + (q % (BK / 8)) * 8) / 8];
             }
             if (1 < LB) {
                 uint q = tid + 1 * NT;
-                rb1 = bn ? b4[(boff + (k0 + q / (BN / 8)) * p.sbk + n0 + (q % (BN / 8)) * 8) / 8]
+                rb0_1 = bn ? b4[(boff + (k0 + q / (BN / 8)) * p.sbk + n0 + (q % (BN / 8)) * 8) / 8]
                                : b4[(boff + (n0 + q / (BK / 8)) * p.sbn + k0 + (q % (BK / 8)) * 8) / 8];
             }
             if (2 < LA) {
                 uint q = tid + 2 * NT;
-                ra2 = a4[(aoff + (m0 + q / (BK / 8)) * p.sam + k0 + (q % (BK / 8)) * 8) / 8];
+                ra0_2 = a4[(aoff + (m0 + q / (BK / 8)) * p.sam + k0 + (q % (BK / 8)) * 8) / 8];
             }
             if (2 < LB) {
                 uint q = tid + 2 * NT;
-                rb2 = bn ? b4[(boff + (k0 + q / (BN / 8)) * p.sbk + n0 + (q % (BN / 8)) * 8) / 8]
+                rb0_2 = bn ? b4[(boff + (k0 + q / (BN / 8)) * p.sbk + n0 + (q % (BN / 8)) * 8) / 8]
                                : b4[(boff + (n0 + q / (BK / 8)) * p.sbn + k0 + (q % (BK / 8)) * 8) / 8];
             }
             if (3 < LA) {
                 uint q = tid + 3 * NT;
-                ra3 = a4[(aoff + (m0 + q / (BK / 8)) * p.sam + k0 + (q % (BK / 8)) * 8) / 8];
+                ra0_3 = a4[(aoff + (m0 + q / (BK / 8)) * p.sam + k0 + (q % (BK / 8)) * 8) / 8];
             }
             if (3 < LB) {
                 uint q = tid + 3 * NT;
-                rb3 = bn ? b4[(boff + (k0 + q / (BN / 8)) * p.sbk + n0 + (q % (BN / 8)) * 8) / 8]
+                rb0_3 = bn ? b4[(boff + (k0 + q / (BN / 8)) * p.sbk + n0 + (q % (BN / 8)) * 8) / 8]
                                : b4[(boff + (n0 + q / (BK / 8)) * p.sbn + k0 + (q % (BK / 8)) * 8) / 8];
             }
             if (4 < LA) {
                 uint q = tid + 4 * NT;
-                ra4 = a4[(aoff + (m0 + q / (BK / 8)) * p.sam + k0 + (q % (BK / 8)) * 8) / 8];
+                ra0_4 = a4[(aoff + (m0 + q / (BK / 8)) * p.sam + k0 + (q % (BK / 8)) * 8) / 8];
             }
             if (4 < LB) {
                 uint q = tid + 4 * NT;
-                rb4 = bn ? b4[(boff + (k0 + q / (BN / 8)) * p.sbk + n0 + (q % (BN / 8)) * 8) / 8]
+                rb0_4 = bn ? b4[(boff + (k0 + q / (BN / 8)) * p.sbk + n0 + (q % (BN / 8)) * 8) / 8]
                                : b4[(boff + (n0 + q / (BK / 8)) * p.sbn + k0 + (q % (BK / 8)) * 8) / 8];
             }
             if (5 < LA) {
                 uint q = tid + 5 * NT;
-                ra5 = a4[(aoff + (m0 + q / (BK / 8)) * p.sam + k0 + (q % (BK / 8)) * 8) / 8];
+                ra0_5 = a4[(aoff + (m0 + q / (BK / 8)) * p.sam + k0 + (q % (BK / 8)) * 8) / 8];
             }
             if (5 < LB) {
                 uint q = tid + 5 * NT;
-                rb5 = bn ? b4[(boff + (k0 + q / (BN / 8)) * p.sbk + n0 + (q % (BN / 8)) * 8) / 8]
+                rb0_5 = bn ? b4[(boff + (k0 + q / (BN / 8)) * p.sbk + n0 + (q % (BN / 8)) * 8) / 8]
                                : b4[(boff + (n0 + q / (BK / 8)) * p.sbn + k0 + (q % (BK / 8)) * 8) / 8];
             }
             if (6 < LA) {
                 uint q = tid + 6 * NT;
-                ra6 = a4[(aoff + (m0 + q / (BK / 8)) * p.sam + k0 + (q % (BK / 8)) * 8) / 8];
+                ra0_6 = a4[(aoff + (m0 + q / (BK / 8)) * p.sam + k0 + (q % (BK / 8)) * 8) / 8];
             }
             if (6 < LB) {
                 uint q = tid + 6 * NT;
-                rb6 = bn ? b4[(boff + (k0 + q / (BN / 8)) * p.sbk + n0 + (q % (BN / 8)) * 8) / 8]
+                rb0_6 = bn ? b4[(boff + (k0 + q / (BN / 8)) * p.sbk + n0 + (q % (BN / 8)) * 8) / 8]
                                : b4[(boff + (n0 + q / (BK / 8)) * p.sbn + k0 + (q % (BK / 8)) * 8) / 8];
             }
             if (7 < LA) {
                 uint q = tid + 7 * NT;
-                ra7 = a4[(aoff + (m0 + q / (BK / 8)) * p.sam + k0 + (q % (BK / 8)) * 8) / 8];
+                ra0_7 = a4[(aoff + (m0 + q / (BK / 8)) * p.sam + k0 + (q % (BK / 8)) * 8) / 8];
             }
             if (7 < LB) {
                 uint q = tid + 7 * NT;
-                rb7 = bn ? b4[(boff + (k0 + q / (BN / 8)) * p.sbk + n0 + (q % (BN / 8)) * 8) / 8]
+                rb0_7 = bn ? b4[(boff + (k0 + q / (BN / 8)) * p.sbk + n0 + (q % (BN / 8)) * 8) / 8]
                                : b4[(boff + (n0 + q / (BK / 8)) * p.sbn + k0 + (q % (BK / 8)) * 8) / 8];
             }
         }
-        if (t > 0) {  // multiply tile t - 1
+
+        if (t > 0)         {
             const uint sa = ((t - 1) & 1) * SA, sb = ((t - 1) & 1) * SB;
-            for (uint kk = 0; kk < BK; kk += 16) {
+            [[unroll]] for (uint kk = 0; kk < BK; kk += 16) {
                 coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> a0;
                 coopMatLoad(a0, As, sa + ((wm0 + 0) * PA + kk) / 8, PA / 8, gl_CooperativeMatrixLayoutRowMajor);
                 coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> a1;
@@ -178,73 +184,75 @@ void main() {
                 c1_1 = coopMatMulAdd(a1, b1, c1_1);
             }
         }
-        if (t < nt) {  // registers -> the other buffer (last read in step t - 2, before a barrier)
-            const uint sa = (t & 1) * SA, sb = (t & 1) * SB;
+
+        if (t < nt)         {
+            const uint sa = ((t) & 1) * SA, sb = ((t) & 1) * SB;
             if (0 < LA) {
                 uint q = tid + 0 * NT;
-                As[sa + (q / (BK / 8)) * (PA / 8) + q % (BK / 8)] = ra0;
+                As[sa + (q / (BK / 8)) * (PA / 8) + q % (BK / 8)] = ra0_0;
             }
             if (0 < LB) {
                 uint q = tid + 0 * NT;
-                Bs[sb + (bn ? (q / (BN / 8)) * (PB / 8) + q % (BN / 8) : (q / (BK / 8)) * (PT / 8) + q % (BK / 8))] = rb0;
+                Bs[sb + (bn ? (q / (BN / 8)) * (PB / 8) + q % (BN / 8) : (q / (BK / 8)) * (PT / 8) + q % (BK / 8))] = rb0_0;
             }
             if (1 < LA) {
                 uint q = tid + 1 * NT;
-                As[sa + (q / (BK / 8)) * (PA / 8) + q % (BK / 8)] = ra1;
+                As[sa + (q / (BK / 8)) * (PA / 8) + q % (BK / 8)] = ra0_1;
             }
             if (1 < LB) {
                 uint q = tid + 1 * NT;
-                Bs[sb + (bn ? (q / (BN / 8)) * (PB / 8) + q % (BN / 8) : (q / (BK / 8)) * (PT / 8) + q % (BK / 8))] = rb1;
+                Bs[sb + (bn ? (q / (BN / 8)) * (PB / 8) + q % (BN / 8) : (q / (BK / 8)) * (PT / 8) + q % (BK / 8))] = rb0_1;
             }
             if (2 < LA) {
                 uint q = tid + 2 * NT;
-                As[sa + (q / (BK / 8)) * (PA / 8) + q % (BK / 8)] = ra2;
+                As[sa + (q / (BK / 8)) * (PA / 8) + q % (BK / 8)] = ra0_2;
             }
             if (2 < LB) {
                 uint q = tid + 2 * NT;
-                Bs[sb + (bn ? (q / (BN / 8)) * (PB / 8) + q % (BN / 8) : (q / (BK / 8)) * (PT / 8) + q % (BK / 8))] = rb2;
+                Bs[sb + (bn ? (q / (BN / 8)) * (PB / 8) + q % (BN / 8) : (q / (BK / 8)) * (PT / 8) + q % (BK / 8))] = rb0_2;
             }
             if (3 < LA) {
                 uint q = tid + 3 * NT;
-                As[sa + (q / (BK / 8)) * (PA / 8) + q % (BK / 8)] = ra3;
+                As[sa + (q / (BK / 8)) * (PA / 8) + q % (BK / 8)] = ra0_3;
             }
             if (3 < LB) {
                 uint q = tid + 3 * NT;
-                Bs[sb + (bn ? (q / (BN / 8)) * (PB / 8) + q % (BN / 8) : (q / (BK / 8)) * (PT / 8) + q % (BK / 8))] = rb3;
+                Bs[sb + (bn ? (q / (BN / 8)) * (PB / 8) + q % (BN / 8) : (q / (BK / 8)) * (PT / 8) + q % (BK / 8))] = rb0_3;
             }
             if (4 < LA) {
                 uint q = tid + 4 * NT;
-                As[sa + (q / (BK / 8)) * (PA / 8) + q % (BK / 8)] = ra4;
+                As[sa + (q / (BK / 8)) * (PA / 8) + q % (BK / 8)] = ra0_4;
             }
             if (4 < LB) {
                 uint q = tid + 4 * NT;
-                Bs[sb + (bn ? (q / (BN / 8)) * (PB / 8) + q % (BN / 8) : (q / (BK / 8)) * (PT / 8) + q % (BK / 8))] = rb4;
+                Bs[sb + (bn ? (q / (BN / 8)) * (PB / 8) + q % (BN / 8) : (q / (BK / 8)) * (PT / 8) + q % (BK / 8))] = rb0_4;
             }
             if (5 < LA) {
                 uint q = tid + 5 * NT;
-                As[sa + (q / (BK / 8)) * (PA / 8) + q % (BK / 8)] = ra5;
+                As[sa + (q / (BK / 8)) * (PA / 8) + q % (BK / 8)] = ra0_5;
             }
             if (5 < LB) {
                 uint q = tid + 5 * NT;
-                Bs[sb + (bn ? (q / (BN / 8)) * (PB / 8) + q % (BN / 8) : (q / (BK / 8)) * (PT / 8) + q % (BK / 8))] = rb5;
+                Bs[sb + (bn ? (q / (BN / 8)) * (PB / 8) + q % (BN / 8) : (q / (BK / 8)) * (PT / 8) + q % (BK / 8))] = rb0_5;
             }
             if (6 < LA) {
                 uint q = tid + 6 * NT;
-                As[sa + (q / (BK / 8)) * (PA / 8) + q % (BK / 8)] = ra6;
+                As[sa + (q / (BK / 8)) * (PA / 8) + q % (BK / 8)] = ra0_6;
             }
             if (6 < LB) {
                 uint q = tid + 6 * NT;
-                Bs[sb + (bn ? (q / (BN / 8)) * (PB / 8) + q % (BN / 8) : (q / (BK / 8)) * (PT / 8) + q % (BK / 8))] = rb6;
+                Bs[sb + (bn ? (q / (BN / 8)) * (PB / 8) + q % (BN / 8) : (q / (BK / 8)) * (PT / 8) + q % (BK / 8))] = rb0_6;
             }
             if (7 < LA) {
                 uint q = tid + 7 * NT;
-                As[sa + (q / (BK / 8)) * (PA / 8) + q % (BK / 8)] = ra7;
+                As[sa + (q / (BK / 8)) * (PA / 8) + q % (BK / 8)] = ra0_7;
             }
             if (7 < LB) {
                 uint q = tid + 7 * NT;
-                Bs[sb + (bn ? (q / (BN / 8)) * (PB / 8) + q % (BN / 8) : (q / (BK / 8)) * (PT / 8) + q % (BK / 8))] = rb7;
+                Bs[sb + (bn ? (q / (BN / 8)) * (PB / 8) + q % (BN / 8) : (q / (BK / 8)) * (PT / 8) + q % (BK / 8))] = rb0_7;
             }
         }
+
         barrier();
     }
     {

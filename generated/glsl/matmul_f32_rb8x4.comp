@@ -1,6 +1,7 @@
 #version 450
 #extension GL_EXT_control_flow_attributes : enable
 
+#extension GL_EXT_control_flow_attributes : require
 // Batched strided matmul: C[z] = alpha * A[z] . B[z / bdiv] + beta * C[z], f32 accumulation.
 // A[m,k] = a[aoff + z*sab + m*sam + k*sak], B[k,n] = b[boff + (z/bdiv)*sbb + k*sbk + n*sbn],
 // C[m,n] = c[coff + z*scb + m*scm + n*scn].
@@ -85,6 +86,7 @@ void main() {
     const uint tx = gl_LocalInvocationID.x, ty = gl_LocalInvocationID.y;
     const uint tid = ty * WG_X + tx;
     const uint m0 = gl_WorkGroupID.y * BM, n0 = gl_WorkGroupID.x * BN, z = gl_WorkGroupID.z;
+
     const uint aoff = p.aoff + z * p.sab;
     const uint boff = p.boff + (z / p.bdiv) * p.sbb;
     const uint coff = p.coff + z * p.scb;
@@ -167,7 +169,7 @@ void main() {
         // Stage 2: multiply tile t - 1 out of shared memory while those loads are in flight.
         if (t > 0) {
             const uint sa = ((t - 1) & 1) * BK * PA + ty, sb = ((t - 1) & 1) * BK * PB + tx;
-            for (uint kk = 0; kk < BK; ++kk) {
+            [[unroll]] for (uint kk = 0; kk < BK; ++kk) {
                 vec4 a0 = As[sa + kk * PA + 0 * WG_Y];
                 vec4 a1 = As[sa + kk * PA + 1 * WG_Y];
                 vec4 b0 = Bs[sb + kk * PB + 0 * WG_X];

@@ -69,11 +69,11 @@ def _fake_gpu(features=()):
 
 def test_register_blocks_on_gpus_for_aligned_layouts():
     gpu = _fake_gpu(["storage_buffer_16bit_access"])
-    assert pick("f32", 4096, 4096, 4096, gpu).name == "matmul_f32_rb8x8_t128x128"
+    assert pick("f32", 4096, 4096, 4096, gpu).name == "matmul_f32_rb16x8_t256x128"
     assert pick("f16", 4096, 4096, 4096, gpu).name == "matmul_f16_rb8x8_t128x128"
-    assert pick("f32", 512, 512, 512, gpu).name == "matmul_f32_rb4x4_t64x64"  # 64 groups
+    assert pick("f32", 512, 512, 512, gpu).name == "matmul_f32_rb4x4_t64x64k16"  # 64 groups
     assert pick("f32", 4096, 4096, 4096, gpu, UNALIGNED).name == "matmul_f32_t64x64"
-    assert pick("f32", 4096, 4096, 4096, gpu, PACKED_B).name == "matmul_f32_rb8x8_t128x128"
+    assert pick("f32", 4096, 4096, 4096, gpu, PACKED_B).name == "matmul_f32_rb16x8_t256x128"
 
 
 def test_coopmat_needs_feature_and_alignment():
@@ -132,3 +132,45 @@ def test_every_table_row_obeys_the_rules():
             s = v.spec
             assert not variants.matmul_row_errors(s["BM"], s["BN"], s["BK"], s["WG_X"], s["WG_Y"], v.flags), v.name
             assert tuple(v.features) == tuple(variants.features_for(v.dtype, v.flags)), v.name
+
+
+def test_split_k_only_for_few_tiles_and_long_k_on_gpus():
+    sk = variants.matmul_split_k
+    assert sk(512, 512, 4096, 16, "discrete_gpu", "f32", 1, 0.0, True) == 16   # 16 tiles -> 256 groups
+    assert sk(512, 2816, 4096, 88, "discrete_gpu", "f32", 1, 0.0, True) == 4   # 88 -> 352
+    assert sk(4096, 4096, 4096, 1024, "discrete_gpu", "f32", 1, 0.0, True) == 1  # enough tiles
+    assert sk(512, 512, 512, 16, "discrete_gpu", "f32", 1, 0.0, True) == 2     # chunks keep >= 256 of k
+    assert sk(512, 512, 4096, 16, "cpu", "f32", 1, 0.0, True) == 1
+    assert sk(512, 512, 4096, 16, "discrete_gpu", "f16", 1, 0.0, True) == 1    # f32 workspace sums only
+    assert sk(512, 512, 4096, 16, "discrete_gpu", "f32", 2, 0.0, True) == 1    # batched
+    assert sk(512, 512, 4096, 16, "discrete_gpu", "f32", 1, 1.0, True) == 1    # accumulates into C
+    assert sk(512, 512, 4096, 16, "discrete_gpu", "f32", 1, 0.0, False) == 1   # C not dense
+    assert sk(512, 512, 4096, 16, "discrete_gpu", "f32", 1, 0.0, True, "0") == 1
+    assert sk(12, 20, 128, 1, "cpu", "f32", 1, 0.0, True, "4") == 4
+    assert sk(12, 20, 120, 1, "cpu", "f32", 1, 0.0, True, "4") == 1            # 120 not 4 chunks of 16s
+
+
+def test_split_k_takes_the_largest_tile_that_split_fills_the_device():
+    gpu = _fake_gpu(["storage_buffer_16bit_access"])
+    cands = kernels.usable("matmul", "f32", gpu)
+
+    def pick_split(M, N, K, lay):
+        return variants.pick_matmul(cands, M, N, K, lay, gpu.info.type, gpu.info.shared_memory, split=True)
+    dw = variants.Layout((1, 512), (512, 1), (512, 1))  # dW = X^T . dY: A m-contiguous
+    assert pick_split(512, 512, 4096, dw).spec["BM"] == 256  # 8 tiles, split 16 ways
+    assert pick("f32", 512, 512, 4096, gpu, dw).spec["BM"] == 64  # no split: the smallest tile
+    assert pick_split(4096, 4096, 4096, ALIGNED).name == "matmul_f32_rb16x8_t256x128"  # enough tiles whole
+    assert pick_split(4096, 512, 256, ALIGNED).name == "matmul_f32_rb8x8_t128x128"  # K too short to split
+
+
+def test_tile_preference_orders_area_then_squareness():
+    order = sorted([(128, 128, 8), (256, 64, 16), (256, 128, 8), (128, 256, 8), (128, 64, 16)],
+                   key=variants.tile_preference, reverse=True)
+    assert order == [(256, 128, 8), (128, 256, 8), (128, 128, 8), (256, 64, 16), (128, 64, 16)]
+
+
+def test_rb_and_cm_rows_must_fit_48k_of_shared_memory():
+    assert variants.matmul_row_errors(256, 128, 16, 16, 16, ["rb16x8"])  # 50,176 bytes
+    assert not variants.matmul_row_errors(256, 128, 8, 16, 16, ["rb16x8"])
+    assert not variants.matmul_row_errors(128, 256, 16, 256, 1, ["cm", "rb4x4", "w2x4"])
+    assert variants.matmul_row_errors(128, 256, 32, 256, 1, ["cm", "rb4x4", "w2x4"])  # 61 KiB
