@@ -62,4 +62,9 @@ def torch_model(cfg, dev):
                 x = b(x)
             return self.norm(x) @ self.emb.weight.T
 
-    return LM().to(dev)
+    lm = LM()
+    with torch.no_grad():  # evermind-vk's init: N(0, 0.02) matrices and embedding, unit norm gains
+        for p in lm.parameters():
+            if p.ndim == 2:
+                p.normal_(0.0, 0.02)
+    return lm.to(dev)

@@ -1,17 +1,29 @@
 #!/usr/bin/env python3
-"""Training-step throughput (tokens/s) of evermind-vk's TransformerLM vs the same architecture in
-PyTorch eager (CUDA if visible, else CPU), same shapes, same run.
+"""Training-step throughput and memory of evermind-vk's TransformerLM (f32 and f16 mixed precision) against
+the same architecture in PyTorch (eager f32, eager bf16-autocast, torch.compile f32, torch.compile
+bf16-autocast), same config, same data, same run. CUDA when torch sees one, else CPU.
 
-    python bench/train_bench.py                                  # a small config (lavapipe)
-    python bench/train_bench.py --d-model 512 --layers 8 --heads 8 --kv-heads 4 --d-ff 1408 \\
-        --seq-len 256 --batch 16 --steps 20                       # a GPU
+    python bench/train_bench.py                        # the small default config (lavapipe)
+    python bench/train_bench.py --config tiny          # d128, 4 layers, batch 8 x 128
+    python bench/train_bench.py --config 23.7m         # d512, 8 layers, 8/4 heads, ff 1408, batch 16 x 256
+
+Per variant: tokens/s over --steps timed steps (after --warmup steps; torch.compile compiles in its warm-up),
+the peak device memory of a step (torch: torch.cuda.max_memory_allocated after reset_peak_memory_stats, CUDA
+only; evermind-vk: Device.max_memory_allocated, the bytes of device buffers our runtime held: weights,
+AdamW moments and the recorded step's buffers), and the ratio of each evermind-vk variant to each torch
+baseline. Then the profiler table (ev.profile) of our f32 and f16 steps. --skip NAME skips a variant
+(eager-f32, eager-bf16, compile-f32, compile-bf16, ev-f32, ev-f16); a variant that fails says why and the
+rest still run. Timings on a shared machine are noisy.
 """
 import argparse
+import gc
 import json
 import time
+import traceback
 
 import numpy as np
 
+import evermind_vk as ev
 from evermind_vk.models import LMConfig, TransformerLM
 from evermind_vk.train import Trainer
 
@@ -22,60 +34,151 @@ try:
 except ImportError:  # pragma: no cover
     torch = None
 
+CONFIGS = {  # name: (d_model, layers, heads, kv_heads, d_ff, batch, seq_len)
+    "small": (64, 2, 4, 2, 128, 8, 64),
+    "tiny": (128, 4, 4, 2, 352, 8, 128),
+    "23.7m": (512, 8, 8, 4, 1408, 16, 256),
+}
+TORCH_VARIANTS = ("eager-f32", "eager-bf16", "compile-f32", "compile-bf16")
+EV_VARIANTS = ("ev-f32", "ev-f16")
+
+
+def bench_torch(name, cfg, ids, B, L, steps, warmup, dev):
+    """tokens/s and peak CUDA memory (None on CPU) of one torch variant."""
+    torch.manual_seed(0)
+    tm = torch_model(cfg, dev)
+    opt = torch.optim.AdamW(tm.parameters(), lr=1e-3, weight_decay=1e-2)
+    fwd = torch.compile(tm) if name.startswith("compile") else tm
+    bf16 = name.endswith("bf16")
+    batches = [(torch.tensor(ids[i * B * L:(i + 1) * B * L].reshape(B, L), device=dev),
+                torch.tensor(ids[i * B * L + 1:(i + 1) * B * L + 1].reshape(B, L), device=dev))
+               for i in range(warmup + steps)]
+
+    def step(x, y):
+        with torch.autocast(dev, dtype=torch.bfloat16, enabled=bf16):
+            logits = fwd(x)
+            loss = torch.nn.functional.cross_entropy(logits.float().view(-1, cfg.vocab_size), y.view(-1))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(tm.parameters(), 1.0)
+        opt.step()
+        return loss
+
+    sync = torch.cuda.synchronize if dev == "cuda" else (lambda: None)
+    t0 = time.perf_counter()
+    for x, y in batches[:warmup]:
+        step(x, y)
+    sync()
+    warm_s = time.perf_counter() - t0
+    if dev == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+    t0 = time.perf_counter()
+    for x, y in batches[warmup:]:
+        loss = step(x, y)
+    loss = float(loss.detach())
+    sync()
+    dt = time.perf_counter() - t0
+    peak = torch.cuda.max_memory_allocated() if dev == "cuda" else None
+    return {"tokens_per_s": B * L * steps / dt, "peak_bytes": peak, "warmup_s": warm_s, "final_loss": loss}
+
+
+def bench_ev(precision, cfg, ids, B, L, steps, warmup, repeats):
+    dev = ev.get_device()
+    gc.collect()
+    model = TransformerLM(cfg, device=dev)
+    tr = Trainer(model, precision=precision)
+    n_warm = B * L * warmup + 1
+    t0 = time.perf_counter()
+    tr.train(ids[:n_warm], seq_len=L, batch_size=B, lr=1e-3)  # records the step (builds pipelines), warms up
+    warm_s = time.perf_counter() - t0
+    dev.reset_peak_memory_stats()
+    t0 = time.perf_counter()
+    tr.train(ids[n_warm - 1:n_warm - 1 + B * L * steps + 1], seq_len=L, batch_size=B, lr=1e-3)
+    dt = time.perf_counter() - t0
+    out = {"tokens_per_s": B * L * steps / dt, "peak_bytes": dev.max_memory_allocated(), "warmup_s": warm_s,
+           "final_loss": tr.history[-1]["loss"], "steps_timed": len(tr.history) - warmup}
+    if tr.scaler is not None:
+        out["loss_scale"], out["overflows"] = tr.scaler.scale, tr.scaler.overflows
+    prof = ev.profile(tr.step_program(L, B), repeats=repeats)
+    out["profile"] = prof.table()
+    out["gpu_ms"], out["host_ms"] = prof.gpu_ms, prof.host_ms
+    del tr, model
+    gc.collect()
+    return out
+
+
+def mib(b):
+    return "n/a" if b is None else f"{b / 2 ** 20:,.1f} MiB"
+
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--d-model", type=int, default=64)
-    ap.add_argument("--layers", type=int, default=2)
-    ap.add_argument("--heads", type=int, default=4)
-    ap.add_argument("--kv-heads", type=int, default=2)
-    ap.add_argument("--d-ff", type=int, default=128)
-    ap.add_argument("--seq-len", type=int, default=64)
-    ap.add_argument("--batch", type=int, default=8)
-    ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--config", choices=sorted(CONFIGS), default="small",
+                    help="preset (d_model, layers, heads, kv heads, ff, batch, seq): " +
+                         "; ".join(f"{k}={v}" for k, v in CONFIGS.items()))
+    for flag in ("d-model", "layers", "heads", "kv-heads", "d-ff", "batch", "seq-len"):
+        ap.add_argument("--" + flag, type=int, default=None, help="override the preset's value")
+    ap.add_argument("--steps", type=int, default=10, help="timed steps per variant")
+    ap.add_argument("--warmup", type=int, default=3, help="untimed steps first (recording, compilation)")
+    ap.add_argument("--repeats", type=int, default=3, help="profiler runs of our step")
+    ap.add_argument("--skip", action="append", default=[], choices=TORCH_VARIANTS + EV_VARIANTS)
     ap.add_argument("--json", default="train_bench.json")
     a = ap.parse_args(argv)
-    cfg = LMConfig(d_model=a.d_model, n_layers=a.layers, n_heads=a.heads, n_kv_heads=a.kv_heads, d_ff=a.d_ff,
-                   max_seq_len=a.seq_len)
-    L, B = a.seq_len, a.batch
-    ids = np.random.default_rng(0).integers(0, 256, B * L * (a.steps + 2) + 1)
-    model = TransformerLM(cfg)
-    tr = Trainer(model)
-    tr.train(ids[: B * L * 2 + 1], epochs=1, seq_len=L, batch_size=B, lr=1e-3)  # record + warm up
-    t0 = time.perf_counter()
-    tr.train(ids[: B * L * a.steps + 1], epochs=1, seq_len=L, batch_size=B, lr=1e-3)
-    ev_tps = B * L * a.steps / (time.perf_counter() - t0)
-    out = {"config": cfg.to_dict(), "batch": B, "seq_len": L, "params": model.num_parameters(),
-           "device": model.device.info.name, "evermind_tokens_per_s": ev_tps}
-    print(f"evermind-vk on {model.device.info.name}: {ev_tps:,.0f} tokens/s ({model.num_parameters():,} params)")
-    if torch is not None:
-        dev = "cuda" if torch.cuda.is_available() else "cpu"
+    d, n_layers, H, KVH, ff, B, L = CONFIGS[a.config]
+    d, n_layers, H, KVH, ff, B, L = (v if o is None else o for v, o in zip(
+        (d, n_layers, H, KVH, ff, B, L), (a.d_model, a.layers, a.heads, a.kv_heads, a.d_ff, a.batch, a.seq_len)))
+    cfg = LMConfig(d_model=d, n_layers=n_layers, n_heads=H, n_kv_heads=KVH, d_ff=ff, max_seq_len=L)
+    ids = np.random.default_rng(0).integers(0, cfg.vocab_size, B * L * (a.warmup + a.steps + 1) + 2)
+    dev = ev.get_device()
+    res = {"config": cfg.to_dict(), "batch": B, "seq_len": L, "steps": a.steps, "warmup": a.warmup,
+           "params": TransformerLM(cfg, device=dev).num_parameters(), "device": dev.info.name, "variants": {}}
+    gc.collect()
+    print(f"config {a.config}: {res['params']:,} parameters, batch {B} x {L} tokens; evermind-vk on {dev.info.name}",
+          flush=True)
+    tdev = None
+    if torch is None:
+        print("torch not installed: no PyTorch baselines")
+    else:
+        tdev = "cuda" if torch.cuda.is_available() else "cpu"
         torch.backends.cuda.matmul.allow_tf32 = False
-        tm = torch_model(cfg, dev)
-        opt = torch.optim.AdamW(tm.parameters(), lr=1e-3)
-        x = torch.tensor(ids[: B * L].reshape(B, L), device=dev)
-        y = torch.tensor(ids[1: B * L + 1].reshape(B, L), device=dev)
-
-        def step():
-            loss = torch.nn.functional.cross_entropy(tm(x).view(-1, cfg.vocab_size), y.view(-1))
-            opt.zero_grad()
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(tm.parameters(), 1.0)
-            opt.step()
-        for _ in range(3):
-            step()
-        if dev == "cuda":
-            torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        for _ in range(a.steps):
-            step()
-        if dev == "cuda":
-            torch.cuda.synchronize()
-        t_tps = B * L * a.steps / (time.perf_counter() - t0)
-        out.update({"torch_device": dev, "torch_eager_tokens_per_s": t_tps, "ratio_vs_torch": ev_tps / t_tps})
-        print(f"torch eager f32 on {dev}: {t_tps:,.0f} tokens/s  -> ratio {ev_tps / t_tps:.3f}")
+        torch.backends.cudnn.allow_tf32 = False
+        res["torch"] = {"version": torch.__version__, "device": tdev,
+                        "name": torch.cuda.get_device_name() if tdev == "cuda" else "CPU"}
+        print(f"torch {torch.__version__} on {res['torch']['name']} (TF32 off)", flush=True)
+    for name in TORCH_VARIANTS + EV_VARIANTS:
+        if name in a.skip or (name in TORCH_VARIANTS and torch is None):
+            continue
+        try:
+            if name in TORCH_VARIANTS:
+                r = bench_torch(name, cfg, ids, B, L, a.steps, a.warmup, tdev)
+            else:
+                r = bench_ev(name[3:], cfg, ids, B, L, a.steps, a.warmup, a.repeats)
+        except Exception as e:  # say why, run the rest
+            r = {"error": f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"}
+            traceback.print_exc()
+        res["variants"][name] = r
+        if "error" in r:
+            print(f"{name:<13} FAILED: {r['error']}", flush=True)
+        else:
+            print(f"{name:<13} {r['tokens_per_s']:>12,.0f} tokens/s   peak {mib(r['peak_bytes']):>12}   "
+                  f"(warm-up {r['warmup_s']:.1f}s, last loss {r['final_loss']:.3f})", flush=True)
+    ok = {k: v for k, v in res["variants"].items() if "error" not in v}
+    res["ratios"] = {}
+    print("\nratios (evermind-vk tokens/s / torch tokens/s; memory: ours / torch's peak):")
+    for e in EV_VARIANTS:
+        for t in TORCH_VARIANTS:
+            if e in ok and t in ok:
+                r = ok[e]["tokens_per_s"] / ok[t]["tokens_per_s"]
+                m = (ok[e]["peak_bytes"] / ok[t]["peak_bytes"]) if ok[t]["peak_bytes"] else None
+                res["ratios"][f"{e}/{t}"] = {"speed": r, "memory": m}
+                print(f"  {e} / {t:<13} speed {r:6.3f}x   memory {'n/a (CPU)' if m is None else f'{m:.3f}x'}")
+    for e in EV_VARIANTS:
+        if e in ok:
+            print(f"\nprofile of our {e[3:]} step ({res['params']:,} parameters, batch {B} x {L}):")
+            print(ok[e]["profile"])
     with open(a.json, "w") as f:
-        json.dump(out, f, indent=1)
+        json.dump(res, f, indent=1)
+    print(f"\nwrote {a.json}")
 
 
 if __name__ == "__main__":

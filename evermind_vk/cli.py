@@ -34,6 +34,7 @@ from .train import ByteTokenizer, LRSchedule, Trainer, build_chunks, default_cor
 from .train.distributed import World, spawn
 from .train.image import ImageTrainer, image_grid_png, shapes_dataset
 from .train.plot import loss_curve_png, plot_losses, write_losses_csv
+from .train.trainer import BF16_BLOCKED
 
 
 def cmd_devices(args) -> int:
@@ -119,10 +120,14 @@ HELD_OUT_MAX = 8_192  # bytes at most (keeps the two evaluations to a few second
 
 def cmd_train(args) -> int:
     """Train a TransformerLM (default: the embedded corpus), save it, plot the loss, print a sample."""
+    if args.precision != "f32" and args.model != "lm":
+        raise CliError(f"--precision {args.precision}: mixed precision is implemented for --model lm only")
     # Data-parallel: --nproc N launches N ranks running this command (or torchrun set WORLD_SIZE etc.).
     world = World.from_env() if "WORLD_SIZE" in os.environ else None
     if (args.nproc > 1 or world is not None) and args.model != "lm":
         raise CliError(f"--nproc / WORLD_SIZE: data-parallel training is for --model lm, not {args.model}")
+    if (args.nproc > 1 or world is not None) and args.precision != "f32":
+        raise CliError(f"--precision {args.precision} with --nproc / WORLD_SIZE: not implemented yet (use f32)")
     if world is not None and args.nproc > 1 and args.nproc != world.size:
         raise CliError(f"--nproc {args.nproc} but WORLD_SIZE={world.size} in the environment")
     if world is None and args.nproc > 1:
@@ -151,6 +156,8 @@ def cmd_train(args) -> int:
 def _cmd_train_lm(args, world, lead: bool) -> int:
     if args.model in ("evermind-lm", "moe"):
         return cmd_train_builderforce(args)
+    if args.precision == "bf16":
+        raise CliError(f"--precision bf16: {BF16_BLOCKED.split(': ', 1)[1]}")
     epochs = 1 if args.epochs is None else args.epochs
     # Everything that can be checked is checked before the first step.
     outputs = ["model.safetensors", "config.json", "loss.png", "losses.csv"] + (["model.evermind"] if args.package else [])
@@ -172,10 +179,12 @@ def _cmd_train_lm(args, world, lead: bool) -> int:
     if args.resume:
         trainer = Trainer.from_checkpoint(key, device=dev, tokenizer=tok, world=world)
         model = trainer.model
+        if trainer.precision != args.precision:
+            raise CliError(f"--resume: {key} was trained with --precision {trainer.precision}, not {args.precision}")
         print(f"resuming {key} at step {trainer.global_step}", flush=True)
     else:
         model = TransformerLM(cfg, device=dev)
-        trainer = Trainer(model, tok, seed=args.seed, world=world)
+        trainer = Trainer(model, tok, seed=args.seed, world=world, precision=args.precision)
     print(f"device: {dev.info.name} | corpus: {ids.size:,} bytes "
           f"({'--text ' + args.text if args.text else 'embedded default: Python stdlib docstrings'}; "
           f"{'last ' + format(held.size, ',') + ' held out' if held is not None else 'too short to hold any out'}) "
@@ -429,14 +438,14 @@ def cmd_profile(args) -> int:
     need = args.batch_size * (args.seq_len + 1) * 2
     text = _read_text(args.text) if args.text else default_corpus()
     ids = tok.encode(text)[:need]
-    trainer = Trainer(model, tok, seed=args.seed)
+    trainer = Trainer(model, tok, seed=args.seed, precision=args.precision)
     trainer.train(ids, epochs=1, seq_len=args.seq_len, batch_size=args.batch_size, lr=args.lr,
                   max_grad_norm=args.max_grad_norm)  # records the step and runs it (pipelines built)
     prog = trainer.step_program(args.seq_len, args.batch_size, args.max_grad_norm)
     prof = profile(prog, repeats=args.repeats)
     tokens = args.batch_size * args.seq_len
-    print(f"one training step: {model.num_parameters():,} parameters, batch {args.batch_size} x {args.seq_len} tokens, "
-          f"{len(prog)} operations, one submit")
+    print(f"one training step ({args.precision}): {model.num_parameters():,} parameters, batch {args.batch_size} x "
+          f"{args.seq_len} tokens, {len(prog)} operations, one submit")
     print(prof.table())
     print(f"throughput: {tokens / (prof.host_ms / 1e3):,.0f} tokens/s (host time), "
           f"{tokens / (prof.gpu_ms / 1e3):,.0f} tokens/s (GPU time)")
@@ -458,6 +467,8 @@ def _add_profile_parser(sub) -> None:
     p.add_argument("--d-ff", type=POS_INT, default=128, help="MLP hidden width")
     p.add_argument("--seed", type=NONNEG_INT, default=0, help="initialisation seed")
     p.add_argument("--repeats", type=POS_INT, default=3, help="timed runs of the step (median per operation)")
+    p.add_argument("--precision", choices=("f32", "f16"), default="f32",
+                   help="f16: mixed precision (f16 activations and matmuls, f32 master weights, loss scaling)")
     p.add_argument("--device", default=None, help="index or name substring")
     p.set_defaults(fn=cmd_profile)
 
@@ -563,6 +574,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--lr-schedule", default="constant", choices=("constant", "cosine", "step_decay"),
                    help="learning-rate schedule over the run's optimizer steps (doppler's semantics)")
     p.add_argument("--warmup-steps", type=NONNEG_INT, default=0, help="linear warm-up steps")
+    p.add_argument("--precision", choices=("f32", "f16", "bf16"), default="f32",
+                   help="f16: mixed precision (f16 activations and matmuls, f32 master weights and AdamW moments, "
+                        "dynamic loss scaling); bf16: refused (our shader compiler cannot compile bf16)")
     # Image models: `--model conv-ae` trains a conv autoencoder on generated images instead.
     p.add_argument("--model", choices=("lm", "conv-ae", "evermind-lm", "moe", "mamba"), default="lm",
                    help="lm: our TransformerLM on text; conv-ae: a conv autoencoder on procedural images; "

@@ -199,6 +199,8 @@ VARIANTS = [
     simple("moe", "moe_aux", "f32", 64),
     # Dynamic loss scaling (mixed precision of builderforce's EvermindLMTrainer).
     *(simple("loss_scale", op, "f32", 256) for op in ("loss_scale_round", "loss_unscale")),
+    # Dtype casts of mixed-precision training (f32 master weights -> f16 working copies; f16 gradients -> f32).
+    *(simple("cast", op, "f16", 256) for op in ("cast_f16", "cast_f32")),
     # Mamba-1 selective scan, chunked (issue 12): f32 and f16 storage (state and math f32); NMAX = the most states one thread keeps in registers.
     *(Variant("scan", op, dt, (("WG", 64), ("NMAX", 64)))
       for op in ("scan_chunk", "scan_carry", "scan_output", "scan_backward_chunk", "scan_backward", "scan_channel_sum")

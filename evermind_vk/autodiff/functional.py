@@ -19,6 +19,13 @@ def scale(x: Tensor, alpha: float) -> Tensor:
     return track("scale", (x,), ops.scale(x, alpha), lambda g: (ops.scale(g, alpha),))
 
 
+def cast(x: Tensor, dtype: str) -> Tensor:
+    """x converted to dtype (x itself, untracked, when it has it already); the gradient goes back in x's dtype."""
+    if x.dtype == dtype:
+        return x
+    return track("cast", (x,), ops.cast(x, dtype), lambda g: (ops.cast(g, x.dtype),))
+
+
 def reshape(x: Tensor, *shape) -> Tensor:
     return track("reshape", (x,), x.reshape(*shape), lambda g: (g.reshape(x.shape),))
 

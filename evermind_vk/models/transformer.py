@@ -17,7 +17,7 @@ import math
 import numpy as np
 
 from ..autodiff import functional as F
-from ..errors import ShapeError
+from ..errors import ConfigError, ShapeError
 from .. import ops
 from ..runtime import Tensor, arena, empty, get_device, record, tensor, zeros
 from .config import LMConfig
@@ -88,8 +88,15 @@ class TransformerLM:
         load_named({k: t for k, t in self.params.items() if not is_adapter(k)}, sd)
 
     # -- forward --------------------------------------------------------------------------------
-    def forward(self, ids: Tensor, batch: int = 1) -> Tensor:
-        """Logits [batch*S, V] for `batch` sequences of S tokens packed in ids (u32 [batch*S])."""
+    def forward(self, ids: Tensor, batch: int = 1, dtype: str = "f32") -> Tensor:
+        """Logits [batch*S, V] for `batch` sequences of S tokens packed in ids (u32 [batch*S]).
+
+        dtype "f16" (mixed precision): activations, matmuls and attention in f16 (f32 accumulation inside
+        the kernels); each matrix weight is cast from its f32 master to an f16 working copy in the step
+        (gradients come back to the masters in f32), the embedding lookup reads the f32 table and casts
+        its rows, norm gains stay f32, and the loss is accumulated in f32."""
+        if dtype not in ("f32", "f16"):
+            raise ConfigError(f"forward: dtype must be 'f32' or 'f16', got {dtype!r}")
         c, P = self.config, self.params
         T = ids.numel
         if T % batch:
@@ -98,7 +105,7 @@ class TransformerLM:
         if S > c.max_seq_len:
             raise ShapeError(f"sequence length {S} exceeds max_seq_len {c.max_seq_len}")
         H, KVH, hd = c.n_heads, c.n_kv_heads, c.head_dim
-        x = F.embedding(ids, P["embed.weight"])
+        x = F.cast(F.embedding(ids, P["embed.weight"]), dtype)
         for i in range(c.n_layers):
             L = f"layers.{i}."
             h = F.rms_norm(x, P[L + "attn_norm.weight"], c.norm_eps)
@@ -114,11 +121,11 @@ class TransformerLM:
             x = F.add(x, lora_linear(self, g, L + "mlp.w_down"))
         x = F.rms_norm(x, P["norm.weight"], c.norm_eps)
         head = P["embed.weight"] if c.tie_embeddings else P["head.weight"]
-        return F.matmul(x, head, transpose_b=True)
+        return F.matmul(x, F.cast(head, dtype), transpose_b=True)
 
-    def loss(self, ids: Tensor, targets: Tensor, batch: int = 1) -> Tensor:
-        """Mean next-token cross-entropy; targets >= vocab_size are ignored."""
-        return F.cross_entropy(self.forward(ids, batch), targets)
+    def loss(self, ids: Tensor, targets: Tensor, batch: int = 1, dtype: str = "f32") -> Tensor:
+        """Mean next-token cross-entropy (f32); targets >= vocab_size are ignored. dtype: see forward."""
+        return F.cross_entropy(self.forward(ids, batch, dtype), targets)
 
     # -- generation with a KV cache ---------------------------------------------------------------
     def kv_cache(self, max_len: int | None = None, reuse: bool = False) -> "KVCache":

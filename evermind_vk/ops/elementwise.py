@@ -7,7 +7,7 @@ from ..runtime.tensor import Tensor, empty, zeros
 from ._util import like, per_thread, rows_cols, want
 from .reduce import colsum
 
-__all__ = ["add", "mul", "scale", "bias_add", "bias_add_backward", "copy2d", "row_slice", "row_slice_backward",
+__all__ = ["add", "mul", "scale", "cast", "bias_add", "bias_add_backward", "copy2d", "row_slice", "row_slice_backward",
            "col_slice", "col_slice_backward"]
 
 
@@ -42,6 +42,18 @@ def scale(x: Tensor, alpha: float, out: Tensor | None = None) -> Tensor:
     v = kernels.elementwise_variant("scale", x.dtype, x.numel, x.device)
     kernels.dispatch(v, [x, out], {"n": x.numel, "alpha": alpha}, kernels.elementwise_groups(v, x.numel))
     return out
+
+
+def cast(x: Tensor, dtype: str) -> Tensor:
+    """x converted to dtype ("f32" or "f16"; x itself when it already has it): f32 -> f16 rounds to the
+    nearest f16, ties to even (|x| >= 65520 gives inf, as numpy's astype(float16)); f16 -> f32 is exact."""
+    if x.dtype == dtype:
+        return x
+    if {x.dtype, dtype} != {"f32", "f16"}:
+        raise UnsupportedError(f"cast: {x.dtype} -> {dtype} (only f32 <-> f16)")
+    y = empty(x.shape, dtype, x.device)
+    per_thread("cast_" + dtype, "f16", [x, y], {"n": x.numel}, x.numel)
+    return y
 
 
 def bias_add(x: Tensor, b: Tensor) -> Tensor:

@@ -174,6 +174,9 @@ class Device:
         self._eager = self.manager.sequence()
         self.recording = None  # the Program being recorded, if any
         self.submits = 0  # sequences submitted (eager dispatches, uploads, downloads, replays)
+        # Device memory held by live tensors (their device buffers, bytes; staging copies not counted). A
+        # recorded Program keeps the tensors it binds alive, so its intermediates count while it lives.
+        self._allocated = self._peak_allocated = 0
 
     def __repr__(self) -> str:
         return f"Device({self.index}, {self.info.name!r})"
@@ -232,8 +235,28 @@ class Device:
             self._eager.eval(op)
             self.submits += 1
 
-    def submit(self, algo, push_words: np.ndarray, label: str = "") -> None:
-        self._record_or_run(kp_module().OpAlgoDispatch(algo, push_words), algo, label)
+    def submit(self, algo, push_words: np.ndarray, label: str = "", tensors=()) -> None:
+        """Dispatch (or record) algo; a recording keeps it and `tensors` (the Tensors it binds) alive."""
+        self._record_or_run(kp_module().OpAlgoDispatch(algo, push_words), (algo, tuple(tensors)), label)
+
+    # -- device memory accounting (PyTorch's torch.cuda.memory_allocated family) --------------------------
+    def _track_allocation(self, nbytes: int) -> None:
+        self._allocated += nbytes
+        self._peak_allocated = max(self._peak_allocated, self._allocated)
+
+    def _track_release(self, nbytes: int) -> None:
+        self._allocated -= nbytes
+
+    def memory_allocated(self) -> int:
+        """Bytes of device buffers held by live tensors now (a recorded Program keeps its tensors alive)."""
+        return self._allocated
+
+    def max_memory_allocated(self) -> int:
+        """The most memory_allocated() has been since the device was opened or reset_peak_memory_stats()."""
+        return self._peak_allocated
+
+    def reset_peak_memory_stats(self) -> None:
+        self._peak_allocated = self._allocated
 
     @contextlib.contextmanager
     def eager(self):
@@ -248,12 +271,12 @@ class Device:
     def upload(self, tensor) -> None:
         """Copy a host-visible tensor's staging memory to the device now or, inside a recording, at
         each run of the recorded program (so a replay picks up host-written per-step scalars)."""
-        self._record_or_run(kp_module().OpTensorSyncDevice([tensor.kp]), tensor.kp, "upload")
+        self._record_or_run(kp_module().OpTensorSyncDevice([tensor.kp]), tensor, "upload")
 
     def sync_local(self, tensor) -> None:
         """Copy a host-visible tensor's device buffer to its staging memory now or, inside a recording,
         at the end of each run (then read it with Tensor.read_staging(), no further submit)."""
-        self._record_or_run(kp_module().OpTensorSyncLocal([tensor.kp]), tensor.kp, "download")
+        self._record_or_run(kp_module().OpTensorSyncLocal([tensor.kp]), tensor, "download")
 
     def run_ops(self, ops) -> None:
         """Record kp operations (uploads, downloads) into one sequence and submit it now."""

@@ -59,6 +59,9 @@ class Tensor:
         else:
             self.uid = next(_uids)
             weakref.finalize(self, device.forget, self.uid)
+            held = 4 * dtypes.words(self.numel, dtype)  # the kp buffer's size (whole 32-bit words)
+            device._track_allocation(held)
+            weakref.finalize(self, device._track_release, held)
 
     # -- facts ----------------------------------------------------------------------------------
     @property

@@ -2,12 +2,12 @@
 data chunking, the byte tokenizer, generation and the loss plot."""
 from .data import batches, build_chunks, default_corpus
 from .generate import generate
-from .optim import AdamW, ClipMetrics, clip_grad_norm
+from .optim import AdamW, ClipMetrics, GradScaler, clip_grad_norm
 from .schedule import LRSchedule, lr_at
 from .tokenizer import ByteTokenizer
 from .trainer import Trainer
 
-__all__ = ["Trainer", "AdamW", "ClipMetrics", "clip_grad_norm", "LRSchedule", "lr_at", "ByteTokenizer", "generate",
+__all__ = ["Trainer", "AdamW", "ClipMetrics", "GradScaler", "clip_grad_norm", "LRSchedule", "lr_at", "ByteTokenizer", "generate",
            "build_chunks", "batches", "default_corpus"]
 
 # Image models (issue 17).

@@ -253,13 +253,14 @@ class ClipMetrics:
                 "finite": self.finite, "total_params": self.total_params}
 
 
-def clip_grad_norm(grads, max_norm: float, track: bool = False) -> ClipMetrics:
+def clip_grad_norm(grads, max_norm: float, track: bool = False, norm: Tensor | None = None) -> ClipMetrics:
     """Scale all gradients (one vector) by min(max_norm / (norm + 1e-6), 1) on the device.
 
     norm_before is the L2 norm before clipping; norm_after is measured after. max_norm <= 0 disables
     clipping (the norm is still computed; it cannot overflow for finite gradients). A non-finite norm leaves every gradient untouched and is
     reported (finite = False). Reading the metrics is a host sync; with track=False it happens only
-    when an attribute is read."""
+    when an attribute is read. norm: a device f32 [2] tensor whose element 0 already holds the norm of
+    these gradients (unscale_grads computes it): used, and its element 1 overwritten, instead of a new pass."""
     gl = list(grads.values()) if isinstance(grads, dict) else list(grads)
     if not gl:
         raise ValueError("clip_grad_norm: no gradients")
@@ -267,8 +268,13 @@ def clip_grad_norm(grads, max_norm: float, track: bool = False) -> ClipMetrics:
         if g.dtype != "f32":
             raise UnsupportedError(f"clip_grad_norm takes f32 gradients, got {g.dtype}")
     dev = gl[0].device
-    state = empty((2,), "f32", dev)
-    ops.l2_norm(gl, state, 0)  # overflow-free; every parameter's gradient counts, shared ones once per parameter
+    if norm is not None:
+        if norm.shape != (2,) or norm.dtype != "f32":
+            raise ShapeError(f"clip_grad_norm: norm is {norm.shape}/{norm.dtype}, want (2,)/f32")
+        state = norm
+    else:
+        state = empty((2,), "f32", dev)
+        ops.l2_norm(gl, state, 0)  # overflow-free; every parameter's gradient counts, shared ones once per parameter
     if max_norm > 0:
         # A gradient buffer shared by several parameters (the tape hands add's output gradient to both
         # inputs, so a residual add's two parameters get one tensor) is scaled once, not once per name.
@@ -279,3 +285,87 @@ def clip_grad_norm(grads, max_norm: float, track: bool = False) -> ClipMetrics:
                 ops.clip_scale(g, state, max_norm)
     ops.l2_norm(gl, state, 1)
     return ClipMetrics(state, float(max_norm), sum(g.numel for g in gl), track)
+
+
+# -- dynamic loss scaling (mixed precision) -----------------------------------------------------------
+class GradScaler:
+    """doppler's DynamicLossScaler (src/training/loss-scaling.js): the loss is multiplied by `scale`
+    before the backward; a step whose gradients hold an inf or NaN is an overflow: it changes no weight
+    and no moment, is counted (`overflows`), and halves the scale (floor min_scale); after growth_interval
+    consecutive clean steps the scale doubles (cap max_scale). Defaults: 1024, x2 after 2000, x0.5, 1, 65536.
+
+    The host keeps this state; the device reads the scale from a small per-step buffer written before
+    each replay (write_device), so a recorded step replays unchanged. update(overflow) -> whether the
+    step was applied."""
+
+    def __init__(self, init_scale: float = 1024.0, growth_factor: float = 2.0, backoff_factor: float = 0.5,
+                 growth_interval: int = 2000, min_scale: float = 1.0, max_scale: float = 65536.0):
+        vals = {"init_scale": init_scale, "growth_factor": growth_factor, "backoff_factor": backoff_factor,
+                "min_scale": min_scale, "max_scale": max_scale}
+        for k, v in vals.items():
+            f = _real(k, v)
+            if not (math.isfinite(f) and f > 0):
+                raise ConfigError(f"GradScaler: {k} must be finite and > 0, got {v!r}")
+        if isinstance(growth_interval, bool) or not isinstance(growth_interval, (int, np.integer)) or growth_interval < 1:
+            raise ConfigError(f"GradScaler: growth_interval must be an integer >= 1, got {growth_interval!r}")
+        if not (growth_factor >= 1 and 0 < backoff_factor <= 1 and min_scale <= max_scale):
+            raise ConfigError("GradScaler: need growth_factor >= 1, 0 < backoff_factor <= 1, min_scale <= max_scale")
+        self.growth_factor, self.backoff_factor = float(growth_factor), float(backoff_factor)
+        self.growth_interval = int(growth_interval)
+        self.min_scale, self.max_scale = float(min_scale), float(max_scale)
+        self.scale = min(max(float(init_scale), self.min_scale), self.max_scale)
+        self.clean_steps = 0  # consecutive steps without overflow since the last change of scale
+        self.overflows = 0  # overflowing (skipped) steps, ever
+
+    def update(self, overflow: bool) -> bool:
+        if overflow:
+            self.overflows += 1
+            self.clean_steps = 0
+            self.scale = max(self.min_scale, self.scale * self.backoff_factor)
+            return False
+        self.clean_steps += 1
+        if self.clean_steps >= self.growth_interval:
+            self.scale = min(self.max_scale, self.scale * self.growth_factor)
+            self.clean_steps = 0
+        return True
+
+    def device_words(self) -> np.ndarray:
+        """[scale, 1 / scale]: the per-step device buffer ops.loss_unscale reads (scale[1])."""
+        return np.array([self.scale, 1.0 / self.scale], np.float32)
+
+    def state_dict(self) -> dict:
+        return {"scale": self.scale, "clean_steps": self.clean_steps, "overflows": self.overflows,
+                "growth_factor": self.growth_factor, "backoff_factor": self.backoff_factor,
+                "growth_interval": self.growth_interval, "min_scale": self.min_scale, "max_scale": self.max_scale}
+
+    def load_state_dict(self, sd: dict) -> None:
+        fresh = GradScaler(sd["scale"], sd["growth_factor"], sd["backoff_factor"], int(sd["growth_interval"]),
+                           sd["min_scale"], sd["max_scale"])  # checks every value
+        fresh.scale = float(sd["scale"])  # as saved, unclamped: a resumed run continues bit-identically
+        fresh.clean_steps, fresh.overflows = int(sd["clean_steps"]), int(sd["overflows"])
+        self.__dict__.update(fresh.__dict__)
+
+
+def unscale_grads(grads: dict, scale: Tensor) -> tuple[Tensor, Tensor]:
+    """Inside a step: the overflow check and unscale of loss-scaled f32 gradients. state[0] = the L2 norm
+    of all of them (overflow-free: non-finite exactly when an element is inf or NaN); then every gradient
+    is multiplied by scale[1] (= 1 / scale) when it is finite, else set to NaN, so that AdamW's existing
+    non-finite skip leaves every weight and moment unchanged (and counts the elements). Gradient buffers
+    shared by several names are unscaled once. Returns (state, norm), device f32 [2] tensors: state[0] the
+    scaled gradients' norm (copy it to read it), norm[0] = state[0] * scale[1], the unscaled gradients' norm
+    (exact for a power-of-two scale: l2_norm divides by the largest magnitude first), for clip_grad_norm."""
+    gl = list(grads.values())
+    if not gl:
+        raise ValueError("unscale_grads: no gradients")
+    dev = gl[0].device
+    state = empty((2,), "f32", dev)
+    ops.l2_norm(gl, state, 0)
+    seen = set()
+    for g in gl:
+        if id(g.kp) not in seen:
+            seen.add(id(g.kp))
+            ops.loss_unscale(g, scale, state)
+    norm = empty((2,), "f32", dev)
+    copy_words(state, norm)
+    ops.loss_unscale(norm, scale, state)
+    return state, norm

