@@ -154,6 +154,7 @@ def test_recompute_and_saved_give_the_same_gradients(device, monkeypatch):
 
 
 def test_fused_errors(device, monkeypatch):
+    monkeypatch.setenv("EVERMIND_VK_ATTENTION", "fused")  # the default path is the matmul one on GPUs
     q = ev.tensor(np.zeros((4, 2, 8), np.float32))
     out, lse = ops.attention(q, q, q)
     with pytest.raises(ev.ShapeError, match="logsumexp"):
@@ -171,6 +172,9 @@ def test_fused_errors(device, monkeypatch):
 
 def test_kill_switch_and_wide_heads_take_the_matmul_path(device, monkeypatch):
     q = ev.tensor(np.zeros((3, 1, 8), np.float32))
+    fused_by_default = device.info.type == "cpu"  # the rule: fused on CPU devices unless forced
+    assert ops.attention(q, q, q)[1].shape == ((1, 3) if fused_by_default else (1, 3, 3))
+    monkeypatch.setenv("EVERMIND_VK_ATTENTION", "fused")
     assert ops.attention(q, q, q)[1].shape == (1, 3)
     monkeypatch.setenv("EVERMIND_VK_ATTENTION", "matmul")
     assert ops.attention(q, q, q)[1].shape == (1, 3, 3)
