@@ -147,10 +147,14 @@ def cmd_train(args) -> int:
         raise CliError(f"--layers {args.layers}: a layer count (a list of layer types is for --model mamba)")
     args.layers = int(args.layers)
     lead = world is None or world.rank == 0  # rank 0 alone prints, evaluates, writes files
-    if not lead:
-        with open(os.devnull, "w") as null, contextlib.redirect_stdout(null):
-            return _cmd_train_lm(args, world, lead)
-    return _cmd_train_lm(args, world, lead)
+    try:
+        if not lead:
+            with open(os.devnull, "w") as null, contextlib.redirect_stdout(null):
+                return _cmd_train_lm(args, world, lead)
+        return _cmd_train_lm(args, world, lead)
+    finally:
+        if world is not None:  # leave the process group before exit (see distributed._destroy_at_exit)
+            world.close()
 
 
 def _cmd_train_lm(args, world, lead: bool) -> int:

@@ -23,6 +23,7 @@ torch is imported inside functions: `import evermind_vk` never needs it.
 """
 from __future__ import annotations
 
+import atexit
 import ctypes
 import hashlib
 import os
@@ -122,12 +123,13 @@ class World:
                                        f"{self.master_addr}:{self.master_port} within {self.timeout:g}s: "
                                        f"{_first_line(e)}") from e
         self._initialised = True
+        _destroy_at_exit()
 
     def close(self) -> None:
+        """Leave the process group: destroy it (joins gloo's worker threads). Every exit path does this
+        (an atexit hook registered by init), since exiting with the group alive can abort the process."""
         if self._initialised:
-            _, dist = _dist()
-            if dist.is_initialized():
-                dist.destroy_process_group()
+            _destroy_process_group()
             self._initialised = False
 
     def device(self):
@@ -135,6 +137,31 @@ class World:
         else round_robin_device(local_rank)."""
         env = os.environ.get("EVERMIND_VK_DEVICE", "").strip()
         return env if env else round_robin_device(self.local_rank)
+
+
+_EXIT_HOOK = []
+
+
+def _destroy_process_group() -> None:
+    _, dist = _dist()
+    if dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def _destroy_at_exit() -> None:
+    """Destroy the process group at interpreter exit, before finalization (once per process).
+
+    Gloo's worker threads hold the last reference to a finished collective's work (its tensors, which
+    point back to Python objects) for a moment after wait() returns; a rank that exits right after its
+    last collective (rank 1 after the final weight-hash all_gather, while rank 0 still saves) can reach
+    Py_Finalize while a worker drops that reference. Dropping it takes the GIL, a finalizing interpreter
+    ends the thread with pthread_exit, the unwind crosses a noexcept destructor and the rank dies with
+    "terminate called without an active exception" (SIGABRT). destroy_process_group joins the workers
+    (without the GIL) while the interpreter is alive. atexit runs on a normal end, sys.exit, an uncaught
+    exception and after a handled SIGINT/SIGTERM; SIGKILL skips it (and finalization, so no abort)."""
+    if not _EXIT_HOOK:
+        atexit.register(_destroy_process_group)
+        _EXIT_HOOK.append(True)
 
 
 def round_robin_device(local_rank: int) -> int:

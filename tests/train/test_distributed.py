@@ -273,6 +273,7 @@ def test_cli_nproc_ctrl_c_kill_and_resume(device, tmp_path):
     res = subprocess.run(cmd + ["--epochs", "100000", "--resume", "--max-steps", str(step + 2)],
                          capture_output=True, text=True, timeout=300, env=env)
     assert res.returncode == 0, res.stderr
+    assert "terminate called" not in (out / "rank1.log").read_text()  # rank 1 left the group before exit
     assert f"resuming {key} at step {step}" in res.stdout and "data-parallel: 2 ranks" in res.stdout
     assert load_checkpoint(key)["global_step"] == step + 2
 
@@ -289,3 +290,30 @@ def test_round_robin_over_gpus_not_lavapipe(monkeypatch):
     assert World(1, 2).device() == 0
     monkeypatch.setenv("EVERMIND_VK_DEVICE", "nvidia")
     assert World(1, 2).device() == "nvidia"
+
+
+EXIT_CHECK = r"""
+import atexit, sys
+import torch.distributed as dist
+from evermind_vk.train.distributed import World
+# atexit runs hooks last-in first-out: this one, registered before World.init, runs after the library's
+atexit.register(lambda: print("group alive at exit:", dist.is_initialized(), flush=True))
+w = World(0, 1, master_port=int(sys.argv[1]), timeout=20)
+w.init()
+out = [None]
+dist.all_gather_object(out, "x")  # a finished collective whose work a gloo thread may still hold
+assert out == ["x"]
+if sys.argv[2] == "raise":
+    raise SystemExit(5)
+"""
+
+
+@pytest.mark.parametrize("how, rc", [("return", 0), ("raise", 5)])
+def test_process_group_destroyed_before_interpreter_exit(how, rc):
+    # Exiting with the gloo group alive let a worker thread drop a work's tensors during Py_Finalize
+    # (SIGABRT, "terminate called without an active exception"); World.init's atexit hook destroys it.
+    res = subprocess.run([sys.executable, "-c", EXIT_CHECK, str(free_port()), how], capture_output=True, text=True,
+                         timeout=120)
+    assert res.returncode == rc, res.stderr
+    assert "group alive at exit: False" in res.stdout, res.stdout + res.stderr
+    assert "terminate called" not in res.stderr and "Traceback" not in res.stderr, res.stderr
