@@ -253,6 +253,18 @@ class ClipMetrics:
                 "finite": self.finite, "total_params": self.total_params}
 
 
+def _distinct_buffers(gl: list) -> list:
+    """The gradients with one entry per device buffer: a buffer shared by several parameters (the tape
+    hands add's output gradient to both inputs, so a residual add's two parameters get one tensor) is
+    scaled in place once, not once per name."""
+    seen, out = set(), []
+    for g in gl:
+        if id(g.kp) not in seen:
+            seen.add(id(g.kp))
+            out.append(g)
+    return out
+
+
 def clip_grad_norm(grads, max_norm: float, track: bool = False, norm: Tensor | None = None) -> ClipMetrics:
     """Scale all gradients (one vector) by min(max_norm / (norm + 1e-6), 1) on the device.
 
@@ -276,13 +288,8 @@ def clip_grad_norm(grads, max_norm: float, track: bool = False, norm: Tensor | N
         state = empty((2,), "f32", dev)
         ops.l2_norm(gl, state, 0)  # overflow-free; every parameter's gradient counts, shared ones once per parameter
     if max_norm > 0:
-        # A gradient buffer shared by several parameters (the tape hands add's output gradient to both
-        # inputs, so a residual add's two parameters get one tensor) is scaled once, not once per name.
-        seen = set()
-        for g in gl:
-            if id(g.kp) not in seen:
-                seen.add(id(g.kp))
-                ops.clip_scale(g, state, max_norm)
+        for g in _distinct_buffers(gl):
+            ops.clip_scale(g, state, max_norm)
     ops.l2_norm(gl, state, 1)
     return ClipMetrics(state, float(max_norm), sum(g.numel for g in gl), track)
 
@@ -360,11 +367,8 @@ def unscale_grads(grads: dict, scale: Tensor) -> tuple[Tensor, Tensor]:
     dev = gl[0].device
     state = empty((2,), "f32", dev)
     ops.l2_norm(gl, state, 0)
-    seen = set()
-    for g in gl:
-        if id(g.kp) not in seen:
-            seen.add(id(g.kp))
-            ops.loss_unscale(g, scale, state)
+    for g in _distinct_buffers(gl):
+        ops.loss_unscale(g, scale, state)
     norm = empty((2,), "f32", dev)
     copy_words(state, norm)
     ops.loss_unscale(norm, scale, state)
