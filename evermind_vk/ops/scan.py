@@ -210,6 +210,17 @@ def complex_scan_backward(u: Tensor, dt: Tensor, A_log: Tensor, B: Tensor, C: Te
 
 
 # -- Mamba-2 SSD: the chunked quadratic form (Dao & Gu 2024), issue 12 ------------------------------------
+def _ssd_chunks(op: str, dtype: str, dev, N: int, L: int, chunk: int):
+    """(L, Q, n_chunks) of an SSD launch of op (ssd_output or cssd_output) over sequences of L tokens with
+    N states: UnsupportedError unless the device's shared memory holds the Q×Q block and N fits."""
+    v = one_variant(op, dtype, dev)
+    errs = variants.ssd_launch_errors(v.spec, dev.info.shared_memory) + variants.scan_errors(N, v.spec["NMAX"])
+    if errs:
+        raise UnsupportedError("; ".join(errs))
+    Q = variants.ssd_chunk_len(L, chunk, v.spec["QMAX"])
+    return L, Q, -(-L // Q)
+
+
 def _sdims(x, dt, A_log, B, C, D, batch, groups, chunk):
     want(x, "x", ndim=2, dtype=FLOATS)
     T = x.dtype
@@ -227,13 +238,7 @@ def _sdims(x, dt, A_log, B, C, D, batch, groups, chunk):
     N = B.shape[1] // groups
     want(C, "C", shape=B.shape, dtype=T)
     want(D, "D", shape=(Dc,), dtype="f32")
-    v = one_variant("ssd_output", T, x.device)
-    errs = variants.ssd_launch_errors(v.spec, x.device.info.shared_memory) + variants.scan_errors(N, v.spec["NMAX"])
-    if errs:
-        raise UnsupportedError("; ".join(errs))
-    L = M // batch
-    Q = variants.ssd_chunk_len(L, chunk, v.spec["QMAX"])
-    nc = -(-L // Q)
+    L, Q, nc = _ssd_chunks("ssd_output", T, x.device, N, M // batch, chunk)
     pc = dict(nb=batch, L=L, H=H, hd=Dc // H, N=N, G=groups, Q=Q, nc=nc, mode=0)
     # scan_carry's view of the same chunk states
     carry = dict(nb=batch, L=L, Dc=Dc, N=N, CH=Q, nc=nc, G=groups, hd=Dc // H, amode=1, dtin=0)
@@ -321,13 +326,7 @@ def _csdims(x, dt, A_log, B, C, D, batch, groups, chunk):
     Nc = B.shape[1] // (2 * groups)
     want(C, "C", shape=B.shape, dtype=T)
     want(D, "D", shape=(Dc,), dtype="f32")
-    v = one_variant("cssd_output", T, x.device)
-    errs = variants.ssd_launch_errors(v.spec, x.device.info.shared_memory) + variants.scan_errors(Nc, v.spec["NMAX"])
-    if errs:
-        raise UnsupportedError("; ".join(errs))
-    L = M // batch
-    Q = variants.ssd_chunk_len(L, chunk, v.spec["QMAX"])
-    nc = -(-L // Q)
+    L, Q, nc = _ssd_chunks("cssd_output", T, x.device, Nc, M // batch, chunk)
     pc = dict(nb=batch, L=L, H=H, hd=Dc // H, N=Nc, G=groups, Q=Q, nc=nc, mode=0)
     carry = dict(nb=batch, L=L, Dc=Dc, N=Nc, CH=Q, nc=nc, G=groups, hd=Dc // H)  # cscan_carry's view
     return M, Dc, Nc, H, pc, carry
