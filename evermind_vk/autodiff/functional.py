@@ -181,28 +181,29 @@ def col_slice(x: Tensor, start: int, width: int) -> Tensor:
                   lambda g: (ops.col_slice_backward(g, x.shape[1], start),))
 
 
+def _from_zero_state(name: str, forward, backward, inputs: tuple, kw: dict) -> Tensor:
+    """A chunked scan op (y, h_last, H0 = forward(*inputs)) from a zero state, its backward given H0: one
+    gradient per input (the initial state's gradient, if returned, dropped)."""
+    y, _, H0 = forward(*inputs, **kw)
+    return track(name, inputs, y, lambda g: backward(*inputs, g, H0, **kw)[:len(inputs)])
+
+
 def ssd(x: Tensor, dt: Tensor, A_log: Tensor, B: Tensor, C: Tensor, D: Tensor, batch: int = 1,
         chunk: int = ops.SSD_CHUNK, groups: int = 1) -> Tensor:
     """Mamba-2 SSD by the chunked quadratic form, from a zero state (ops.ssd)."""
-    kw = dict(batch=batch, chunk=chunk, groups=groups)
-    y, _, H0 = ops.ssd(x, dt, A_log, B, C, D, **kw)
-    return track("ssd", (x, dt, A_log, B, C, D), y,
-                 lambda g: ops.ssd_backward(x, dt, A_log, B, C, D, g, H0, **kw)[:6])
+    return _from_zero_state("ssd", ops.ssd, ops.ssd_backward, (x, dt, A_log, B, C, D),
+                            dict(batch=batch, chunk=chunk, groups=groups))
 
 
 def complex_ssd(x: Tensor, dt: Tensor, A_log: Tensor, B: Tensor, C: Tensor, D: Tensor, batch: int = 1,
                 chunk: int = ops.SSD_CHUNK, groups: int = 1) -> Tensor:
     """builderforce's Mamba-3 scan by the chunked quadratic form, from a zero state (ops.complex_ssd)."""
-    kw = dict(batch=batch, chunk=chunk, groups=groups)
-    y, _, H0 = ops.complex_ssd(x, dt, A_log, B, C, D, **kw)
-    return track("complex_ssd", (x, dt, A_log, B, C, D), y,
-                 lambda g: ops.complex_ssd_backward(x, dt, A_log, B, C, D, g, H0, **kw)[:6])
+    return _from_zero_state("complex_ssd", ops.complex_ssd, ops.complex_ssd_backward, (x, dt, A_log, B, C, D),
+                            dict(batch=batch, chunk=chunk, groups=groups))
 
 
 def complex_scan(u: Tensor, dt: Tensor, A_log: Tensor, B: Tensor, C: Tensor, D: Tensor, batch: int = 1,
                  chunk: int = ops.SCAN_CHUNK, groups: int = 1) -> Tensor:
     """builderforce's Mamba-3 scan from a zero state (ops.complex_scan)."""
-    kw = dict(batch=batch, chunk=chunk, groups=groups)
-    y, _, H0 = ops.complex_scan(u, dt, A_log, B, C, D, **kw)
-    return track("complex_scan", (u, dt, A_log, B, C, D), y,
-                 lambda g: ops.complex_scan_backward(u, dt, A_log, B, C, D, g, H0, **kw))
+    return _from_zero_state("complex_scan", ops.complex_scan, ops.complex_scan_backward, (u, dt, A_log, B, C, D),
+                            dict(batch=batch, chunk=chunk, groups=groups))
