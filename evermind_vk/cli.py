@@ -146,7 +146,7 @@ def cmd_train(args) -> int:
     if not str(args.layers).isdigit() or int(args.layers) < 1:
         raise CliError(f"--layers {args.layers}: a layer count (a list of layer types is for --model mamba)")
     args.layers = int(args.layers)
-    lead = world is None or world.rank == 0  # rank 0 alone prints, evaluates, writes files
+    lead = world is None or world.rank == 0  # rank 0 alone prints and writes files (every rank evaluates a share)
     try:
         if not lead:
             with open(os.devnull, "w") as null, contextlib.redirect_stdout(null):
@@ -196,7 +196,8 @@ def _cmd_train_lm(args, world, lead: bool) -> int:
           + (f" | data-parallel: {world.size} ranks x batch {args.batch_size}" if world else ""), flush=True)
     eval_len = min(args.seq_len, model.config.max_seq_len)
     t_eval = time.perf_counter()
-    ppl_before = trainer.evaluate(held, seq_len=eval_len, batch_size=args.batch_size) if held is not None and lead else None
+    # every rank evaluates its share of the held-out batches (Trainer.evaluate all-reduces the sums)
+    ppl_before = trainer.evaluate(held, seq_len=eval_len, batch_size=args.batch_size) if held is not None else None
     t_eval = time.perf_counter() - t_eval
     steps_per_epoch = -(-len(build_chunks(train_ids, args.seq_len)) // (args.batch_size * (world.size if world else 1)))
     planned = steps_per_epoch * epochs
@@ -224,9 +225,10 @@ def _cmd_train_lm(args, world, lead: bool) -> int:
         print(f"interrupted by signal {trainer.interrupted} at step {trainer.global_step}; saved {key} "
               f"(continue with --resume)", flush=True)
         return 128 + int(trainer.interrupted)
+    dt = time.perf_counter() - t0
+    ppl_after = trainer.evaluate(held, seq_len=eval_len, batch_size=args.batch_size) if held is not None else None
     if not lead:
         return 0
-    dt = time.perf_counter() - t0
     steps = [h["loss"] for h in trainer.history]
     k = max(1, len(steps) // 10)
     how = (f"training stopped by --time-limit after {len(steps)} of {planned} steps" if len(steps) < planned
@@ -234,7 +236,6 @@ def _cmd_train_lm(args, world, lead: bool) -> int:
     print(f"{how} in {dt:.1f}s: loss {np.mean(steps[:k]):.3f} (mean of the first {k} steps) -> "
           f"{np.mean(steps[-k:]):.3f} (mean of the last {k})")
     if held is not None:
-        ppl_after = trainer.evaluate(held, seq_len=eval_len, batch_size=args.batch_size)
         print(f"held-out perplexity (last {held.size:,} bytes, never trained on): {ppl_before:.2f} before training "
               f"-> {ppl_after:.2f} after (a uniform guess over 256 bytes: 256; {t_eval:.1f}s per evaluation)")
     paths = {n: os.path.join(args.out, n) for n in outputs}

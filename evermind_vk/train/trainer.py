@@ -469,17 +469,25 @@ class Trainer:
         return old
 
     def evaluate(self, text_or_ids, seq_len: int = 64, batch_size: int = 1) -> float:
-        """Perplexity exp(mean next-token loss) over every pair of the text."""
+        """Perplexity exp(mean next-token loss) over every pair of the text. Data-parallel: every rank
+        must call it; rank r evaluates batches r, r+size, ... and the sums are all-reduced, so each rank
+        does 1/size of the work and all return the same number."""
         _check_train_args(seq_len=seq_len, batch_size=batch_size)
         if seq_len > self.model.config.max_seq_len:
             raise EvermindError(f"seq_len {seq_len} exceeds the model's max_seq_len {self.model.config.max_seq_len}")
         chunks = build_chunks(self._ids(text_or_ids), seq_len)
         step = self._step(batch_size, seq_len, (), 0.0, False, "eval")
+        dp = self._dp
         total, count = 0.0, 0
-        for inp, tgt, n in batches(chunks, batch_size, seq_len):
+        for k, (inp, tgt, n) in enumerate(batches(chunks, batch_size, seq_len)):
+            if dp is not None and k % dp.size != dp.rank:
+                continue
             loss, _ = step.run(inp, tgt)
             total += loss * n
             count += n
+        self.last_eval_tokens = count  # target tokens this process evaluated (its share, data-parallel)
+        if dp is not None:
+            total, count = dp.sum_floats((total, count))
         return math.exp(total / max(count, 1))
 
     # -- resumable checkpoints ----------------------------------------------------------------------

@@ -60,11 +60,13 @@ try:
 except DistributedError as e:
     print(f"DistributedError: {e}", file=sys.stderr, flush=True)
     sys.exit(3)
+ppl = tr.evaluate(np.asarray(a["ids"]), seq_len=a["kw"]["seq_len"], batch_size=a["B"]) if a.get("eval") else None
 np.savez(os.path.join(a["out"], f"rank{rank}.npz"), **tr.model.state_dict())
 with open(os.path.join(a["out"], f"rank{rank}.json"), "w") as f:
     json.dump({"losses": [h["loss"] for h in tr.history], "checked": len(hashes), "step": tr.global_step,
                "opt_bytes": tr._dp.optimizer_state_bytes(), "timing": tr._dp.timing,
-               "buckets": len(tr._dp.buckets(tr.trainable()))}, f)
+               "buckets": len(tr._dp.buckets(tr.trainable())), "ppl": ppl,
+               "eval_tokens": getattr(tr, "last_eval_tokens", None)}, f)
 """
 
 
@@ -128,7 +130,8 @@ def test_world_from_env_reads_torchrun_variables():
 def test_ranks_equal_one_big_batch_and_stay_identical(device, tmp_path, n, b, accum, bucket):
     # N=3, B=2: the last global batch has 3 rows, so rank 1 gets one real row and rank 2 none; with
     # accum_steps=2 each step is two global micro-batches. N=2: 300-byte buckets, many all-reduces.
-    codes, errs, infos, weights = ranks(n, tmp_path, B=b, kw={**KW, "accum_steps": accum}, bucket_bytes=bucket)
+    codes, errs, infos, weights = ranks(n, tmp_path, B=b, kw={**KW, "accum_steps": accum}, bucket_bytes=bucket,
+                                        eval=True)
     assert codes == [0] * n, errs
     assert infos[0]["buckets"] > 3 if bucket else infos[0]["buckets"] == 1
     ref = single(n * b, accum_steps=accum)
@@ -140,6 +143,12 @@ def test_ranks_equal_one_big_batch_and_stay_identical(device, tmp_path, n, b, ac
     np.testing.assert_allclose(infos[0]["losses"], [h["loss"] for h in ref.history], rtol=1e-5)
     moved = max(float(np.abs(weights[0][k] - TransformerLM(TINY).state_dict()[k]).max()) for k in weights[0])
     assert moved > 0.05  # trained (a no-op would pass the comparisons)
+    # evaluation is sharded: each rank runs its share of the batches, all return the one-process number
+    ppl = ref.evaluate(IDS, seq_len=KW["seq_len"], batch_size=b)
+    assert len({i["ppl"] for i in infos}) == 1
+    np.testing.assert_allclose(infos[0]["ppl"], ppl, rtol=1e-4)
+    shares = [i["eval_tokens"] for i in infos]
+    assert sum(shares) == ref.last_eval_tokens == IDS.size - 1 and max(shares) < ref.last_eval_tokens
 
 
 def test_zero_shards_the_moments_and_changes_nothing_else(device, tmp_path):
