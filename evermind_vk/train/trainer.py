@@ -195,8 +195,6 @@ class Trainer:
         self.precision = _check_precision(precision, model)
         if scaler is not None and self.precision != "f16":
             raise ConfigError("a loss scaler is only used with precision='f16'")
-        if world is not None and self.precision != "f32":
-            raise UnsupportedError("precision 'f16' with data-parallel training (world=...) is not implemented yet")
         self.scaler = (scaler or GradScaler()) if self.precision == "f16" else None
         if self.scaler is not None:
             self._scale_buf = empty((2,), "f32", model.device, host_visible=True)  # [scale, 1/scale] per step

@@ -20,7 +20,7 @@ pytest.importorskip("torch")
 from evermind_vk.errors import ConfigError  # noqa: E402
 from evermind_vk.io.checkpoint import load_checkpoint  # noqa: E402
 from evermind_vk.models import LMConfig, TransformerLM  # noqa: E402
-from evermind_vk.train import Trainer  # noqa: E402
+from evermind_vk.train import GradScaler, Trainer  # noqa: E402
 from evermind_vk.train.distributed import World, free_port  # noqa: E402
 
 TINY = LMConfig(vocab_size=13, d_model=8, n_layers=1, n_heads=2, n_kv_heads=1, d_ff=8, max_seq_len=8, seed=3)
@@ -29,15 +29,17 @@ KW = dict(seq_len=4, lr=0.05, epochs=2)
 # f32 sums in another order (per-rank partial gradients, then the all-reduce): AdamW normalises
 # the gradient, so a weight moves by up to ~lr per step whatever its size; the differences stay tiny.
 TOL = dict(rtol=1e-4, atol=1e-5)
+F16_TOL = dict(rtol=1e-3, atol=1e-4)  # f16 activations: the ranks' rows round as in one big batch, the sums differ
 
 WORKER = r"""
 import json, os, signal, sys
 import numpy as np
 from evermind_vk.errors import DistributedError
 from evermind_vk.models import LMConfig, TransformerLM
-from evermind_vk.train import Trainer
+from evermind_vk.train import GradScaler, Trainer
 from evermind_vk.train.distributed import World
 a = json.loads(sys.argv[1])
+mp = dict(precision=a.get("precision", "f32"), scaler=GradScaler(**a["scaler"]) if a.get("scaler") else None)
 cfg = LMConfig(**a["cfg"])
 world = World.from_env()
 rank = world.rank
@@ -45,7 +47,7 @@ try:
     if a.get("resume"):
         tr = Trainer.from_checkpoint(a["key"], directory=a["dir"], world=world, zero=a.get("zero", False))
     else:
-        tr = Trainer(TransformerLM(cfg), world=world, zero=a.get("zero", False))
+        tr = Trainer(TransformerLM(cfg), world=world, zero=a.get("zero", False), **mp)
     if a.get("bucket_bytes"):
         tr._dp.bucket_bytes = a["bucket_bytes"]
     hashes = []
@@ -55,6 +57,8 @@ try:
         if a.get("stall") == [rank, step]:  # alive but silent: the peers must give up after the timeout
             os.kill(os.getpid(), signal.SIGSTOP)
         hashes.append(tr._dp.check_identical())
+        if str(step) in a.get("scale_at", {}):  # a scale at which the next step's f16 gradients overflow
+            tr.scaler.scale = a["scale_at"][str(step)]
     tr.train(np.asarray(a["ids"]), batch_size=a["B"], on_step=on_step, max_steps=a.get("max_steps"),
              save_key=a.get("key"), save_dir=a.get("dir", "."), save_every=a.get("save_every", 0), **a["kw"])
 except DistributedError as e:
@@ -66,7 +70,8 @@ with open(os.path.join(a["out"], f"rank{rank}.json"), "w") as f:
     json.dump({"losses": [h["loss"] for h in tr.history], "checked": len(hashes), "step": tr.global_step,
                "opt_bytes": tr._dp.optimizer_state_bytes(), "timing": tr._dp.timing,
                "buckets": len(tr._dp.buckets(tr.trainable())), "ppl": ppl,
-               "eval_tokens": getattr(tr, "last_eval_tokens", None)}, f)
+               "eval_tokens": getattr(tr, "last_eval_tokens", None),
+               "scaler": [[h.get("loss_scale"), h.get("overflow")] for h in tr.history]}, f)
 """
 
 
@@ -149,6 +154,29 @@ def test_ranks_equal_one_big_batch_and_stay_identical(device, tmp_path, n, b, ac
     np.testing.assert_allclose(infos[0]["ppl"], ppl, rtol=1e-4)
     shares = [i["eval_tokens"] for i in infos]
     assert sum(shares) == ref.last_eval_tokens == IDS.size - 1 and max(shares) < ref.last_eval_tokens
+
+
+def test_f16_ranks_equal_one_big_batch_and_agree_on_the_loss_scale(device, tmp_path):
+    # Mixed precision with data-parallel: the ranks all-reduce the scaled f32 gradients, so an inf or NaN
+    # of any rank reaches every rank's overflow check, and all skip the step and back off together.
+    sc = {"init_scale": 16, "growth_interval": 2}
+    codes, errs, infos, weights = ranks(2, tmp_path, B=2, precision="f16", scaler=sc, scale_at={"2": 2.0 ** 60})
+    assert codes == [0, 0], errs
+    assert all(np.array_equal(weights[0][k], weights[1][k]) for k in weights[0])  # bit-identical replicas
+    ref = Trainer(TransformerLM(TINY), precision="f16", scaler=GradScaler(**sc))
+
+    def hook(step, _m):
+        if step == 2:
+            ref.scaler.scale = 2.0 ** 60
+
+    ref.train(IDS, batch_size=4, on_step=hook, **KW)
+    want = [[h["loss_scale"], h["overflow"]] for h in ref.history]
+    assert infos[0]["scaler"] == infos[1]["scaler"] == want
+    # 16, 16, then the injected 2^60 overflows and backs off (2^59 ... overflow too)
+    assert want[:3] == [[16, False], [16, False], [2.0 ** 60, True]] and want[3] == [2.0 ** 59, True]
+    np.testing.assert_allclose(infos[0]["losses"], [h["loss"] for h in ref.history], rtol=F16_TOL["rtol"])
+    for k in weights[0]:
+        np.testing.assert_allclose(weights[0][k], ref.model.state_dict()[k], **F16_TOL, err_msg=k)
 
 
 def test_zero_shards_the_moments_and_changes_nothing_else(device, tmp_path):
