@@ -19,7 +19,7 @@ pytest.importorskip("torch")
 
 from evermind_vk.errors import ConfigError  # noqa: E402
 from evermind_vk.io.checkpoint import load_checkpoint  # noqa: E402
-from evermind_vk.models import LMConfig, TransformerLM  # noqa: E402
+from evermind_vk.models import HybridMambaConfig, HybridMambaModel, LMConfig, TransformerLM  # noqa: E402
 from evermind_vk.train import GradScaler, Trainer  # noqa: E402
 from evermind_vk.train.distributed import World, free_port  # noqa: E402
 
@@ -35,19 +35,20 @@ WORKER = r"""
 import json, os, signal, sys
 import numpy as np
 from evermind_vk.errors import DistributedError
-from evermind_vk.models import LMConfig, TransformerLM
+from evermind_vk.models import HybridMambaConfig, HybridMambaModel, LMConfig, TransformerLM
 from evermind_vk.train import GradScaler, Trainer
 from evermind_vk.train.distributed import World
 a = json.loads(sys.argv[1])
 mp = dict(precision=a.get("precision", "f32"), scaler=GradScaler(**a["scaler"]) if a.get("scaler") else None)
 cfg = LMConfig(**a["cfg"])
+make = (lambda: HybridMambaModel(HybridMambaConfig(**a["mamba"]))) if a.get("mamba") else (lambda: TransformerLM(cfg))
 world = World.from_env()
 rank = world.rank
 try:
     if a.get("resume"):
         tr = Trainer.from_checkpoint(a["key"], directory=a["dir"], world=world, zero=a.get("zero", False))
     else:
-        tr = Trainer(TransformerLM(cfg), world=world, zero=a.get("zero", False), **mp)
+        tr = Trainer(make(), world=world, zero=a.get("zero", False), **mp)
     if a.get("bucket_bytes"):
         tr._dp.bucket_bytes = a["bucket_bytes"]
     hashes = []
@@ -69,7 +70,7 @@ np.savez(os.path.join(a["out"], f"rank{rank}.npz"), **tr.model.state_dict())
 with open(os.path.join(a["out"], f"rank{rank}.json"), "w") as f:
     json.dump({"losses": [h["loss"] for h in tr.history], "checked": len(hashes), "step": tr.global_step,
                "opt_bytes": tr._dp.optimizer_state_bytes(), "timing": tr._dp.timing,
-               "buckets": len(tr._dp.buckets(tr.trainable())), "ppl": ppl,
+               "buckets": len(tr._dp.buckets(tr.trainable(wsla=a["kw"].get("wsla", False)))), "ppl": ppl,
                "eval_tokens": getattr(tr, "last_eval_tokens", None),
                "scaler": [[h.get("loss_scale"), h.get("overflow")] for h in tr.history]}, f)
 """
@@ -177,6 +178,23 @@ def test_f16_ranks_equal_one_big_batch_and_agree_on_the_loss_scale(device, tmp_p
     np.testing.assert_allclose(infos[0]["losses"], [h["loss"] for h in ref.history], rtol=F16_TOL["rtol"])
     for k in weights[0]:
         np.testing.assert_allclose(weights[0][k], ref.model.state_dict()[k], **F16_TOL, err_msg=k)
+
+
+def test_mamba_wsla_row_ranges_with_ranks(device, tmp_path):
+    # WSLA on a mamba2 layer steps a row range of wInProj: 2 ranks equal one process with batch 2B
+    mcfg = dict(vocabSize=13, dModel=8, numLayers=1, layers=["mamba2"], dState=3, nHeads=2, seed=2)
+    kw = {**KW, "wsla": True, "lr": 1e-2}
+    codes, errs, infos, weights = ranks(2, tmp_path, B=2, mamba=mcfg, kw=kw)
+    assert codes == [0, 0], errs
+    assert all(np.array_equal(weights[0][k], weights[1][k]) for k in weights[0])
+    ref = Trainer(HybridMambaModel(HybridMambaConfig(**{**mcfg, "layers": ("mamba2",)})))
+    before = ref.model.state_dict()
+    ref.train(IDS, batch_size=4, **kw)
+    assert {k for k in before if not np.array_equal(before[k], weights[0][k])} == {"layer0.wInProj"}
+    close(weights[0], ref.model.state_dict())
+    # ZeRO with a row range is refused (the owner's rows would not reach the other ranks' base tensors)
+    codes, errs, _, _ = ranks(2, tmp_path, B=2, mamba=mcfg, kw=kw, zero=True)
+    assert codes != [0, 0] and all("UnsupportedError" in e and "ZeRO" in e for e in errs)
 
 
 def test_zero_shards_the_moments_and_changes_nothing_else(device, tmp_path):
