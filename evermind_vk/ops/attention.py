@@ -54,7 +54,7 @@ def _geometry(q: Tensor, k: Tensor, v: Tensor, batch: int = 1):
 # The matmul path's products run over a two-level batch (gemm_strided's `outer`): z1 = sequence b
 # (outer strides: one sequence of q/out/dout S*H*D, of k/v S*KVH*D, of an S x S block H*S*S), z2 = head
 # h (inner strides D and S*S; k/v's head is h // G through bdiv): one dispatch per product for all B*H.
-def _bh(q, S, H, KVH, D):
+def _bh(S, H, KVH, D):
     """The (outer, inner) batch of the [S, H, D] token-major tensors and [B*H, S, S] blocks of B sequences."""
     return S * H * D, S * KVH * D, H * S * S
 
@@ -62,7 +62,7 @@ def _bh(q, S, H, KVH, D):
 def _scores(q, k, B, S, H, KVH, D, scale):
     """scores [B*H, S, S] = scale * Q_bh K_bh^T for every sequence b and head h: one dispatch."""
     G = H // KVH
-    sq, sk, ss = _bh(q, S, H, KVH, D)
+    sq, sk, ss = _bh(S, H, KVH, D)
     s = empty((B * H, S, S), q.dtype, q.device)
     gemm_strided(q, k, s, S, S, D, batch=H, outer=(B, sq, sk, ss),
                  a_strides=(H * D, 1), a_batch=(0, D),
@@ -130,7 +130,7 @@ def attention(q: Tensor, k: Tensor, v: Tensor, causal: bool = True, scale: float
         return out, (lse if save_probs else None)
     p = softmax(_scores(q, k, B, S, H, KVH, D, scale), causal=causal, seq=S)
     out = empty((Sall, H, D), q.dtype, q.device)
-    sq, sk, ss = _bh(q, S, H, KVH, D)
+    sq, sk, ss = _bh(S, H, KVH, D)
     gemm_strided(p, v, out, S, D, S, batch=H, outer=(B, ss, sk, sq),
                  a_strides=(S, 1), a_batch=(0, S * S),
                  b_strides=(KVH * D, 1), b_batch=(0, D, H // KVH),
@@ -174,7 +174,7 @@ def attention_backward(q: Tensor, k: Tensor, v: Tensor, dout: Tensor, probs: Ten
     elif probs.shape != (B * H, S, S):
         raise ShapeError(f"attention_backward: probs {probs.shape}, want {(B * H, S, S)}")
 
-    sq, sk, ss = _bh(q, S, H, KVH, D)
+    sq, sk, ss = _bh(S, H, KVH, D)
     dp = empty((B * H, S, S), q.dtype, q.device)
     # dP_bh = dO_bh V_bh^T
     gemm_strided(dout, v, dp, S, S, D, batch=H, outer=(B, sq, sk, ss),
