@@ -44,14 +44,17 @@ PKG = os.path.dirname(ev.__file__)
 
 
 def _origin() -> str:
-    """'fwd'/'bwd' and the innermost evermind_vk op (functional or ops function) allocating now."""
+    """'fwd'/'bwd', the model (or trainer) line and the innermost op function allocating now."""
     frames = traceback.extract_stack()[:-3]
     phase = "bwd" if any(f.name == "backward" and f.filename.endswith("tape.py") for f in frames) else "fwd"
-    for f in reversed(frames):
+    outer = inner = None
+    for f in frames:
         rel = os.path.relpath(f.filename, PKG)
-        if rel.startswith(("ops" + os.sep, "autodiff" + os.sep + "functional", "models" + os.sep, "train" + os.sep)):
-            return f"{phase} {rel.split(os.sep)[-1][:-3]}.{f.name}"
-    return f"{phase} ?"
+        if rel.startswith(("models" + os.sep, "train" + os.sep)):
+            outer = f"{rel.split(os.sep)[-1][:-3]}:{f.lineno}"
+        if rel.startswith("ops" + os.sep) and not rel.endswith("_util.py"):
+            inner = f"{rel.split(os.sep)[-1][:-3]}.{f.name}"
+    return f"{phase} {outer} {inner}"
 
 
 class Tracker:

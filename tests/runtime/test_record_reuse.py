@@ -207,3 +207,26 @@ def test_memory_allocated_counts_the_pool_and_the_kill_switch(device, monkeypatc
         del prog
         gc.collect()
         assert device.memory_allocated() == before
+
+
+def test_a_smaller_tensor_in_a_bigger_free_buffer(device, monkeypatch):
+    """Best fit: a free buffer up to REUSE_MAX_RATIO times too big serves an allocation; kernels take the
+    tensor's own size (push constants), so the spare tail is never read, and no more than that ratio is wasted."""
+    from evermind_vk.runtime.program import REUSE_MAX_RATIO
+    monkeypatch.setenv(KILL, "0")
+    big = ev.tensor(np.arange(1000, dtype=np.float32))
+    small = ev.tensor(np.arange(600, dtype=np.float32))
+    ones = ev.tensor(np.ones(400, np.float32))
+    with ev.record() as prog:
+        t = ops.scale(big, 2.0)
+        ops.add(t, big, out=t)  # 3x: the buffer's tail after 600 elements holds 3 * (600..999)
+        tbuf = t._buffer
+        del t
+        s = ops.scale(small, 5.0)  # 600 elements in the 1000-element buffer
+        r = ops.add(s, small)
+        tiny = ops.scale(ones, 1.0)  # 2.5x smaller: a buffer of its own
+    assert s._buffer is tbuf and s.words == 600 and tiny._buffer is not tbuf and REUSE_MAX_RATIO < 2.5
+    for k in range(2):
+        prog.run()
+        np.testing.assert_array_equal(s.numpy(), 5 * np.arange(600, dtype=np.float32))
+        np.testing.assert_array_equal(r.numpy(), 6 * np.arange(600, dtype=np.float32))
