@@ -230,3 +230,37 @@ def test_a_smaller_tensor_in_a_bigger_free_buffer(device, monkeypatch):
         prog.run()
         np.testing.assert_array_equal(s.numpy(), 5 * np.arange(600, dtype=np.float32))
         np.testing.assert_array_equal(r.numpy(), 6 * np.arange(600, dtype=np.float32))
+
+
+STEP = """
+import numpy as np, evermind_vk as ev
+from evermind_vk.models import LMConfig, TransformerLM
+from evermind_vk.train import Trainer
+m = TransformerLM(LMConfig(d_model=16, n_layers=1, n_heads=2, n_kv_heads=1, d_ff=32, max_seq_len=8))
+tr = Trainer(m)
+tr.train(np.arange(3 * 2 * 8 + 1) % 256, seq_len=8, batch_size=2, lr=1e-2)  # one recording, two replays
+print("REUSED", sum(s.program.buffers_reused for s in tr._steps.values()))
+"""
+
+
+def test_a_reusing_step_is_hazard_free_under_synchronization_validation():
+    """Khronos synchronization validation sees no write-after-read or write-after-write hazard on the buffers
+    a recorded training step shares (the barrier of ci/patches/0002 orders them); test_sync.py's positive
+    control shows the layer reports a missing barrier."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+    if not Path("/usr/share/vulkan/explicit_layer.d/VkLayer_khronos_validation.json").exists():
+        pytest.skip("Khronos validation layer not installed (ci/setup.sh installs it)")
+    env = dict(os.environ, VK_INSTANCE_LAYERS="VK_LAYER_KHRONOS_validation", EVERMIND_VK_DISABLE_RECORD_REUSE="0",
+               VK_LAYER_ENABLES="VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT")
+    proc = subprocess.run([sys.executable, "-c", STEP], env=env, capture_output=True, text=True, timeout=600)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-4000:]
+    reused = int(out.split("REUSED ")[1].split()[0])
+    assert reused > 0, out[-4000:]
+    msgs = [m for m in out.split("\n") if "SYNC-HAZARD" in m or "Validation Error" in m]
+    if ev.get_device().manager.get_device_capabilities()["cooperative_matrix"]:
+        msgs = [m for m in msgs if "VUID-VkDeviceCreateInfo-pNext-pNext" not in m]
+    assert not msgs, "\n".join(msgs[:20])
