@@ -104,7 +104,7 @@ def run(cfg, B, L, precision, reuse: bool, top: int, record_only: bool = False):
     losses = [h["loss"] for h in tr.history]
     print(f"reuse {'on ' if reuse else 'off'}: weights {base / 2**20:8.2f} MiB   peak {peak / 2**20:8.2f} MiB   "
           f"held after {after / 2**20:8.2f} MiB   reused allocations {prog.buffers_reused}   "
-          f"dispatches {len(prog)}   losses {losses}", flush=True)
+          f"dispatches {len(prog)}   losses {'not run' if record_only else losses}", flush=True)
     if top and tk.snapshot is not None:
         now, by, pool = tk.snapshot
         tracked = sum(by.values())
@@ -147,7 +147,8 @@ def main(argv=None):
           f"on {ev.get_device().info.name}", flush=True)
     on, l_on = run(cfg, B, L, a.precision, True, a.top, a.record_only)
     off, l_off = run(cfg, B, L, a.precision, False, a.top, a.record_only)
-    print(f"peak with reuse / without: {on / off:.3f}; losses identical: {l_on == l_off}")
+    same = "not run (--record-only)" if a.record_only else l_on == l_off
+    print(f"peak with reuse / without: {on / off:.3f}; losses identical: {same}")
     return 0 if l_on == l_off else 1
 
 
