@@ -238,10 +238,13 @@ class Device:
 
     def submit(self, algo, push_words: np.ndarray, label: str = "", tensors=()) -> None:
         """Dispatch (or record) algo; a recording keeps it and the device buffers of `tensors` alive."""
-        if self._paused is not None and self.recording is None:
-            self._pin(tensors)
-        self._record_or_run(kp_module().OpAlgoDispatch(algo, push_words),
-                            (algo, tuple(t._buffer for t in tensors)), label)
+        if self.recording is None:
+            if self._paused is not None:
+                self._pin(tensors)
+            self._record_or_run(kp_module().OpAlgoDispatch(algo, push_words), None, label)
+        else:
+            self._record_or_run(kp_module().OpAlgoDispatch(algo, push_words),
+                                (algo, tuple(t._buffer for t in tensors)), label)
 
     def _pin(self, tensors) -> None:
         """An eager dispatch inside a recording sets up state once (device.eager()): a buffer of the paused
@@ -292,11 +295,13 @@ class Device:
     def upload(self, tensor) -> None:
         """Copy a host-visible tensor's staging memory to the device now or, inside a recording, at
         each run of the recorded program (so a replay picks up host-written per-step scalars)."""
+        tensor._buffer.pinned = True  # a transfer's buffer is never handed out again (host-visible ones never are)
         self._record_or_run(kp_module().OpTensorSyncDevice([tensor.kp]), tensor._buffer, "upload")
 
     def sync_local(self, tensor) -> None:
         """Copy a host-visible tensor's device buffer to its staging memory now or, inside a recording,
         at the end of each run (then read it with Tensor.read_staging(), no further submit)."""
+        tensor._buffer.pinned = True
         self._record_or_run(kp_module().OpTensorSyncLocal([tensor.kp]), tensor._buffer, "download")
 
     def run_ops(self, ops) -> None:
