@@ -12,14 +12,16 @@ scalars that change between replays belong in a device buffer that the kernels r
 Buffer reuse inside a recording (what PyTorch's caching allocator does, in recording order): the Program
 keeps the device buffers its operations bind, not the Tensor objects. When a device-only tensor that was
 allocated inside the recording dies there (a temporary of an op, a saved activation the tape dropped after
-its backward used it), its buffer joins the recording's free pool, and a later `empty()` of the same byte
-size in the same recording takes it instead of allocating. That is safe on replay because kp records a
-global compute/transfer -> compute barrier before every dispatch (ci/patches/0002): each dispatch runs
-after every earlier one has finished reading and writing (WAR and WAW as well as RAW). Host-visible
-tensors (uploads, downloads), tensors allocated before the recording or in `device.eager()`, and tensors
-still alive when the recording ends are never handed out again. A tensor allocated inside the recording
-keeps no state from one replay to the next once its buffer is shared: its first operation in the step
-must write it (every op output does). Kill switch: EVERMIND_VK_DISABLE_RECORD_REUSE=1.
+its backward used it), its buffer joins the recording's free pool, and a later `empty()` in the same
+recording takes the smallest free buffer that holds it and is at most REUSE_MAX_RATIO times its size
+instead of allocating. That is safe on replay because kp records a global compute/transfer -> compute
+barrier before every dispatch (ci/patches/0002): each dispatch runs after every earlier one has finished
+reading and writing (WAR and WAW as well as RAW). Never handed out again: host-visible tensors, buffers an
+upload or download touched, tensors allocated before the recording or in `device.eager()`, buffers an
+eager dispatch wrote during the recording (pinned), tensors still alive when the recording ends. A tensor
+allocated inside the recording keeps no state from one replay to the next once its buffer is shared: its
+first operation in the step must write it (every op output does). Kill switch:
+EVERMIND_VK_DISABLE_RECORD_REUSE=1.
 """
 from __future__ import annotations
 
