@@ -3,7 +3,7 @@
 (EVERMIND_VK_DISABLE_RECORD_REUSE), and who holds the memory at the peak.
 
     python bench/record_memory.py                     # the small default config (lavapipe)
-    python bench/record_memory.py --config tiny       # d128, 4 layers, batch 8 x 128
+    python bench/record_memory.py --config tiny       # d128, 4 layers, batch 8 x 128 (mid: d256, 4 layers)
     python bench/record_memory.py --config 23.7m      # d512, 8 layers, 8/4 heads, ff 1408, batch 16 x 256
     python bench/record_memory.py --precision f16
 
@@ -14,7 +14,8 @@ of the recording a freed buffer served, the losses (identical with reuse on and 
 the tensors allocated during training (weights not included, AdamW moments included) held the most bytes
 at once, those tensors grouped by the op that allocated them ("fwd"/"bwd": inside the forward or the
 tape's backward walk) beside the free pool (buffers of dead tensors waiting for an allocation of their
-size). With reuse the peak is about the weights plus that most-held plus what no later allocation fit. No PyTorch here: bench/train_bench.py prints our peak against
+size). With reuse the peak is about the weights plus that most-held plus what no later allocation fit.
+No PyTorch here: bench/train_bench.py prints our peak against
 torch.cuda.max_memory_allocated in the same run.
 """
 import argparse
@@ -128,7 +129,8 @@ def main(argv=None):
                     help="record one step and never submit it (memory accounting is host-side, so the numbers hold; "
                          "no losses): the 23.7m config in seconds on lavapipe, with lavapipe's kernel choices")
     ap.add_argument("--as-gpu", action="store_true",
-                    help="with --record-only: let selection pick as on a discrete GPU with 32-wide subgroups and 48 KiB "
+                    help="with --record-only: let selection pick as on a discrete GPU with 32-wide subgroups and 48 KiB"
+                         " "
                          "of shared memory (an H200's choices: the matmul attention path, split-K, GPU tiles)")
     a = ap.parse_args(argv)
     if a.as_gpu:
