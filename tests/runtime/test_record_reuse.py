@@ -81,8 +81,8 @@ def test_mamba_steps_are_bit_identical_with_reuse(monkeypatch, device):
     ids = np.arange(12 * 8, dtype=np.uint32) % 12
 
     def make():
-        m = HybridMambaModel(HybridMambaConfig(vocabSize=12, dModel=16, numLayers=3,
-                                               layers=("mamba1", "mamba2", "attention"), dState=4, nHeads=2,
+        m = HybridMambaModel(HybridMambaConfig(vocabSize=12, dModel=16, numLayers=4,
+                                               layers=("mamba1", "mamba2", "mamba3", "attention"), dState=4, nHeads=2,
                                                seed=1), device=device)
         return m, Trainer(m, seed=0)
 
