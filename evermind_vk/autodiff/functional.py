@@ -23,11 +23,13 @@ def cast(x: Tensor, dtype: str) -> Tensor:
     """x converted to dtype (x itself, untracked, when it has it already); the gradient goes back in x's dtype."""
     if x.dtype == dtype:
         return x
-    return track("cast", (x,), ops.cast(x, dtype), lambda g: (ops.cast(g, x.dtype),))
+    src = x.dtype  # the rule keeps the dtype, not x (x's buffer may then be reused)
+    return track("cast", (x,), ops.cast(x, dtype), lambda g: (ops.cast(g, src),))
 
 
 def reshape(x: Tensor, *shape) -> Tensor:
-    return track("reshape", (x,), x.reshape(*shape), lambda g: (g.reshape(x.shape),))
+    xs = x.shape
+    return track("reshape", (x,), x.reshape(*shape), lambda g: (g.reshape(xs),))
 
 
 def matmul(x: Tensor, w: Tensor, transpose_b: bool = False) -> Tensor:
@@ -87,7 +89,8 @@ def attention(q: Tensor, k: Tensor, v: Tensor, causal: bool = True, scale: float
 
 
 def row_slice(x: Tensor, row: int) -> Tensor:
-    return track("row_slice", (x,), ops.row_slice(x, row), lambda g: (ops.row_slice_backward(g, x.shape[0], row),))
+    rows = x.shape[0]
+    return track("row_slice", (x,), ops.row_slice(x, row), lambda g: (ops.row_slice_backward(g, rows, row),))
 
 
 def cross_entropy(logits: Tensor, targets: Tensor) -> Tensor:
@@ -115,8 +118,9 @@ def upsample2d(x: Tensor, scale_factor=2) -> Tensor:
 
 
 def pixel_shuffle(x: Tensor, upscale_factor: int, layout: str = "nchw", grid=None) -> Tensor:
+    xs = x.shape
     return track("pixel_shuffle", (x,), ops.pixel_shuffle(x, upscale_factor, layout, grid),
-                  lambda g: (ops.pixel_shuffle_backward(g, x.shape, upscale_factor, layout, grid),))
+                  lambda g: (ops.pixel_shuffle_backward(g, xs, upscale_factor, layout, grid),))
 
 
 def mse_loss(y: Tensor, target: Tensor) -> Tensor:
@@ -177,8 +181,9 @@ def selective_scan(u: Tensor, dt: Tensor, A_log: Tensor, B: Tensor, C: Tensor, D
 
 def col_slice(x: Tensor, start: int, width: int) -> Tensor:
     """Columns [start, start + width) of every row of a 2-D x (a per-token split of a projection)."""
+    cols = x.shape[1]
     return track("col_slice", (x,), ops.col_slice(x, start, width),
-                  lambda g: (ops.col_slice_backward(g, x.shape[1], start),))
+                  lambda g: (ops.col_slice_backward(g, cols, start),))
 
 
 def _from_zero_state(name: str, forward, backward, inputs: tuple, kw: dict) -> Tensor:

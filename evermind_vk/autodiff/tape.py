@@ -10,9 +10,15 @@ Seeds: a 1-element loss tensor (seed 1), a mapping tensor -> gradient, or a list
 pairs. Gradients of inputs used more than once accumulate (x + x gives 2g); integer (u32/i32) inputs
 get none; every gradient's shape and dtype are checked against its tensor; an entry's saved tensors
 and its output gradient are released as soon as the walk has passed it.
+
+What the tape keeps alive: only what each backward rule captured (its saved tensors). An entry notes its
+inputs and output by a per-tensor key with their shape and dtype, not the tensors themselves, so a forward
+intermediate no rule needs dies as soon as the forward code drops it (PyTorch's saved-tensor habit); inside
+a recording its buffer then serves later allocations of the step (evermind_vk.runtime.program).
 """
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -24,11 +30,35 @@ from ..runtime.tensor import Tensor, tensor
 _active: list["Tape"] = []
 
 
+_keys = itertools.count(1)
+
+
+def _key(t: Tensor) -> int:
+    """A tensor object's tape identity (unique for the process, unlike id(), which a dead tensor's
+    successor may get; views are objects of their own)."""
+    k = t.__dict__.get("_tape_key")
+    if k is None:
+        k = t._tape_key = next(_keys)
+    return k
+
+
+@dataclass(frozen=True)
+class Ref:
+    """What the tape notes about a tensor without keeping it alive."""
+    key: int
+    shape: tuple
+    dtype: str
+
+    @staticmethod
+    def of(t: Tensor) -> "Ref":
+        return Ref(_key(t), t.shape, t.dtype)
+
+
 @dataclass
 class Entry:
     op: str
-    inputs: tuple
-    output: Tensor
+    inputs: tuple  # a Ref per tensor input (None for other inputs)
+    output: Ref
     rule: object  # callable(grad_out) -> tuple of grads (None where no gradient), one per input
     saved: dict = field(default_factory=dict)
 
@@ -42,35 +72,43 @@ def track(op: str, inputs, output: Tensor, rule) -> Tensor:
     (Recording dispatches into a replayable program is `evermind_vk.record`, another thing.)"""
     tape = active()
     if tape is not None:
-        tape.entries.append(Entry(op, tuple(inputs), output, rule))
+        tape.entries.append(Entry(op, tuple(Ref.of(x) if isinstance(x, Tensor) else None for x in inputs),
+                                  Ref.of(output), rule))
     return output
 
 
 class Grads:
-    """Gradients keyed by tensor identity."""
+    """Gradients keyed by tensor identity (the tape's key of each tensor)."""
 
-    def __init__(self, by_id: dict):
-        self._by_id = by_id
+    def __init__(self, by_key: dict):
+        self._by_key = by_key
+
+    @staticmethod
+    def _k(t: Tensor):
+        return t.__dict__.get("_tape_key") if isinstance(t, Tensor) else None
 
     def __getitem__(self, t: Tensor) -> Tensor:
-        return self._by_id[id(t)][1]
+        hit = self._by_key.get(self._k(t))
+        if hit is None:
+            raise KeyError(t)
+        return hit
 
     def get(self, t: Tensor, default=None):
-        hit = self._by_id.get(id(t))
-        return default if hit is None else hit[1]
+        hit = self._by_key.get(self._k(t))
+        return default if hit is None else hit
 
     def __contains__(self, t: Tensor) -> bool:
-        return id(t) in self._by_id
+        return self._k(t) in self._by_key
 
     def __len__(self) -> int:
-        return len(self._by_id)
+        return len(self._by_key)
 
     def by_name(self, params: dict) -> dict:
         """{name: gradient} for the named tensors that received one."""
-        return {n: self._by_id[id(t)][1] for n, t in params.items() if id(t) in self._by_id}
+        return {n: self._by_key[k] for n, t in params.items() if (k := self._k(t)) in self._by_key}
 
 
-def _differentiable(t: Tensor) -> bool:
+def _differentiable(t) -> bool:
     return t.dtype in ("f32", "f16")
 
 
@@ -108,32 +146,36 @@ class Tape:
         """Gradients of the leaf tensors (inputs and parameters) the seeds reach, and of intermediates
         too with keep_intermediate. With release, the tape is consumed: each entry, the tensors it
         saved and its output's gradient are dropped once processed."""
-        grads: dict[int, tuple[Tensor, Tensor]] = {}
+        grads: dict[int, Tensor] = {}  # tape key -> gradient
 
-        def accumulate(t: Tensor, g: Tensor) -> None:
+        def accumulate(t: Ref, g: Tensor) -> None:
             if g.shape != t.shape or g.dtype != t.dtype:
                 raise ShapeError(f"gradient {g.shape}/{g.dtype} for a tensor {t.shape}/{t.dtype}")
-            hit = grads.get(id(t))
-            grads[id(t)] = (t, g if hit is None else add(hit[1], g))
+            hit = grads.get(t.key)
+            grads[t.key] = g if hit is None else add(hit, g)
 
         for t, g in self._seeds(seed):
-            accumulate(t, g)
+            accumulate(Ref.of(t), g)
+        seed = t = g = None
         entries = self.entries
         for i in range(len(entries) - 1, -1, -1):
             rec = entries[i]
-            hit = grads.get(id(rec.output))
-            if hit is not None:
-                ins_grads = rec.rule(hit[1])
+            g = grads.pop(rec.output.key, None)
+            if g is not None:
+                if keep_intermediate:
+                    grads[rec.output.key] = g
+                ins_grads = rec.rule(g)
+                del g  # the output's gradient dies with this entry (unless kept or captured)
                 if len(ins_grads) != len(rec.inputs):
                     raise EvermindError(f"backward rule of {rec.op} gave {len(ins_grads)} gradients "
                                         f"for {len(rec.inputs)} inputs")
                 for x, gx in zip(rec.inputs, ins_grads):
-                    if gx is not None and isinstance(x, Tensor) and _differentiable(x):
+                    if gx is not None and x is not None and _differentiable(x):
                         accumulate(x, gx)
-            if not keep_intermediate:
-                grads.pop(id(rec.output), None)
+                ins_grads = gx = None
             if release:
                 entries[i] = None  # its saved tensors go with it
+            del rec
         if release:
             self.entries = []
         return Grads(grads)

@@ -173,9 +173,10 @@ class Device:
         self.pipelines_built = 0  # pipelines created on this device (the profiler and tests read it)
         self._eager = self.manager.sequence()
         self.recording = None  # the Program being recorded, if any
+        self._paused = None  # the Program whose recording an eager() block interrupts
         self.submits = 0  # sequences submitted (eager dispatches, uploads, downloads, replays)
-        # Device memory held by live tensors (their device buffers, bytes; staging copies not counted). A
-        # recorded Program keeps the tensors it binds alive, so its intermediates count while it lives.
+        # Device memory held by live buffers (bytes; staging copies not counted): tensors hold theirs, a
+        # recorded Program holds every buffer it binds, a recording's free pool holds reusable ones.
         self._allocated = self._peak_allocated = 0
 
     def __repr__(self) -> str:
@@ -236,8 +237,29 @@ class Device:
             self.submits += 1
 
     def submit(self, algo, push_words: np.ndarray, label: str = "", tensors=()) -> None:
-        """Dispatch (or record) algo; a recording keeps it and `tensors` (the Tensors it binds) alive."""
-        self._record_or_run(kp_module().OpAlgoDispatch(algo, push_words), (algo, tuple(tensors)), label)
+        """Dispatch (or record) algo; a recording keeps it and the device buffers of `tensors` alive."""
+        if self.recording is None:
+            if self._paused is not None:
+                self._pin(tensors)
+            self._record_or_run(kp_module().OpAlgoDispatch(algo, push_words), None, label)
+        else:
+            self._record_or_run(kp_module().OpAlgoDispatch(algo, push_words),
+                                (algo, tuple(t._buffer for t in tensors)), label)
+
+    def _pin(self, tensors) -> None:
+        """An eager dispatch inside a recording sets up state once (device.eager()): a buffer of the paused
+        recording that it touches must keep that state across replays, so it leaves the reuse pool for good;
+        if the recording already gave that buffer to another tensor, the state would be overwritten on
+        every replay, so that is refused."""
+        for t in tensors:
+            buf = t._buffer
+            if buf.scope is not None and buf.scope() is self._paused:
+                if buf.holders > 1:
+                    raise EvermindError(
+                        "an eager dispatch inside record() writes a tensor allocated in the recording whose buffer the "
+                        "recording reused: allocate that tensor inside device.eager() too (or set "
+                        "EVERMIND_VK_DISABLE_RECORD_REUSE=1)")
+                buf.pinned = True
 
     # -- device memory accounting (PyTorch's torch.cuda.memory_allocated family) --------------------------
     def _track_allocation(self, nbytes: int) -> None:
@@ -248,7 +270,8 @@ class Device:
         self._allocated -= nbytes
 
     def memory_allocated(self) -> int:
-        """Bytes of device buffers held by live tensors now (a recorded Program keeps its tensors alive)."""
+        """Bytes of device buffers allocated now: held by live tensors, by recorded Programs (the buffers they
+        bind, shared among the recording's tensors whose lifetimes did not overlap) or by a recording's pool."""
         return self._allocated
 
     def max_memory_allocated(self) -> int:
@@ -263,20 +286,23 @@ class Device:
         """Run dispatches now even inside a recording (one-time state initialisation, which must not
         be replayed with the recorded step)."""
         rec, self.recording = self.recording, None
+        paused, self._paused = self._paused, rec if rec is not None else self._paused
         try:
             yield
         finally:
-            self.recording = rec
+            self.recording, self._paused = rec, paused
 
     def upload(self, tensor) -> None:
         """Copy a host-visible tensor's staging memory to the device now or, inside a recording, at
         each run of the recorded program (so a replay picks up host-written per-step scalars)."""
-        self._record_or_run(kp_module().OpTensorSyncDevice([tensor.kp]), tensor, "upload")
+        tensor._buffer.pinned = True  # a transfer's buffer is never handed out again (host-visible ones never are)
+        self._record_or_run(kp_module().OpTensorSyncDevice([tensor.kp]), tensor._buffer, "upload")
 
     def sync_local(self, tensor) -> None:
         """Copy a host-visible tensor's device buffer to its staging memory now or, inside a recording,
         at the end of each run (then read it with Tensor.read_staging(), no further submit)."""
-        self._record_or_run(kp_module().OpTensorSyncLocal([tensor.kp]), tensor, "download")
+        tensor._buffer.pinned = True
+        self._record_or_run(kp_module().OpTensorSyncLocal([tensor.kp]), tensor._buffer, "download")
 
     def run_ops(self, ops) -> None:
         """Record kp operations (uploads, downloads) into one sequence and submit it now."""

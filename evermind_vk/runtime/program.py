@@ -8,20 +8,61 @@
 
 Push constants are captured at record time, so a replay repeats exactly what was recorded; per-step
 scalars that change between replays belong in a device buffer that the kernels read.
+
+Buffer reuse inside a recording (what PyTorch's caching allocator does, in recording order): the Program
+keeps the device buffers its operations bind, not the Tensor objects. When a device-only tensor that was
+allocated inside the recording dies there (a temporary of an op, a saved activation the tape dropped after
+its backward used it), its buffer joins the recording's free pool, and a later `empty()` in the same
+recording takes the smallest free buffer that holds it and is at most REUSE_MAX_RATIO times its size
+instead of allocating. That is safe on replay because kp records a global compute/transfer -> compute
+barrier before every dispatch (ci/patches/0002): each dispatch runs after every earlier one has finished
+reading and writing (WAR and WAW as well as RAW). Never handed out again: host-visible tensors, buffers an
+upload or download touched, tensors allocated before the recording or in `device.eager()`, buffers an
+eager dispatch wrote during the recording (pinned), tensors still alive when the recording ends. A tensor
+allocated inside the recording keeps no state from one replay to the next once its buffer is shared: its
+first operation in the step must write it (every op output does). Kill switch:
+EVERMIND_VK_DISABLE_RECORD_REUSE=1.
 """
 from __future__ import annotations
 
 from .device import get_device
+from .tensor import record_reuse_enabled
 from ..errors import EvermindError
+
+# A free buffer serves an allocation up to this many times smaller (best fit). Measured on lavapipe
+# (bench/record_memory.py --config mid, f32): peak 121.0 MiB with exact sizes only, 113.0 with 2, 111.9 with 4,
+# 112.1 with any: weight gradients fit freed activation buffers.
+REUSE_MAX_RATIO = 2
 
 
 class Program:
     def __init__(self, device):
         self.device = device
         self._ops = []
-        self._keep = []  # algorithms the sequence uses stay alive with it
+        self._keep = []  # algorithms and device buffers (never Tensors) the sequence uses stay alive with it
         self._labels = []  # per op: the kernel variant's name, or "upload" / "download" (the profiler's rows)
         self._seq = None
+        self.reuse = record_reuse_enabled()
+        self._free: dict[int, list] = {}  # byte size -> buffers of tensors that died in this recording
+        self.buffers_reused = 0  # allocations of this recording served from the free pool
+
+    def _take(self, nbytes: int):
+        """The smallest free buffer of this recording's pool that holds nbytes and is at most REUSE_MAX_RATIO
+        times as big, or None. (A kernel takes its sizes from push constants, never from the buffer's
+        size, so a tensor may sit in a bigger buffer; Tensor.words is its own size.)"""
+        free = self._free.get(nbytes)
+        if not free:
+            fits = [n for n, bufs in self._free.items() if bufs and nbytes < n <= REUSE_MAX_RATIO * nbytes]
+            if not fits:
+                return None
+            free = self._free[min(fits)]
+        self.buffers_reused += 1
+        return free.pop()
+
+    def _release(self, buf) -> None:
+        """A tensor allocated in this recording died: its buffer is free for the rest of the recording."""
+        if self._seq is None and self.device.recording is self:
+            self._free.setdefault(buf.nbytes, []).append(buf)
 
     def _append(self, op, keep, label: str = "") -> None:
         """Add a kp operation; `keep` (its algorithm or tensor) lives as long as the program; `label`
@@ -40,7 +81,13 @@ class Program:
     def __len__(self) -> int:
         return len(self._ops)
 
+    def _end_reuse(self) -> None:
+        """The recording is over: the pool's buffers are held by the operations that bound them (or freed)."""
+        self._free = {}
+        self.reuse = False
+
     def _finish(self) -> None:
+        self._end_reuse()
         seq = self.device.manager.sequence()
         for op in self._ops:
             seq.record(op)
@@ -71,6 +118,7 @@ class record:
 
     def __exit__(self, exc_type, exc, tb) -> None:
         self.device.recording = None
+        self.program._end_reuse()
         if exc_type is None:
             self.program._finish()
             if self.run:

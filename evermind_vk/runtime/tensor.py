@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import math
 import operator
+import os
 import weakref
 
 import numpy as np
@@ -43,8 +44,32 @@ def _shape(shape) -> tuple[int, ...]:
     return out
 
 
+class Buffer:
+    """One device allocation (a kp tensor) and its share of the device's memory accounting: counted from its
+    creation until its last holder lets go (the tensors on it, a recorded Program that binds it, a
+    recording's free pool), so memory_allocated() is what is really allocated on the device.
+
+    scope: the Program whose recording allocated it (a weak reference), or None; holders: how many tensors
+    of that recording have had it (more than one: the recording reused it); pinned: touched by an eager
+    dispatch while its recording was paused (state set up once), so it never returns to the pool."""
+    __slots__ = ("kp", "nbytes", "scope", "holders", "pinned", "__weakref__")
+
+    def __init__(self, device, kp_tensor, nbytes: int, scope=None):
+        self.kp, self.nbytes, self.scope, self.holders, self.pinned = kp_tensor, nbytes, scope, 0, False
+        device._track_allocation(nbytes)
+        weakref.finalize(self, device._track_release, nbytes)
+
+
+def _back_to_pool(program_ref, buf: Buffer) -> None:
+    """A recording-scoped tensor died: its buffer may serve a later allocation of the same recording."""
+    program = program_ref()
+    if program is not None and not buf.pinned:
+        program._release(buf)
+
+
 class Tensor:
-    def __init__(self, device, shape, dtype: str, kp_tensor, host_visible: bool, base: "Tensor | None" = None):
+    def __init__(self, device, shape, dtype: str, kp_tensor, host_visible: bool, base: "Tensor | None" = None,
+                 buffer: Buffer | None = None):
         self.device = device
         self.shape = _shape(shape)
         self.dtype = dtype
@@ -56,12 +81,12 @@ class Tensor:
         self._base = base
         if base is not None:
             self.uid = base.uid
+            self._buffer = base._buffer
         else:
             self.uid = next(_uids)
             weakref.finalize(self, device.forget, self.uid)
-            held = 4 * dtypes.words(self.numel, dtype)  # the kp buffer's size (whole 32-bit words)
-            device._track_allocation(held)
-            weakref.finalize(self, device._track_release, held)
+            # the kp buffer's size is whole 32-bit words
+            self._buffer = buffer or Buffer(device, kp_tensor, 4 * dtypes.words(self.numel, dtype))
 
     # -- facts ----------------------------------------------------------------------------------
     @property
@@ -219,20 +244,42 @@ def empty(shape, dtype="f32", device=None, host_visible: bool = False) -> Tensor
     pool = getattr(dev, "arena", None)
     if pool is not None and not host_visible:
         return pool.take(shape, name)
-    return _new(dev, shape, name, host_visible)
+    return _new(dev, shape, name, host_visible, scoped=True)
 
 
-def _new(dev, shape, name, host_visible) -> Tensor:
+def record_reuse_enabled() -> bool:
+    """Whether a recording hands the buffers of its dead device-only tensors to its later allocations
+    (EVERMIND_VK_DISABLE_RECORD_REUSE=1 turns it off: every allocation of a recording is then a new buffer)."""
+    return os.environ.get("EVERMIND_VK_DISABLE_RECORD_REUSE", "").strip() in ("", "0")
+
+
+def _new(dev, shape, name, host_visible, scoped: bool = False) -> Tensor:
     n_words = dtypes.words(math.prod(shape), name)
     _check_size(dev, 4 * n_words)
+    prog = dev.recording if scoped and not host_visible else None
+    if prog is not None and prog.reuse:
+        # Inside a recording (PyTorch's caching allocator, in recording order): a buffer whose tensor died
+        # earlier in this recording is free from here on, since every later dispatch is ordered after every
+        # earlier one by the global barrier kp records before each dispatch (ci/patches/0002), replays too.
+        buf = prog._take(4 * n_words)
+        if buf is None:
+            buf = _new_buffer(dev, n_words, False, scope=weakref.ref(prog))
+        buf.holders += 1
+        t = Tensor(dev, shape, name, buf.kp, host_visible=False, buffer=buf)
+        weakref.finalize(t, _back_to_pool, buf.scope, buf)
+        return t
+    buf = _new_buffer(dev, n_words, host_visible)
+    return Tensor(dev, shape, name, buf.kp, host_visible=host_visible, buffer=buf)
+
+
+def _new_buffer(dev, n_words: int, host_visible: bool, scope=None) -> Buffer:
     kp = kp_module()
     kind = kp.TensorTypes.device if host_visible else kp.TensorTypes.storage
     try:
         host = np.zeros(n_words, dtype=np.uint32)  # kp 0.9.0 creates tensors from host data only
     except MemoryError as e:
         raise DeviceError(f"out of host memory staging a tensor of {4 * n_words:,} bytes") from e
-    t = _allocate(dev, host, kind, 4 * n_words)
-    return Tensor(dev, shape, name, t, host_visible=host_visible)
+    return Buffer(dev, _allocate(dev, host, kind, 4 * n_words), 4 * n_words, scope)
 
 
 def zeros(shape, dtype="f32", device=None, host_visible: bool = False) -> Tensor:

@@ -55,3 +55,24 @@ def test_loss_seed_integer_inputs_and_shape_checks(device):
     with pytest.raises(ev.EvermindError):
         tape.backward(42)
 
+
+
+def test_the_tape_keeps_only_what_rules_need(device):
+    """An intermediate no backward rule captured dies when the forward code drops it (the tape notes it by key),
+    while one a rule needs stays; gradients are unchanged, also when a dead tensor's id() is reused."""
+    import gc
+    import weakref
+    x, w = T([1.0, -2.0, 3.0]), T([0.5, 0.25, 2.0])
+    with Tape() as tape:
+        a = F.scale(x, 2.0)  # add's and scale's rules keep nothing
+        b = F.add(a, x)
+        c = F.mul(b, w)  # mul's rule keeps b and w
+        dead, kept = weakref.ref(a), weakref.ref(b)
+        del a, b
+        gc.collect()
+        assert dead() is None and kept() is not None
+        fresh = [F.scale(x, 1.0) for _ in range(8)]  # new tensors, possibly at the dead one's id()
+    g = tape.backward({c: T([1, 1, 1])})
+    np.testing.assert_allclose(g[x].numpy(), 3 * w.numpy())  # d/dx sum((2x + x) w)
+    np.testing.assert_allclose(g[w].numpy(), 3 * x.numpy())
+    assert all(f not in g for f in fresh)
