@@ -167,6 +167,9 @@ VARIANTS = [
                       ("cross_entropy", "cross_entropy_backward")) for dt in F for wg in (8, 32)),
     # One thread per output element.
     *(simple("embedding", op, dt, 256) for op in ("embedding", "embedding_backward") for dt in F),
+    # embedding_backward's sorted path: the counting sort of the ids, then sums over each id's run.
+    simple("embedding", "embedding_rank", "f32", 256),
+    *(simple("embedding", "embedding_backward_sorted", dt, 256) for dt in F),
     *(simple("rope", "rope", dt, 256) for dt in F),
     *(simple("bias_add", "bias_add", dt, 256) for dt in F),
     *(simple("reduce", "colsum", dt, 256) for dt in F),
