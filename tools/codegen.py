@@ -182,6 +182,7 @@ VARIANTS = [
     simple("optim", "clip_scale", "f32", 256),
     # Overflow-free L2 norm (max |x|, then sum of (x / max)^2), for gradient clipping.
     *(simple("reduce", "norm_partials", dt, 256) for dt in F),
+    *(simple("reduce", "norm_partials_multi", dt, 256) for dt in F),  # up to 8 tensors a dispatch
     simple("reduce", "norm_final", "f32", 256),
     # Image ops (issue 17): conv2d's im2col/col2im around the strided matmul, group_norm (two-stage
     # statistics), per-channel sums, nearest upsampling, pixel shuffle. One thread per element, or one
