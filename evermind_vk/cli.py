@@ -126,8 +126,6 @@ def cmd_train(args) -> int:
     world = World.from_env() if "WORLD_SIZE" in os.environ else None
     if (args.nproc > 1 or world is not None) and args.model != "lm":
         raise CliError(f"--nproc / WORLD_SIZE: data-parallel training is for --model lm, not {args.model}")
-    if (args.nproc > 1 or world is not None) and args.precision != "f32":
-        raise CliError(f"--precision {args.precision} with --nproc / WORLD_SIZE: not implemented yet (use f32)")
     if world is not None and args.nproc > 1 and args.nproc != world.size:
         raise CliError(f"--nproc {args.nproc} but WORLD_SIZE={world.size} in the environment")
     if world is None and args.nproc > 1:
@@ -146,7 +144,7 @@ def cmd_train(args) -> int:
     if not str(args.layers).isdigit() or int(args.layers) < 1:
         raise CliError(f"--layers {args.layers}: a layer count (a list of layer types is for --model mamba)")
     args.layers = int(args.layers)
-    lead = world is None or world.rank == 0  # rank 0 alone prints, evaluates, writes files
+    lead = world is None or world.rank == 0  # rank 0 alone prints and writes files (every rank evaluates a share)
     try:
         if not lead:
             with open(os.devnull, "w") as null, contextlib.redirect_stdout(null):
@@ -155,6 +153,11 @@ def cmd_train(args) -> int:
     finally:
         if world is not None:  # leave the process group before exit (see distributed._destroy_at_exit)
             world.close()
+
+
+def _stopper(args, trainer) -> str:
+    """Which flag ended a run before its planned steps."""
+    return f"--max-steps {args.max_steps}" if args.max_steps and trainer.global_step >= args.max_steps else "--time-limit"
 
 
 def _cmd_train_lm(args, world, lead: bool) -> int:
@@ -196,14 +199,16 @@ def _cmd_train_lm(args, world, lead: bool) -> int:
           + (f" | data-parallel: {world.size} ranks x batch {args.batch_size}" if world else ""), flush=True)
     eval_len = min(args.seq_len, model.config.max_seq_len)
     t_eval = time.perf_counter()
-    ppl_before = trainer.evaluate(held, seq_len=eval_len, batch_size=args.batch_size) if held is not None and lead else None
+    # every rank evaluates its share of the held-out batches (Trainer.evaluate all-reduces the sums)
+    ppl_before = trainer.evaluate(held, seq_len=eval_len, batch_size=args.batch_size) if held is not None else None
     t_eval = time.perf_counter() - t_eval
-    steps_per_epoch = -(-len(build_chunks(train_ids, args.seq_len)) // (args.batch_size * (world.size if world else 1)))
+    batches_per_epoch = -(-len(build_chunks(train_ids, args.seq_len)) // (args.batch_size * (world.size if world else 1)))
+    steps_per_epoch = -(-batches_per_epoch // args.accum_steps)  # optimizer steps (history entries) per epoch
     planned = steps_per_epoch * epochs
     schedule = None
     if args.lr_schedule != "constant" or args.warmup_steps:
         schedule = LRSchedule(type=args.lr_schedule, warmup_steps=args.warmup_steps,
-                              total_steps=max(1, args.max_steps or -(-planned // args.accum_steps)))
+                              total_steps=max(1, args.max_steps or -(-batches_per_epoch * epochs // args.accum_steps)))
 
     def epoch_done(e, loss, _norm):
         if not lead:
@@ -211,7 +216,7 @@ def _cmd_train_lm(args, world, lead: bool) -> int:
         run = sum(1 for h in trainer.history if h["epoch"] == e)
         if run < steps_per_epoch:
             print(f"epoch {e}: mean loss over the {run} of {steps_per_epoch} steps run {loss:.4f} "
-                  f"(stopped by --time-limit)", file=sys.stderr, flush=True)
+                  f"(stopped by {_stopper(args, trainer)})", file=sys.stderr, flush=True)
         else:
             print(f"epoch {e}: mean loss {loss:.4f} ({run} steps)", file=sys.stderr, flush=True)
 
@@ -224,17 +229,17 @@ def _cmd_train_lm(args, world, lead: bool) -> int:
         print(f"interrupted by signal {trainer.interrupted} at step {trainer.global_step}; saved {key} "
               f"(continue with --resume)", flush=True)
         return 128 + int(trainer.interrupted)
+    dt = time.perf_counter() - t0
+    ppl_after = trainer.evaluate(held, seq_len=eval_len, batch_size=args.batch_size) if held is not None else None
     if not lead:
         return 0
-    dt = time.perf_counter() - t0
     steps = [h["loss"] for h in trainer.history]
     k = max(1, len(steps) // 10)
-    how = (f"training stopped by --time-limit after {len(steps)} of {planned} steps" if len(steps) < planned
+    how = (f"training stopped by {_stopper(args, trainer)} after {len(steps)} of {planned} steps" if len(steps) < planned
            else f"trained all {planned} steps ({epochs} epoch{'s' if epochs > 1 else ''})")
     print(f"{how} in {dt:.1f}s: loss {np.mean(steps[:k]):.3f} (mean of the first {k} steps) -> "
           f"{np.mean(steps[-k:]):.3f} (mean of the last {k})")
     if held is not None:
-        ppl_after = trainer.evaluate(held, seq_len=eval_len, batch_size=args.batch_size)
         print(f"held-out perplexity (last {held.size:,} bytes, never trained on): {ppl_before:.2f} before training "
               f"-> {ppl_after:.2f} after (a uniform guess over 256 bytes: 256; {t_eval:.1f}s per evaluation)")
     paths = {n: os.path.join(args.out, n) for n in outputs}

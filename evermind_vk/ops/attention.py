@@ -51,15 +51,23 @@ def _geometry(q: Tensor, k: Tensor, v: Tensor, batch: int = 1):
     return S, H, KVH, D
 
 
+# The matmul path's products run over a two-level batch (gemm_strided's `outer`): z1 = sequence b
+# (outer strides: one sequence of q/out/dout S*H*D, of k/v S*KVH*D, of an S x S block H*S*S), z2 = head
+# h (inner strides D and S*S; k/v's head is h // G through bdiv): one dispatch per product for all B*H.
+def _bh(S, H, KVH, D):
+    """The (outer, inner) batch of the [S, H, D] token-major tensors and [B*H, S, S] blocks of B sequences."""
+    return S * H * D, S * KVH * D, H * S * S
+
+
 def _scores(q, k, B, S, H, KVH, D, scale):
-    """scores [B*H, S, S] = scale * Q_bh K_bh^T for every sequence b and head h."""
+    """scores [B*H, S, S] = scale * Q_bh K_bh^T for every sequence b and head h: one dispatch."""
     G = H // KVH
+    sq, sk, ss = _bh(S, H, KVH, D)
     s = empty((B * H, S, S), q.dtype, q.device)
-    for b in range(B):
-        gemm_strided(q, k, s, S, S, D, batch=H,
-                     a_strides=(H * D, 1), a_batch=(b * S * H * D, D),
-                     b_strides=(1, KVH * D), b_batch=(b * S * KVH * D, D, G),
-                     c_strides=(S, 1), c_batch=(b * H * S * S, S * S), alpha=scale)
+    gemm_strided(q, k, s, S, S, D, batch=H, outer=(B, sq, sk, ss),
+                 a_strides=(H * D, 1), a_batch=(0, D),
+                 b_strides=(1, KVH * D), b_batch=(0, D, G),
+                 c_strides=(S, 1), c_batch=(0, S * S), alpha=scale)
     return s
 
 
@@ -122,11 +130,11 @@ def attention(q: Tensor, k: Tensor, v: Tensor, causal: bool = True, scale: float
         return out, (lse if save_probs else None)
     p = softmax(_scores(q, k, B, S, H, KVH, D, scale), causal=causal, seq=S)
     out = empty((Sall, H, D), q.dtype, q.device)
-    for b in range(B):
-        gemm_strided(p, v, out, S, D, S, batch=H,
-                     a_strides=(S, 1), a_batch=(b * H * S * S, S * S),
-                     b_strides=(KVH * D, 1), b_batch=(b * S * KVH * D, D, H // KVH),
-                     c_strides=(H * D, 1), c_batch=(b * S * H * D, D))
+    sq, sk, ss = _bh(S, H, KVH, D)
+    gemm_strided(p, v, out, S, D, S, batch=H, outer=(B, ss, sk, sq),
+                 a_strides=(S, 1), a_batch=(0, S * S),
+                 b_strides=(KVH * D, 1), b_batch=(0, D, H // KVH),
+                 c_strides=(H * D, 1), c_batch=(0, D))
     return out, (p if save_probs else None)
 
 
@@ -166,36 +174,37 @@ def attention_backward(q: Tensor, k: Tensor, v: Tensor, dout: Tensor, probs: Ten
     elif probs.shape != (B * H, S, S):
         raise ShapeError(f"attention_backward: probs {probs.shape}, want {(B * H, S, S)}")
 
+    sq, sk, ss = _bh(S, H, KVH, D)
     dp = empty((B * H, S, S), q.dtype, q.device)
-    for b in range(B):  # dP_h = dO_h V_h^T
-        gemm_strided(dout, v, dp, S, S, D, batch=H,
-                     a_strides=(H * D, 1), a_batch=(b * S * H * D, D),
-                     b_strides=(1, KVH * D), b_batch=(b * S * KVH * D, D, G),
-                     c_strides=(S, 1), c_batch=(b * H * S * S, S * S))
+    # dP_bh = dO_bh V_bh^T
+    gemm_strided(dout, v, dp, S, S, D, batch=H, outer=(B, sq, sk, ss),
+                 a_strides=(H * D, 1), a_batch=(0, D),
+                 b_strides=(1, KVH * D), b_batch=(0, D, G),
+                 c_strides=(S, 1), c_batch=(0, S * S))
     ds = softmax_backward(probs, dp)  # masked entries: probs = 0 there, so ds = 0
 
     dq = empty(q.shape, q.dtype, q.device)
     dk = empty(k.shape, k.dtype, k.device)
     dv = empty(v.shape, v.dtype, v.device)
-    for b in range(B):
-        qo, ko, po = b * S * H * D, b * S * KVH * D, b * H * S * S
-        # dQ_h = scale dS_h K_h  (token-major out)
-        gemm_strided(ds, k, dq, S, D, S, batch=H,
-                     a_strides=(S, 1), a_batch=(po, S * S),
-                     b_strides=(KVH * D, 1), b_batch=(ko, D, G),
-                     c_strides=(H * D, 1), c_batch=(qo, D), alpha=scale)
-        # dK_g = scale sum_{h in g} dS_h^T Q_h ; dV_g = sum_{h in g} P_h^T dO_h. Batch z = kv head; the
-        # G heads of a group are separate dispatches accumulating (beta = 1): no two threads write one element.
-        for j in range(G):
-            beta = 0.0 if j == 0 else 1.0
-            gemm_strided(ds, q, dk, S, D, S, batch=KVH,
-                         a_strides=(1, S), a_batch=(po + j * S * S, G * S * S),
-                         b_strides=(H * D, 1), b_batch=(qo + j * D, G * D, 1),
-                         c_strides=(KVH * D, 1), c_batch=(ko, D), alpha=scale, beta=beta)
-            gemm_strided(probs, dout, dv, S, D, S, batch=KVH,
-                         a_strides=(1, S), a_batch=(po + j * S * S, G * S * S),
-                         b_strides=(H * D, 1), b_batch=(qo + j * D, G * D, 1),
-                         c_strides=(KVH * D, 1), c_batch=(ko, D), beta=beta)
+    # dQ_bh = scale dS_bh K_bh  (token-major out)
+    gemm_strided(ds, k, dq, S, D, S, batch=H, outer=(B, ss, sk, sq),
+                 a_strides=(S, 1), a_batch=(0, S * S),
+                 b_strides=(KVH * D, 1), b_batch=(0, D, G),
+                 c_strides=(H * D, 1), c_batch=(0, D), alpha=scale)
+    # dK_bg = scale sum_{h in g} dS_bh^T Q_bh ; dV_bg = sum_{h in g} P_bh^T dO_bh. Batch (b, kv head g); the G
+    # heads of a group are G dispatches in all (member j of every group), accumulating (beta = 1): no two
+    # threads write one element. (Folding the group into K would need one k-stride over (head, token),
+    # which q's token-major layout does not have.)
+    for j in range(G):
+        beta = 0.0 if j == 0 else 1.0
+        gemm_strided(ds, q, dk, S, D, S, batch=KVH, outer=(B, ss, sq, sk),
+                     a_strides=(1, S), a_batch=(j * S * S, G * S * S),
+                     b_strides=(H * D, 1), b_batch=(j * D, G * D, 1),
+                     c_strides=(KVH * D, 1), c_batch=(0, D), alpha=scale, beta=beta)
+        gemm_strided(probs, dout, dv, S, D, S, batch=KVH, outer=(B, ss, sq, sk),
+                     a_strides=(1, S), a_batch=(j * S * S, G * S * S),
+                     b_strides=(H * D, 1), b_batch=(j * D, G * D, 1),
+                     c_strides=(KVH * D, 1), c_batch=(0, D), beta=beta)
     return dq, dk, dv
 
 

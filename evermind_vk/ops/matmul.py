@@ -15,27 +15,40 @@ __all__ = ["gemm_strided", "gemm", "matmul", "matmul_backward"]
 def gemm_strided(a: Tensor, b: Tensor, c: Tensor, M: int, N: int, K: int, *,
                  a_strides: tuple, b_strides: tuple, c_strides: tuple, batch: int = 1,
                  a_batch: tuple = (0, 0), b_batch: tuple = (0, 0, 1), c_batch: tuple = (0, 0),
-                 alpha: float = 1.0, beta: float = 0.0) -> Tensor:
-    """The general product: for z in range(batch),
+                 alpha: float = 1.0, beta: float = 0.0, outer: tuple = (1, 0, 0, 0)) -> Tensor:
+    """The general product over a two-level batch: for z1 in range(Z1), z2 in range(batch),
     C_z[m,n] = alpha * sum_k A_z[m,k] B_z[k,n] + beta * C_z[m,n] with
-    A_z[m,k] = a[aoff + z*sab + m*sam + k*sak]          a_strides = (sam, sak), a_batch = (aoff, sab)
-    B_z[k,n] = b[boff + (z//bdiv)*sbb + k*sbk + n*sbn]   b_strides = (sbk, sbn), b_batch = (boff, sbb, bdiv)
-    C_z[m,n] = c[coff + z*scb + m*scm + n*scn]          c_strides = (scm, scn), c_batch = (coff, scb)
+    A_z[m,k] = a[aoff + z1*sao + z2*sab + m*sam + k*sak]            a_strides = (sam, sak), a_batch = (aoff, sab)
+    B_z[k,n] = b[boff + z1*sbo + (z2//bdiv)*sbb + k*sbk + n*sbn]     b_strides = (sbk, sbn), b_batch = (boff, sbb, bdiv)
+    C_z[m,n] = c[coff + z1*sco + z2*scb + m*scm + n*scn]            c_strides = (scm, scn), c_batch = (coff, scb)
+    outer = (Z1, sao, sbo, sco); the default (1, 0, 0, 0) is a one-level batch over z2. One dispatch for
+    all Z1 * batch products (several where they pass kernels.MAX_GROUPS workgroups along z).
     """
     if not (a.dtype == b.dtype == c.dtype):
         raise UnsupportedError(f"matmul: dtypes {a.dtype}, {b.dtype}, {c.dtype} differ")
-    if batch > kernels.MAX_GROUPS:
-        raise UnsupportedError(f"matmul: batch {batch} exceeds {kernels.MAX_GROUPS}")
+    if len(outer) != 4:
+        raise ShapeError(f"matmul: outer is (Z1, sao, sbo, sco), got {outer}")
+    Z1, Z2, bdiv = int(outer[0]), int(batch), int(b_batch[2])
+    chunks = variants.batch_chunks(Z1, Z2, bdiv, kernels.MAX_GROUPS)  # validates the batch
     lay = variants.Layout(tuple(a_strides), tuple(b_strides), tuple(c_strides), tuple(a_batch), tuple(b_batch),
-                          tuple(c_batch), float(beta))
+                          tuple(c_batch), float(beta), tuple(outer))
+    if len(chunks) > 1:  # more products than one dispatch's z range: consecutive pieces, each its own launch
+        for z1, n1, z2, n2 in chunks:
+            gemm_strided(a, b, c, M, N, K, a_strides=a_strides, b_strides=b_strides, c_strides=c_strides, batch=n2,
+                         a_batch=(a_batch[0] + z1 * outer[1] + z2 * a_batch[1], a_batch[1]),
+                         b_batch=(b_batch[0] + z1 * outer[2] + (z2 // bdiv) * b_batch[1], b_batch[1], bdiv),
+                         c_batch=(c_batch[0] + z1 * outer[3] + z2 * c_batch[1], c_batch[1]),
+                         alpha=alpha, beta=beta, outer=(n1, *outer[1:]))
+        return c
+    nz = Z1 * Z2
     dev = a.device
     c_dense = tuple(c_strides) == (N, 1) and c_batch[0] == 0 and c.numel == M * N
     forced_split = os.environ.get("EVERMIND_VK_MATMUL_SPLIT_K", "").strip()
     v = variants.pick_matmul(kernels.usable("matmul", a.dtype, dev), M, N, K, lay, dev.info.type,
-                             dev.info.shared_memory, batch, os.environ.get("EVERMIND_VK_MATMUL_VARIANT", "").strip(),
-                             split=variants.split_allowed(a.dtype, batch, float(beta), c_dense, dev.info.type, forced_split))
-    split = variants.matmul_split_k(M, N, K, -(-M // v.spec["BM"]) * -(-N // v.spec["BN"]) * batch, dev.info.type,
-                                    a.dtype, batch, float(beta), c_dense, forced_split)
+                             dev.info.shared_memory, nz, os.environ.get("EVERMIND_VK_MATMUL_VARIANT", "").strip(),
+                             split=variants.split_allowed(a.dtype, nz, float(beta), c_dense, dev.info.type, forced_split))
+    split = variants.matmul_split_k(M, N, K, -(-M // v.spec["BM"]) * -(-N // v.spec["BN"]) * nz, dev.info.type,
+                                    a.dtype, nz, float(beta), c_dense, forced_split)
     if split > 1:  # parallel split-K: S chunks as one batched product into a workspace, then a column sum
         kc = K // split
         work = empty((split, M * N), "f32", dev)
@@ -47,23 +60,23 @@ def gemm_strided(a: Tensor, b: Tensor, c: Tensor, M: int, N: int, K: int, *,
     splits = variants.matmul_k_splits(variants.matmul_kind(v.flags), v.spec, K, dev.info.type)
     if len(splits) > 1:  # split-K: later parts accumulate (beta = 1), so pick for that layout
         lay1 = variants.Layout(lay.a_strides, lay.b_strides, lay.c_strides, lay.a_batch, lay.b_batch,
-                               lay.c_batch, 1.0)
+                               lay.c_batch, 1.0, lay.outer)
         v = variants.pick_matmul(kernels.usable("matmul", a.dtype, dev), M, N, K, lay1, dev.info.type,
-                                 dev.info.shared_memory, batch, os.environ.get("EVERMIND_VK_MATMUL_VARIANT", "").strip())
+                                 dev.info.shared_memory, nz, os.environ.get("EVERMIND_VK_MATMUL_VARIANT", "").strip())
         splits = variants.matmul_k_splits(variants.matmul_kind(v.flags), v.spec, K, dev.info.type)
-    groups = (-(-N // v.spec["BN"]), -(-M // v.spec["BM"]), batch)  # v4: BM = 4 WG_Y, BN = 4 WG_X
+    groups = (-(-N // v.spec["BN"]), -(-M // v.spec["BM"]), nz)  # v4: BM = 4 WG_Y, BN = 4 WG_X
     for j, (k0, k1) in enumerate(splits):
         part = variants.Layout(lay.a_strides, lay.b_strides, lay.c_strides,
                                (a_batch[0] + k0 * a_strides[1], a_batch[1]),
                                (b_batch[0] + k0 * b_strides[0], b_batch[1], b_batch[2]), lay.c_batch,
-                               float(beta) if j == 0 else 1.0)
+                               float(beta) if j == 0 else 1.0, lay.outer)
         errs = variants.matmul_launch_errors(variants.matmul_kind(v.flags), v.spec, M, N, k1 - k0, part)
         if errs:  # the selector never does this; a template must never run outside its assumptions
             raise UnsupportedError(f"{v.name} cannot run {M}x{N}x{k1 - k0}: " + "; ".join(errs))
         push = dict(M=M, N=N, K=k1 - k0, sam=a_strides[0], sak=a_strides[1], sbk=b_strides[0], sbn=b_strides[1],
                     scm=c_strides[0], scn=c_strides[1], aoff=part.a_batch[0], sab=a_batch[1],
                     boff=part.b_batch[0], sbb=b_batch[1], bdiv=b_batch[2], coff=c_batch[0], scb=c_batch[1],
-                    alpha=alpha, beta=part.beta)
+                    alpha=alpha, beta=part.beta, Z2=Z2, sao=outer[1], sbo=outer[2], sco=outer[3])
         kernels.dispatch(v, [a, b, c], push, groups)
     return c
 

@@ -69,9 +69,9 @@ def rb_shared_bytes(bm: int, bn: int, bk: int) -> int:
 
 
 def cm_shared_bytes(bm: int, bn: int, bk: int) -> int:
-    """Shared memory of a cm tile: two buffers of A (BM rows of BK + 8 halves) and B (BK rows of BN + 8,
-    or BN rows of BK + 8 when k-contiguous, whichever is larger)."""
-    return 2 * 2 * (bm * (bk + 8) + max(bk * (bn + 8), bn * (bk + 8)))
+    """Shared memory of a cm tile: two buffers of A (BM rows of BK + 8 halves, or BK rows of BM + 8 when
+    m-contiguous) and B (BK rows of BN + 8, or BN rows of BK + 8 when k-contiguous), the larger of each."""
+    return 2 * 2 * (max(bm * (bk + 8), bk * (bm + 8)) + max(bk * (bn + 8), bn * (bk + 8)))
 
 
 def matmul_kind(flags) -> str:
@@ -129,14 +129,19 @@ def matmul_row_errors(bm: int, bn: int, bk: int, wg_x: int, wg_y: int, flags) ->
 
 @dataclass(frozen=True)
 class Layout:
-    """A strided, batched product's strides and offsets, as gemm_strided takes them (in elements)."""
+    """A strided, batched product's strides and offsets, as gemm_strided takes them (in elements).
+
+    The batch has two levels, z = z1 * Z2 + z2 for z1 < Z1 (outer) and z2 < Z2 (inner, the 1-level
+    `batch`): operand offsets are off + z1 * (outer stride) + z2 * (inner stride), B's z2 divided by
+    bdiv first (grouped-query heads)."""
     a_strides: tuple  # (sam, sak)
     b_strides: tuple  # (sbk, sbn)
     c_strides: tuple  # (scm, scn)
-    a_batch: tuple = (0, 0)  # (aoff, sab)
-    b_batch: tuple = (0, 0, 1)  # (boff, sbb, bdiv)
-    c_batch: tuple = (0, 0)  # (coff, scb)
+    a_batch: tuple = (0, 0)  # (aoff, sab): inner
+    b_batch: tuple = (0, 0, 1)  # (boff, sbb, bdiv): inner
+    c_batch: tuple = (0, 0)  # (coff, scb): inner
     beta: float = 0.0
+    outer: tuple = (1, 0, 0, 0)  # (Z1, sao, sbo, sco)
 
     @property
     def wide_loads(self) -> bool:
@@ -145,24 +150,40 @@ class Layout:
         (sam, sak), (sbk, sbn) = self.a_strides, self.b_strides
         return (((sak == 1 and sam % 4 == 0) or (sam == 1 and sak % 4 == 0))
                 and ((sbn == 1 and sbk % 4 == 0) or (sbk == 1 and sbn % 4 == 0))
-                and all(x % 4 == 0 for x in (*self.a_batch, *self.b_batch[:2])))
+                and all(x % 4 == 0 for x in (*self.a_batch, *self.b_batch[:2], *self.outer[1:3])))
+
+
+def batch_chunks(z1: int, z2: int, bdiv: int, limit: int) -> list[tuple[int, int, int, int]]:
+    """The dispatches of a two-level batch of z1 x z2 products with at most `limit` workgroups along z
+    each: (z1 first, z1 count, z2 first, z2 count). Whole rows of z2 where they fit (as many z1 as fit in
+    one dispatch); else one z1 at a time in pieces of z2 that are multiples of bdiv (so B's z2 / bdiv
+    stays the piece's own index plus its first's)."""
+    if min(z1, z2, bdiv, limit) < 1:
+        raise ShapeError(f"matmul batch {z1} x {z2} (bdiv {bdiv}, limit {limit}) must be positive")
+    if z2 <= limit:
+        per = limit // z2
+        return [(a, min(per, z1 - a), 0, z2) for a in range(0, z1, per)]
+    step = (limit // bdiv) * bdiv
+    if step < 1:
+        raise UnsupportedError(f"matmul: bdiv {bdiv} exceeds {limit} workgroups along z")
+    return [(a, 1, b, min(step, z2 - b)) for a in range(z1) for b in range(0, z2, step)]
 
 
 def matmul_launch_errors(kind: str, spec: dict, M: int, N: int, K: int, lay: Layout) -> list[str]:
     """Each assumption the `kind` template makes about a launch that this one breaks (empty: it may run)."""
     (sam, sak), (sbk, sbn), (scm, scn) = lay.a_strides, lay.b_strides, lay.c_strides
     errs = []
-    if kind == "cm":  # no bounds checks, 16-byte staging, coopMatStore with unit column stride
+    if kind == "cm":  # no bounds checks, 16-byte staging, coopMatLoad/Store of C with unit column stride
         BM, BN, BK = spec["BM"], spec["BN"], spec["BK"]
         if M % BM or N % BN or K % BK:
             errs.append(f"cm needs M, N, K multiples of its tile {BM}x{BN}x{BK}, got {M}x{N}x{K}")
-        if lay.beta != 0.0:
-            errs.append("cm does not accumulate into C (beta must be 0)")
-        if scn != 1 or sak != 1 or 1 not in (sbk, sbn):
-            errs.append(f"cm needs scn == 1, sak == 1 and B with a unit stride, got scn={scn} sak={sak} B={lay.b_strides}")
+        if scn != 1 or 1 not in (sak, sam) or 1 not in (sbk, sbn):
+            errs.append(f"cm needs scn == 1 and A and B with a unit stride, got scn={scn} A={lay.a_strides} "
+                        f"B={lay.b_strides}")
+        a_far = sam if sak == 1 else sak
         b_far = sbk if sbn == 1 else sbn
-        if any(x % 8 for x in (scm, *lay.c_batch, sam, *lay.a_batch, *lay.b_batch[:2], b_far)):
-            errs.append("cm needs row strides and offsets that are multiples of 8 halves")
+        if any(x % 8 for x in (scm, *lay.c_batch, a_far, *lay.a_batch, *lay.b_batch[:2], b_far, *lay.outer[1:])):
+            errs.append("cm needs row strides, batch strides and offsets that are multiples of 8 halves")
     elif kind == "v4":  # 16-byte loads of A along k (or m) and of B along n or k, N and K in whole vectors
         if not (lay.wide_loads and (sak == 1 or (sam == 1 and M % 4 == 0))):
             errs.append("v4 needs A k-contiguous, or m-contiguous with M a multiple of 4, and 16-byte aligned "

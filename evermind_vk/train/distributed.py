@@ -290,6 +290,13 @@ class DataParallel:
         s, t, g = (int(x) for x in flags)
         return bool(s), bool(t), (g or None)
 
+    def sum_floats(self, values, what: str = "summing evaluation totals") -> list[float]:
+        """The element-wise sum of a few float64 numbers over the ranks (every rank must call it)."""
+        torch, dist = _dist()
+        t = torch.tensor([float(v) for v in values], dtype=torch.float64)
+        self._call(what, dist.all_reduce, t, op=dist.ReduceOp.SUM)
+        return [float(x) for x in t]
+
     # -- ZeRO-1 ---------------------------------------------------------------------------------
     def owners(self) -> dict:
         """Parameter name -> owning rank: greedy by numel (largest first, to the least-loaded rank; ties

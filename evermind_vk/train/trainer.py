@@ -86,15 +86,32 @@ class _Step:
             dev.sync_local(self.norm_host)
         t.optimizer.record_updates(grads if t._dp is None else t._dp.owned(grads), clip=metrics)  # ZeRO: this rank's share
 
+    def _update_with_views(self, grads, params, views):
+        """Clip and step; a row-range parameter (HybridMambaModel's wInProj_BC under WSLA: name -> (base,
+        first row, rows)) steps its own copy of the rows (own moments), copied from and back into its base."""
+        t, dev = self.trainer, self.trainer.model.device
+        for n in self.names:
+            if n in views:
+                base, r0, nr = views[n]
+                if n not in t.optimizer.params:
+                    t.optimizer.params[n] = empty((nr, params[base].shape[1]), "f32", dev)
+                _copy_rows(params[base], r0, t.optimizer.params[n], 0, nr)
+        self._clip_and_update(grads)
+        for n in self.names:
+            if n in views:
+                _copy_rows(t.optimizer.params[n], 0, params[views[n][0]], views[n][1], views[n][2])
+
     def _build(self):
         t, dev = self.trainer, self.trainer.model.device
+        params = t.model.parameters()
+        views = t.model.parameter_views() if hasattr(t.model, "parameter_views") else {}
         with record(dev) as prog:
             if self.kind == "apply":
                 acc = {n: t._acc[n] for n in self.names}
                 if t._dp is not None:  # data-parallel: the all-reduced gradients, written on the host
                     for g in acc.values():
                         dev.upload(g)
-                self._clip_and_update(acc)
+                self._update_with_views(acc, params, views)
                 for g in acc.values():
                     fill_words(g, 0)
             else:
@@ -105,35 +122,23 @@ class _Step:
                 else:
                     with Tape() as tape:
                         loss = t._loss(self.ids, self.tgt, self.B)
-                    params = t.model.parameters()
-                    # Row-range parameters (HybridMambaModel's wInProj_BC under WSLA): name -> (parameter, first
-                    # row, rows); each steps its own copy of the rows (own moments), copied back after the update.
-                    views = t.model.parameter_views() if hasattr(t.model, "parameter_views") else {}
+                    bases = {views[n][0] if n in views else n for n in self.names}
                     if self.kind == "train":
-                        bases = {views[n][0] if n in views else n for n in self.names}
                         seed = loss
                         if t.scaler is not None:
                             dev.upload(self.seed)
                             seed = {loss: self.seed}
-                        grads = tape.backward(seed).by_name({n: params[n] for n in bases})
-                        grads = {n: (_rows(grads[views[n][0]], *views[n][1:]) if n in views else grads[n])
-                                 for n in self.names if (views[n][0] if n in views else n) in grads}
-                        for n in self.names:
-                            if n in views:
-                                base, r0, nr = views[n]
-                                if n not in t.optimizer.params:
-                                    t.optimizer.params[n] = empty((nr, params[base].shape[1]), "f32", dev)
-                                _copy_rows(params[base], r0, t.optimizer.params[n], 0, nr)
-                        self._clip_and_update(grads)
-                        for n in self.names:
-                            if n in views:
-                                _copy_rows(t.optimizer.params[n], 0, params[views[n][0]], views[n][1], views[n][2])
                     else:  # micro: d(total loss)/d(this micro-batch's mean loss) = its share of the tokens
                         dev.upload(self.seed)
-                        grads = tape.backward({loss: self.seed}).by_name({n: params[n] for n in self.names})
-                        for n in self.names:
-                            if n in grads:
-                                ops.add(t._acc[n], grads[n], out=t._acc[n])
+                        seed = {loss: self.seed}
+                    grads = tape.backward(seed).by_name({n: params[n] for n in bases})
+                    grads = {n: (_rows(grads[views[n][0]], *views[n][1:]) if n in views else grads[n])
+                             for n in self.names if (views[n][0] if n in views else n) in grads}
+                    if self.kind == "train":
+                        self._update_with_views(grads, params, views)
+                    else:
+                        for n, g in grads.items():
+                            ops.add(t._acc[n], g, out=t._acc[n])
                 copy_words(loss, self.loss_host)
                 dev.sync_local(self.loss_host)
         self.program = prog
@@ -196,8 +201,6 @@ class Trainer:
         self.precision = _check_precision(precision, model)
         if scaler is not None and self.precision != "f16":
             raise ConfigError("a loss scaler is only used with precision='f16'")
-        if world is not None and self.precision != "f32":
-            raise UnsupportedError("precision 'f16' with data-parallel training (world=...) is not implemented yet")
         self.scaler = (scaler or GradScaler()) if self.precision == "f16" else None
         if self.scaler is not None:
             self._scale_buf = empty((2,), "f32", model.device, host_visible=True)  # [scale, 1/scale] per step
@@ -319,14 +322,17 @@ class Trainer:
             step = self._step(batch_size, seq_len, names, max_grad_norm, track_grad_norm, "train")
         else:
             views = self.model.parameter_views() if hasattr(self.model, "parameter_views") else {}
-            if any(n in views for n in names):
-                raise UnsupportedError("gradient accumulation with row-range parameters (WSLA on mamba2/mamba3 "
-                                       "layers) is not supported: use accum_steps=1")
+            if dp is not None and dp.zero and any(n in views for n in names):
+                raise UnsupportedError("ZeRO (zero=True) with row-range parameters (WSLA on mamba2/mamba3 layers) is "
+                                       "not supported: the owner's rows would not reach the other ranks' base "
+                                       "tensors; train these without zero")
             dev = self.model.device
+            params = self.model.parameters()
             with dev.eager():
                 for n in names:
-                    if n not in self._acc:
-                        self._acc[n] = zeros(self.model.parameters()[n].shape, "f32", dev, host_visible=dp is not None)
+                    if n not in self._acc:  # a row-range parameter accumulates its rows only
+                        shape = (views[n][2], params[views[n][0]].shape[1]) if n in views else params[n].shape
+                        self._acc[n] = zeros(shape, "f32", dev, host_visible=dp is not None)
             micro = self._step(batch_size, seq_len, names, 0.0, False, "micro")
             apply = self._step(0, 0, names, max_grad_norm, track_grad_norm, "apply")
         n_batches = -(-len(chunks) // gbs)
@@ -470,17 +476,25 @@ class Trainer:
         return old
 
     def evaluate(self, text_or_ids, seq_len: int = 64, batch_size: int = 1) -> float:
-        """Perplexity exp(mean next-token loss) over every pair of the text."""
+        """Perplexity exp(mean next-token loss) over every pair of the text. Data-parallel: every rank
+        must call it; rank r evaluates batches r, r+size, ... and the sums are all-reduced, so each rank
+        does 1/size of the work and all return the same number."""
         _check_train_args(seq_len=seq_len, batch_size=batch_size)
         if seq_len > self.model.config.max_seq_len:
             raise EvermindError(f"seq_len {seq_len} exceeds the model's max_seq_len {self.model.config.max_seq_len}")
         chunks = build_chunks(self._ids(text_or_ids), seq_len)
         step = self._step(batch_size, seq_len, (), 0.0, False, "eval")
+        dp = self._dp
         total, count = 0.0, 0
-        for inp, tgt, n in batches(chunks, batch_size, seq_len):
+        for k, (inp, tgt, n) in enumerate(batches(chunks, batch_size, seq_len)):
+            if dp is not None and k % dp.size != dp.rank:
+                continue
             loss, _ = step.run(inp, tgt)
             total += loss * n
             count += n
+        self.last_eval_tokens = count  # target tokens this process evaluated (its share, data-parallel)
+        if dp is not None:
+            total, count = dp.sum_floats((total, count))
         return math.exp(total / max(count, 1))
 
     # -- resumable checkpoints ----------------------------------------------------------------------

@@ -8,9 +8,10 @@
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #extension GL_EXT_control_flow_attributes : require
-// Batched strided matmul: C[z] = alpha * A[z] . B[z / bdiv] + beta * C[z], f32 accumulation.
-// A[m,k] = a[aoff + z*sab + m*sam + k*sak], B[k,n] = b[boff + (z/bdiv)*sbb + k*sbk + n*sbn],
-// C[m,n] = c[coff + z*scb + m*scm + n*scn].
+// Batched strided matmul: C[z] = alpha * A[z] . B[z] + beta * C[z], f32 accumulation, over a two-level
+// batch z = z1 * Z2 + z2 (z1 outer, z2 inner; B's inner index divided by bdiv, for grouped-query heads):
+// A[m,k] = a[aoff + z1*sao + z2*sab + m*sam + k*sak], B[k,n] = b[boff + z1*sbo + (z2/bdiv)*sbb + k*sbk + n*sbn],
+// C[m,n] = c[coff + z1*sco + z2*scb + m*scm + n*scn].
 // Strides express transpose_a / transpose_b, so one kernel serves the forward and both backward products.
 layout(constant_id = 0) const uint WG_X = 16;
 layout(constant_id = 1) const uint WG_Y = 16;
@@ -39,19 +40,26 @@ layout(push_constant) uniform Push {
     uint coff;
     float alpha;
     float beta;
+    uint Z2;
+    uint sao;
+    uint sbo;
+    uint sco;
 } p;
 layout(local_size_x_id = 0, local_size_y_id = 1) in;
 
 // cm: cooperative matrices (tensor cores), aligned case only: M % BM == N % BN ==
-// K % BK == 0, scn == 1, beta == 0, sak == 1, sbn == 1 or sbk == 1, offsets and row strides multiples
-// of 8 halves (the selector guarantees it). WM x WN subgroups of 32 (flag wWMxWN, default 2x2) each
+// K % BK == 0, scn == 1, A with sak == 1 or sam == 1, B with sbn == 1 or sbk == 1, offsets, batch
+// strides and the operands' other strides multiples of 8 halves (the selector guarantees it); beta != 0
+// reads C back as a 16x16 fragment and adds beta * C in f32 before the f16 store. WM x WN subgroups of 32 (flag wWMxWN, default 2x2) each
 // compute a (BM/WM) x (BN/WN) block as FM x FN named 16x16 f32 accumulators (a template parameter,
 // as for rb); flag gG visits the tiles in groups of G tile rows (L2 reuse of B). Tiles go
 // global -> registers -> shared as 16-byte words, two shared buffers, the next tile loaded while the
-// current one is multiplied; B k-contiguous (transpose_b) is staged as it is and read column-major.
+// current one is multiplied; B k-contiguous (transpose_b) and A m-contiguous (a transposed A, e.g. the
+// dS^T Q and P^T dO products of attention and the weight gradients X^T dY) are staged as they are and
+// read column-major.
 const uint NT = WG_X * WG_Y;
-const uint PA = BK + 8, PB = BN + 8, PT = BK + 8;   // shared row strides in halves (multiples of 8)
-const uint SA = BM * PA / 8, SB = (BK * PB > BN * PT ? BK * PB : BN * PT) / 8;  // one buffer, in uvec4
+const uint PA = BK + 8, PAT = BM + 8, PB = BN + 8, PT = BK + 8;  // shared row strides in halves (multiples of 8)
+const uint SA = (BM * PA > BK * PAT ? BM * PA : BK * PAT) / 8, SB = (BK * PB > BN * PT ? BK * PB : BN * PT) / 8;  // one buffer, in uvec4
 const uint LA = BM * BK / (8 * NT), LB = BN * BK / (8 * NT);  // 16-byte loads per thread, <= 8
 shared uvec4 As[2 * SA];
 shared uvec4 Bs[2 * SB];
@@ -68,10 +76,11 @@ void main() {
     const uint first_ = (lin_ / per_) * 8, rows_ = min(gy_ - first_, 8u), r_ = lin_ % per_;
     const uint m0 = (first_ + r_ % rows_) * BM, n0 = (r_ / rows_) * BN, z = gl_WorkGroupID.z;
 
-    const uint aoff = p.aoff + z * p.sab;
-    const uint boff = p.boff + (z / p.bdiv) * p.sbb;
-    const uint coff = p.coff + z * p.scb;
-    const bool bn = p.sbn == 1;
+    const uint z1_ = z / p.Z2, z2_ = z % p.Z2;
+    const uint aoff = p.aoff + z1_ * p.sao + z2_ * p.sab;
+    const uint boff = p.boff + z1_ * p.sbo + (z2_ / p.bdiv) * p.sbb;
+    const uint coff = p.coff + z1_ * p.sco + z2_ * p.scb;
+    const bool am = p.sak != 1, bn = p.sbn == 1;
     uvec4 ra0_0 = uvec4(0), rb0_0 = uvec4(0);
     uvec4 ra0_1 = uvec4(0), rb0_1 = uvec4(0);
     uvec4 ra0_2 = uvec4(0), rb0_2 = uvec4(0);
@@ -120,7 +129,8 @@ void main() {
             const uint k0 = (t) * BK;
             if (0 < LA) {
                 uint q = tid + 0 * NT;
-                ra0_0 = a4[(aoff + (m0 + q / (BK / 8)) * p.sam + k0 + (q % (BK / 8)) * 8) / 8];
+                ra0_0 = am ? a4[(aoff + (k0 + q / (BM / 8)) * p.sak + m0 + (q % (BM / 8)) * 8) / 8]
+                               : a4[(aoff + (m0 + q / (BK / 8)) * p.sam + k0 + (q % (BK / 8)) * 8) / 8];
             }
             if (0 < LB) {
                 uint q = tid + 0 * NT;
@@ -129,7 +139,8 @@ void main() {
             }
             if (1 < LA) {
                 uint q = tid + 1 * NT;
-                ra0_1 = a4[(aoff + (m0 + q / (BK / 8)) * p.sam + k0 + (q % (BK / 8)) * 8) / 8];
+                ra0_1 = am ? a4[(aoff + (k0 + q / (BM / 8)) * p.sak + m0 + (q % (BM / 8)) * 8) / 8]
+                               : a4[(aoff + (m0 + q / (BK / 8)) * p.sam + k0 + (q % (BK / 8)) * 8) / 8];
             }
             if (1 < LB) {
                 uint q = tid + 1 * NT;
@@ -138,7 +149,8 @@ void main() {
             }
             if (2 < LA) {
                 uint q = tid + 2 * NT;
-                ra0_2 = a4[(aoff + (m0 + q / (BK / 8)) * p.sam + k0 + (q % (BK / 8)) * 8) / 8];
+                ra0_2 = am ? a4[(aoff + (k0 + q / (BM / 8)) * p.sak + m0 + (q % (BM / 8)) * 8) / 8]
+                               : a4[(aoff + (m0 + q / (BK / 8)) * p.sam + k0 + (q % (BK / 8)) * 8) / 8];
             }
             if (2 < LB) {
                 uint q = tid + 2 * NT;
@@ -147,7 +159,8 @@ void main() {
             }
             if (3 < LA) {
                 uint q = tid + 3 * NT;
-                ra0_3 = a4[(aoff + (m0 + q / (BK / 8)) * p.sam + k0 + (q % (BK / 8)) * 8) / 8];
+                ra0_3 = am ? a4[(aoff + (k0 + q / (BM / 8)) * p.sak + m0 + (q % (BM / 8)) * 8) / 8]
+                               : a4[(aoff + (m0 + q / (BK / 8)) * p.sam + k0 + (q % (BK / 8)) * 8) / 8];
             }
             if (3 < LB) {
                 uint q = tid + 3 * NT;
@@ -156,7 +169,8 @@ void main() {
             }
             if (4 < LA) {
                 uint q = tid + 4 * NT;
-                ra0_4 = a4[(aoff + (m0 + q / (BK / 8)) * p.sam + k0 + (q % (BK / 8)) * 8) / 8];
+                ra0_4 = am ? a4[(aoff + (k0 + q / (BM / 8)) * p.sak + m0 + (q % (BM / 8)) * 8) / 8]
+                               : a4[(aoff + (m0 + q / (BK / 8)) * p.sam + k0 + (q % (BK / 8)) * 8) / 8];
             }
             if (4 < LB) {
                 uint q = tid + 4 * NT;
@@ -165,7 +179,8 @@ void main() {
             }
             if (5 < LA) {
                 uint q = tid + 5 * NT;
-                ra0_5 = a4[(aoff + (m0 + q / (BK / 8)) * p.sam + k0 + (q % (BK / 8)) * 8) / 8];
+                ra0_5 = am ? a4[(aoff + (k0 + q / (BM / 8)) * p.sak + m0 + (q % (BM / 8)) * 8) / 8]
+                               : a4[(aoff + (m0 + q / (BK / 8)) * p.sam + k0 + (q % (BK / 8)) * 8) / 8];
             }
             if (5 < LB) {
                 uint q = tid + 5 * NT;
@@ -174,7 +189,8 @@ void main() {
             }
             if (6 < LA) {
                 uint q = tid + 6 * NT;
-                ra0_6 = a4[(aoff + (m0 + q / (BK / 8)) * p.sam + k0 + (q % (BK / 8)) * 8) / 8];
+                ra0_6 = am ? a4[(aoff + (k0 + q / (BM / 8)) * p.sak + m0 + (q % (BM / 8)) * 8) / 8]
+                               : a4[(aoff + (m0 + q / (BK / 8)) * p.sam + k0 + (q % (BK / 8)) * 8) / 8];
             }
             if (6 < LB) {
                 uint q = tid + 6 * NT;
@@ -183,7 +199,8 @@ void main() {
             }
             if (7 < LA) {
                 uint q = tid + 7 * NT;
-                ra0_7 = a4[(aoff + (m0 + q / (BK / 8)) * p.sam + k0 + (q % (BK / 8)) * 8) / 8];
+                ra0_7 = am ? a4[(aoff + (k0 + q / (BM / 8)) * p.sak + m0 + (q % (BM / 8)) * 8) / 8]
+                               : a4[(aoff + (m0 + q / (BK / 8)) * p.sam + k0 + (q % (BK / 8)) * 8) / 8];
             }
             if (7 < LB) {
                 uint q = tid + 7 * NT;
@@ -196,13 +213,17 @@ void main() {
             const uint sa = ((t - 1) & 1) * SA, sb = ((t - 1) & 1) * SB;
             [[unroll]] for (uint kk = 0; kk < BK; kk += 16) {
                 coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> a0;
-                coopMatLoad(a0, As, sa + ((wm0 + 0) * PA + kk) / 8, PA / 8, gl_CooperativeMatrixLayoutRowMajor);
+                if (am) coopMatLoad(a0, As, sa + (kk * PAT + wm0 + 0) / 8, PAT / 8, gl_CooperativeMatrixLayoutColumnMajor);
+                else coopMatLoad(a0, As, sa + ((wm0 + 0) * PA + kk) / 8, PA / 8, gl_CooperativeMatrixLayoutRowMajor);
                 coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> a1;
-                coopMatLoad(a1, As, sa + ((wm0 + 16) * PA + kk) / 8, PA / 8, gl_CooperativeMatrixLayoutRowMajor);
+                if (am) coopMatLoad(a1, As, sa + (kk * PAT + wm0 + 16) / 8, PAT / 8, gl_CooperativeMatrixLayoutColumnMajor);
+                else coopMatLoad(a1, As, sa + ((wm0 + 16) * PA + kk) / 8, PA / 8, gl_CooperativeMatrixLayoutRowMajor);
                 coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> a2;
-                coopMatLoad(a2, As, sa + ((wm0 + 32) * PA + kk) / 8, PA / 8, gl_CooperativeMatrixLayoutRowMajor);
+                if (am) coopMatLoad(a2, As, sa + (kk * PAT + wm0 + 32) / 8, PAT / 8, gl_CooperativeMatrixLayoutColumnMajor);
+                else coopMatLoad(a2, As, sa + ((wm0 + 32) * PA + kk) / 8, PA / 8, gl_CooperativeMatrixLayoutRowMajor);
                 coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> a3;
-                coopMatLoad(a3, As, sa + ((wm0 + 48) * PA + kk) / 8, PA / 8, gl_CooperativeMatrixLayoutRowMajor);
+                if (am) coopMatLoad(a3, As, sa + (kk * PAT + wm0 + 48) / 8, PAT / 8, gl_CooperativeMatrixLayoutColumnMajor);
+                else coopMatLoad(a3, As, sa + ((wm0 + 48) * PA + kk) / 8, PA / 8, gl_CooperativeMatrixLayoutRowMajor);
                 coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB> b0;
                 if (bn) coopMatLoad(b0, Bs, sb + (kk * PB + wn0 + 0) / 8, PB / 8, gl_CooperativeMatrixLayoutRowMajor);
                 else coopMatLoad(b0, Bs, sb + ((wn0 + 0) * PT + kk) / 8, PT / 8, gl_CooperativeMatrixLayoutColumnMajor);
@@ -238,7 +259,7 @@ void main() {
             const uint sa = ((t) & 1) * SA, sb = ((t) & 1) * SB;
             if (0 < LA) {
                 uint q = tid + 0 * NT;
-                As[sa + (q / (BK / 8)) * (PA / 8) + q % (BK / 8)] = ra0_0;
+                As[sa + (am ? (q / (BM / 8)) * (PAT / 8) + q % (BM / 8) : (q / (BK / 8)) * (PA / 8) + q % (BK / 8))] = ra0_0;
             }
             if (0 < LB) {
                 uint q = tid + 0 * NT;
@@ -246,7 +267,7 @@ void main() {
             }
             if (1 < LA) {
                 uint q = tid + 1 * NT;
-                As[sa + (q / (BK / 8)) * (PA / 8) + q % (BK / 8)] = ra0_1;
+                As[sa + (am ? (q / (BM / 8)) * (PAT / 8) + q % (BM / 8) : (q / (BK / 8)) * (PA / 8) + q % (BK / 8))] = ra0_1;
             }
             if (1 < LB) {
                 uint q = tid + 1 * NT;
@@ -254,7 +275,7 @@ void main() {
             }
             if (2 < LA) {
                 uint q = tid + 2 * NT;
-                As[sa + (q / (BK / 8)) * (PA / 8) + q % (BK / 8)] = ra0_2;
+                As[sa + (am ? (q / (BM / 8)) * (PAT / 8) + q % (BM / 8) : (q / (BK / 8)) * (PA / 8) + q % (BK / 8))] = ra0_2;
             }
             if (2 < LB) {
                 uint q = tid + 2 * NT;
@@ -262,7 +283,7 @@ void main() {
             }
             if (3 < LA) {
                 uint q = tid + 3 * NT;
-                As[sa + (q / (BK / 8)) * (PA / 8) + q % (BK / 8)] = ra0_3;
+                As[sa + (am ? (q / (BM / 8)) * (PAT / 8) + q % (BM / 8) : (q / (BK / 8)) * (PA / 8) + q % (BK / 8))] = ra0_3;
             }
             if (3 < LB) {
                 uint q = tid + 3 * NT;
@@ -270,7 +291,7 @@ void main() {
             }
             if (4 < LA) {
                 uint q = tid + 4 * NT;
-                As[sa + (q / (BK / 8)) * (PA / 8) + q % (BK / 8)] = ra0_4;
+                As[sa + (am ? (q / (BM / 8)) * (PAT / 8) + q % (BM / 8) : (q / (BK / 8)) * (PA / 8) + q % (BK / 8))] = ra0_4;
             }
             if (4 < LB) {
                 uint q = tid + 4 * NT;
@@ -278,7 +299,7 @@ void main() {
             }
             if (5 < LA) {
                 uint q = tid + 5 * NT;
-                As[sa + (q / (BK / 8)) * (PA / 8) + q % (BK / 8)] = ra0_5;
+                As[sa + (am ? (q / (BM / 8)) * (PAT / 8) + q % (BM / 8) : (q / (BK / 8)) * (PA / 8) + q % (BK / 8))] = ra0_5;
             }
             if (5 < LB) {
                 uint q = tid + 5 * NT;
@@ -286,7 +307,7 @@ void main() {
             }
             if (6 < LA) {
                 uint q = tid + 6 * NT;
-                As[sa + (q / (BK / 8)) * (PA / 8) + q % (BK / 8)] = ra0_6;
+                As[sa + (am ? (q / (BM / 8)) * (PAT / 8) + q % (BM / 8) : (q / (BK / 8)) * (PA / 8) + q % (BK / 8))] = ra0_6;
             }
             if (6 < LB) {
                 uint q = tid + 6 * NT;
@@ -294,7 +315,7 @@ void main() {
             }
             if (7 < LA) {
                 uint q = tid + 7 * NT;
-                As[sa + (q / (BK / 8)) * (PA / 8) + q % (BK / 8)] = ra0_7;
+                As[sa + (am ? (q / (BM / 8)) * (PAT / 8) + q % (BM / 8) : (q / (BK / 8)) * (PA / 8) + q % (BK / 8))] = ra0_7;
             }
             if (7 < LB) {
                 uint q = tid + 7 * NT;
@@ -305,99 +326,195 @@ void main() {
         barrier();
     }
     {
+        const uint ci = coff + (m0 + wm0 + 0) * p.scm + n0 + wn0 + 0;
+        coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> r = c0_0 * p.alpha;
+        if (p.beta != 0.0) {
+            coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> old;
+            coopMatLoad(old, c, ci, p.scm, gl_CooperativeMatrixLayoutRowMajor);
+            r = r + coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(old) * p.beta;
+        }
         coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> o =
-            coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(c0_0 * p.alpha);
-        coopMatStore(o, c, coff + (m0 + wm0 + 0) * p.scm + n0 + wn0 + 0, p.scm,
-                     gl_CooperativeMatrixLayoutRowMajor);
+            coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(r);
+        coopMatStore(o, c, ci, p.scm, gl_CooperativeMatrixLayoutRowMajor);
     }
     {
+        const uint ci = coff + (m0 + wm0 + 0) * p.scm + n0 + wn0 + 16;
+        coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> r = c0_1 * p.alpha;
+        if (p.beta != 0.0) {
+            coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> old;
+            coopMatLoad(old, c, ci, p.scm, gl_CooperativeMatrixLayoutRowMajor);
+            r = r + coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(old) * p.beta;
+        }
         coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> o =
-            coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(c0_1 * p.alpha);
-        coopMatStore(o, c, coff + (m0 + wm0 + 0) * p.scm + n0 + wn0 + 16, p.scm,
-                     gl_CooperativeMatrixLayoutRowMajor);
+            coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(r);
+        coopMatStore(o, c, ci, p.scm, gl_CooperativeMatrixLayoutRowMajor);
     }
     {
+        const uint ci = coff + (m0 + wm0 + 0) * p.scm + n0 + wn0 + 32;
+        coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> r = c0_2 * p.alpha;
+        if (p.beta != 0.0) {
+            coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> old;
+            coopMatLoad(old, c, ci, p.scm, gl_CooperativeMatrixLayoutRowMajor);
+            r = r + coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(old) * p.beta;
+        }
         coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> o =
-            coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(c0_2 * p.alpha);
-        coopMatStore(o, c, coff + (m0 + wm0 + 0) * p.scm + n0 + wn0 + 32, p.scm,
-                     gl_CooperativeMatrixLayoutRowMajor);
+            coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(r);
+        coopMatStore(o, c, ci, p.scm, gl_CooperativeMatrixLayoutRowMajor);
     }
     {
+        const uint ci = coff + (m0 + wm0 + 0) * p.scm + n0 + wn0 + 48;
+        coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> r = c0_3 * p.alpha;
+        if (p.beta != 0.0) {
+            coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> old;
+            coopMatLoad(old, c, ci, p.scm, gl_CooperativeMatrixLayoutRowMajor);
+            r = r + coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(old) * p.beta;
+        }
         coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> o =
-            coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(c0_3 * p.alpha);
-        coopMatStore(o, c, coff + (m0 + wm0 + 0) * p.scm + n0 + wn0 + 48, p.scm,
-                     gl_CooperativeMatrixLayoutRowMajor);
+            coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(r);
+        coopMatStore(o, c, ci, p.scm, gl_CooperativeMatrixLayoutRowMajor);
     }
     {
+        const uint ci = coff + (m0 + wm0 + 16) * p.scm + n0 + wn0 + 0;
+        coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> r = c1_0 * p.alpha;
+        if (p.beta != 0.0) {
+            coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> old;
+            coopMatLoad(old, c, ci, p.scm, gl_CooperativeMatrixLayoutRowMajor);
+            r = r + coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(old) * p.beta;
+        }
         coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> o =
-            coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(c1_0 * p.alpha);
-        coopMatStore(o, c, coff + (m0 + wm0 + 16) * p.scm + n0 + wn0 + 0, p.scm,
-                     gl_CooperativeMatrixLayoutRowMajor);
+            coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(r);
+        coopMatStore(o, c, ci, p.scm, gl_CooperativeMatrixLayoutRowMajor);
     }
     {
+        const uint ci = coff + (m0 + wm0 + 16) * p.scm + n0 + wn0 + 16;
+        coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> r = c1_1 * p.alpha;
+        if (p.beta != 0.0) {
+            coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> old;
+            coopMatLoad(old, c, ci, p.scm, gl_CooperativeMatrixLayoutRowMajor);
+            r = r + coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(old) * p.beta;
+        }
         coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> o =
-            coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(c1_1 * p.alpha);
-        coopMatStore(o, c, coff + (m0 + wm0 + 16) * p.scm + n0 + wn0 + 16, p.scm,
-                     gl_CooperativeMatrixLayoutRowMajor);
+            coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(r);
+        coopMatStore(o, c, ci, p.scm, gl_CooperativeMatrixLayoutRowMajor);
     }
     {
+        const uint ci = coff + (m0 + wm0 + 16) * p.scm + n0 + wn0 + 32;
+        coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> r = c1_2 * p.alpha;
+        if (p.beta != 0.0) {
+            coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> old;
+            coopMatLoad(old, c, ci, p.scm, gl_CooperativeMatrixLayoutRowMajor);
+            r = r + coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(old) * p.beta;
+        }
         coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> o =
-            coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(c1_2 * p.alpha);
-        coopMatStore(o, c, coff + (m0 + wm0 + 16) * p.scm + n0 + wn0 + 32, p.scm,
-                     gl_CooperativeMatrixLayoutRowMajor);
+            coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(r);
+        coopMatStore(o, c, ci, p.scm, gl_CooperativeMatrixLayoutRowMajor);
     }
     {
+        const uint ci = coff + (m0 + wm0 + 16) * p.scm + n0 + wn0 + 48;
+        coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> r = c1_3 * p.alpha;
+        if (p.beta != 0.0) {
+            coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> old;
+            coopMatLoad(old, c, ci, p.scm, gl_CooperativeMatrixLayoutRowMajor);
+            r = r + coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(old) * p.beta;
+        }
         coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> o =
-            coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(c1_3 * p.alpha);
-        coopMatStore(o, c, coff + (m0 + wm0 + 16) * p.scm + n0 + wn0 + 48, p.scm,
-                     gl_CooperativeMatrixLayoutRowMajor);
+            coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(r);
+        coopMatStore(o, c, ci, p.scm, gl_CooperativeMatrixLayoutRowMajor);
     }
     {
+        const uint ci = coff + (m0 + wm0 + 32) * p.scm + n0 + wn0 + 0;
+        coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> r = c2_0 * p.alpha;
+        if (p.beta != 0.0) {
+            coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> old;
+            coopMatLoad(old, c, ci, p.scm, gl_CooperativeMatrixLayoutRowMajor);
+            r = r + coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(old) * p.beta;
+        }
         coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> o =
-            coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(c2_0 * p.alpha);
-        coopMatStore(o, c, coff + (m0 + wm0 + 32) * p.scm + n0 + wn0 + 0, p.scm,
-                     gl_CooperativeMatrixLayoutRowMajor);
+            coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(r);
+        coopMatStore(o, c, ci, p.scm, gl_CooperativeMatrixLayoutRowMajor);
     }
     {
+        const uint ci = coff + (m0 + wm0 + 32) * p.scm + n0 + wn0 + 16;
+        coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> r = c2_1 * p.alpha;
+        if (p.beta != 0.0) {
+            coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> old;
+            coopMatLoad(old, c, ci, p.scm, gl_CooperativeMatrixLayoutRowMajor);
+            r = r + coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(old) * p.beta;
+        }
         coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> o =
-            coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(c2_1 * p.alpha);
-        coopMatStore(o, c, coff + (m0 + wm0 + 32) * p.scm + n0 + wn0 + 16, p.scm,
-                     gl_CooperativeMatrixLayoutRowMajor);
+            coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(r);
+        coopMatStore(o, c, ci, p.scm, gl_CooperativeMatrixLayoutRowMajor);
     }
     {
+        const uint ci = coff + (m0 + wm0 + 32) * p.scm + n0 + wn0 + 32;
+        coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> r = c2_2 * p.alpha;
+        if (p.beta != 0.0) {
+            coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> old;
+            coopMatLoad(old, c, ci, p.scm, gl_CooperativeMatrixLayoutRowMajor);
+            r = r + coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(old) * p.beta;
+        }
         coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> o =
-            coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(c2_2 * p.alpha);
-        coopMatStore(o, c, coff + (m0 + wm0 + 32) * p.scm + n0 + wn0 + 32, p.scm,
-                     gl_CooperativeMatrixLayoutRowMajor);
+            coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(r);
+        coopMatStore(o, c, ci, p.scm, gl_CooperativeMatrixLayoutRowMajor);
     }
     {
+        const uint ci = coff + (m0 + wm0 + 32) * p.scm + n0 + wn0 + 48;
+        coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> r = c2_3 * p.alpha;
+        if (p.beta != 0.0) {
+            coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> old;
+            coopMatLoad(old, c, ci, p.scm, gl_CooperativeMatrixLayoutRowMajor);
+            r = r + coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(old) * p.beta;
+        }
         coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> o =
-            coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(c2_3 * p.alpha);
-        coopMatStore(o, c, coff + (m0 + wm0 + 32) * p.scm + n0 + wn0 + 48, p.scm,
-                     gl_CooperativeMatrixLayoutRowMajor);
+            coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(r);
+        coopMatStore(o, c, ci, p.scm, gl_CooperativeMatrixLayoutRowMajor);
     }
     {
+        const uint ci = coff + (m0 + wm0 + 48) * p.scm + n0 + wn0 + 0;
+        coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> r = c3_0 * p.alpha;
+        if (p.beta != 0.0) {
+            coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> old;
+            coopMatLoad(old, c, ci, p.scm, gl_CooperativeMatrixLayoutRowMajor);
+            r = r + coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(old) * p.beta;
+        }
         coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> o =
-            coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(c3_0 * p.alpha);
-        coopMatStore(o, c, coff + (m0 + wm0 + 48) * p.scm + n0 + wn0 + 0, p.scm,
-                     gl_CooperativeMatrixLayoutRowMajor);
+            coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(r);
+        coopMatStore(o, c, ci, p.scm, gl_CooperativeMatrixLayoutRowMajor);
     }
     {
+        const uint ci = coff + (m0 + wm0 + 48) * p.scm + n0 + wn0 + 16;
+        coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> r = c3_1 * p.alpha;
+        if (p.beta != 0.0) {
+            coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> old;
+            coopMatLoad(old, c, ci, p.scm, gl_CooperativeMatrixLayoutRowMajor);
+            r = r + coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(old) * p.beta;
+        }
         coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> o =
-            coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(c3_1 * p.alpha);
-        coopMatStore(o, c, coff + (m0 + wm0 + 48) * p.scm + n0 + wn0 + 16, p.scm,
-                     gl_CooperativeMatrixLayoutRowMajor);
+            coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(r);
+        coopMatStore(o, c, ci, p.scm, gl_CooperativeMatrixLayoutRowMajor);
     }
     {
+        const uint ci = coff + (m0 + wm0 + 48) * p.scm + n0 + wn0 + 32;
+        coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> r = c3_2 * p.alpha;
+        if (p.beta != 0.0) {
+            coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> old;
+            coopMatLoad(old, c, ci, p.scm, gl_CooperativeMatrixLayoutRowMajor);
+            r = r + coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(old) * p.beta;
+        }
         coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> o =
-            coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(c3_2 * p.alpha);
-        coopMatStore(o, c, coff + (m0 + wm0 + 48) * p.scm + n0 + wn0 + 32, p.scm,
-                     gl_CooperativeMatrixLayoutRowMajor);
+            coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(r);
+        coopMatStore(o, c, ci, p.scm, gl_CooperativeMatrixLayoutRowMajor);
     }
     {
+        const uint ci = coff + (m0 + wm0 + 48) * p.scm + n0 + wn0 + 48;
+        coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> r = c3_3 * p.alpha;
+        if (p.beta != 0.0) {
+            coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> old;
+            coopMatLoad(old, c, ci, p.scm, gl_CooperativeMatrixLayoutRowMajor);
+            r = r + coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(old) * p.beta;
+        }
         coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> o =
-            coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(c3_3 * p.alpha);
-        coopMatStore(o, c, coff + (m0 + wm0 + 48) * p.scm + n0 + wn0 + 48, p.scm,
-                     gl_CooperativeMatrixLayoutRowMajor);
+            coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(r);
+        coopMatStore(o, c, ci, p.scm, gl_CooperativeMatrixLayoutRowMajor);
     }
 }

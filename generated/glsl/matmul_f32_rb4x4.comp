@@ -2,9 +2,10 @@
 #extension GL_EXT_control_flow_attributes : enable
 
 #extension GL_EXT_control_flow_attributes : require
-// Batched strided matmul: C[z] = alpha * A[z] . B[z / bdiv] + beta * C[z], f32 accumulation.
-// A[m,k] = a[aoff + z*sab + m*sam + k*sak], B[k,n] = b[boff + (z/bdiv)*sbb + k*sbk + n*sbn],
-// C[m,n] = c[coff + z*scb + m*scm + n*scn].
+// Batched strided matmul: C[z] = alpha * A[z] . B[z] + beta * C[z], f32 accumulation, over a two-level
+// batch z = z1 * Z2 + z2 (z1 outer, z2 inner; B's inner index divided by bdiv, for grouped-query heads):
+// A[m,k] = a[aoff + z1*sao + z2*sab + m*sam + k*sak], B[k,n] = b[boff + z1*sbo + (z2/bdiv)*sbb + k*sbk + n*sbn],
+// C[m,n] = c[coff + z1*sco + z2*scb + m*scm + n*scn].
 // Strides express transpose_a / transpose_b, so one kernel serves the forward and both backward products.
 layout(constant_id = 0) const uint WG_X = 16;
 layout(constant_id = 1) const uint WG_Y = 16;
@@ -33,6 +34,10 @@ layout(push_constant) uniform Push {
     uint coff;
     float alpha;
     float beta;
+    uint Z2;
+    uint sao;
+    uint sbo;
+    uint sco;
 } p;
 layout(local_size_x_id = 0, local_size_y_id = 1) in;
 
@@ -87,9 +92,10 @@ void main() {
     const uint tid = ty * WG_X + tx;
     const uint m0 = gl_WorkGroupID.y * BM, n0 = gl_WorkGroupID.x * BN, z = gl_WorkGroupID.z;
 
-    const uint aoff = p.aoff + z * p.sab;
-    const uint boff = p.boff + (z / p.bdiv) * p.sbb;
-    const uint coff = p.coff + z * p.scb;
+    const uint z1_ = z / p.Z2, z2_ = z % p.Z2;
+    const uint aoff = p.aoff + z1_ * p.sao + z2_ * p.sab;
+    const uint boff = p.boff + z1_ * p.sbo + (z2_ / p.bdiv) * p.sbb;
+    const uint coff = p.coff + z1_ * p.sco + z2_ * p.scb;
     const bool ak = p.sak == 1, bn = p.sbn == 1;
     vec4 ra0 = vec4(0.0), rb0 = vec4(0.0);
     vec4 ra1 = vec4(0.0), rb1 = vec4(0.0);

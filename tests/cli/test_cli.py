@@ -156,6 +156,18 @@ def test_time_limited_summary_is_honest(capsys, files, tmp_path):
     assert "mean loss over the 1 of" in err
 
 
+def test_max_steps_and_accumulation_summaries_are_honest(capsys, files, tmp_path):
+    # --max-steps names itself; with --accum-steps a complete run counts optimizer steps, not batches
+    code, out, err = run(capsys, "train", "--text", files / "ok.txt", "--out", tmp_path, "--max-steps", "1",
+                         "--epochs", "2", *SMALL)
+    assert code == 0, err
+    assert "stopped by --max-steps 1 after 1 of" in out
+    code, out, err = run(capsys, "train", "--text", files / "ok.txt", "--out", tmp_path / "acc", "--accum-steps", "2",
+                         *SMALL)
+    assert code == 0, err
+    assert "trained all" in out
+
+
 def test_help_shows_every_default():
     ap = build_parser()
     subs = next(a for a in ap._actions if a.__class__.__name__ == "_SubParsersAction").choices

@@ -123,6 +123,60 @@ def test_fused_attention_long_sequence(device, monkeypatch):
     _check("f32", 1, 2100, 1, 1, 8, True, 7)
 
 
+def _check_matmul(dtype, B, S, H, KVH, D, causal, seed, recompute=False):
+    """The matmul path (EVERMIND_VK_ATTENTION=matmul) on B packed sequences against the float64 oracle per
+    sequence: out, the saved probabilities [B*H, S, S] and the three gradients. In f16 the oracle rounds
+    the scores, probabilities and dP/dS to f16 where the device stores them (tests/ops/test_lm_ops)."""
+    rng = np.random.default_rng(seed)
+    q, k, v = _data(rng, (B * S, H, D), dtype), _data(rng, (B * S, KVH, D), dtype), _data(rng, (B * S, KVH, D), dtype)
+    do = _data(rng, (B * S, H, D), dtype)
+    qt, kt, vt = ev.tensor(q), ev.tensor(k), ev.tensor(v)
+    out, probs = ops.attention(qt, kt, vt, causal=causal, batch=B)
+    assert probs.shape == (B * H, S, S)
+    dq, dk, dv = ops.attention_backward(qt, kt, vt, ev.tensor(do), None if recompute else probs, causal=causal,
+                                        batch=B)
+    sc, G = 1 / np.sqrt(D), H // KVH
+    rnd = (lambda a: rounded(a, "f16")) if dtype == "f16" else ref.same
+    n = 4 * (S + D) * (64 if dtype == "f16" else 1)
+    for b in range(B):
+        sl = slice(b * S, (b + 1) * S)
+        Q, K, V, DO = (rounded(a[sl], dtype) for a in (q, k, v, do))
+        wout, P = ref.attention(Q, K, V, causal, sc, rnd)
+        _close(out.numpy()[sl], wout, n, dtype, f"out (seq {b})")
+        _close(probs.numpy()[b * H:(b + 1) * H], P, n, dtype, f"probs (seq {b})")
+        for got, want, name in zip((dq, dk, dv), ref.attention_bwd(Q, K, V, DO, causal, sc, rnd), ("dq", "dk", "dv")):
+            _close(got.numpy()[sl], want, n * G, dtype, f"{name} (seq {b})")
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f16"])
+@settings(max_examples=10)
+@given(B=st.integers(1, 3), S=st.integers(1, 40), heads=GQA, D=st.sampled_from([1, 3, 8, 16, 32]),
+       causal=st.booleans(), recompute=st.booleans(), seed=st.integers(0, 2**31))
+def test_matmul_path_vs_oracle(device, monkeypatch, dtype, B, S, heads, D, causal, recompute, seed):
+    monkeypatch.setenv("EVERMIND_VK_ATTENTION", "matmul")
+    _check_matmul(dtype, B, S, *heads, D, causal, seed, recompute)
+
+
+@pytest.mark.parametrize("B,H,KVH", [(1, 4, 2), (3, 4, 2), (3, 3, 1), (2, 2, 2)])
+def test_matmul_path_dispatches_once_per_product(device, monkeypatch, B, H, KVH):
+    """A recorded fwd + bwd on the matmul path makes one matmul dispatch per product for all B sequences
+    and H heads (scores, P V, dP, dQ) and G = H / KVH for each of dK and dV, whatever B is: the loop over
+    sequences (128 dispatches per layer of the 23.7M LM on the H200) must not come back."""
+    monkeypatch.setenv("EVERMIND_VK_ATTENTION", "matmul")
+    S, D, G = 8, 8, H // KVH
+    rng = np.random.default_rng(B)
+    q, do = (ev.tensor(rng.standard_normal((B * S, H, D)).astype(np.float32)) for _ in range(2))
+    k, v = (ev.tensor(rng.standard_normal((B * S, KVH, D)).astype(np.float32)) for _ in range(2))
+    with ev.record(run=False) as prog:
+        out, p = ops.attention(q, k, v, batch=B)
+        ops.attention_backward(q, k, v, do, p, batch=B, out=out)
+    mm = [lb for lb in prog.labels if lb.startswith("matmul_")]
+    assert len(mm) == 4 + 2 * G, prog.labels
+    with ev.record(run=False) as prog:  # the backward alone, recomputing the probabilities: scores, dP, dQ, dK, dV
+        ops.attention_backward(q, k, v, do, None, batch=B)
+    assert len([lb for lb in prog.labels if lb.startswith("matmul_")]) == 3 + 2 * G, prog.labels
+
+
 @pytest.mark.parametrize("causal", [False, True])
 def test_fused_and_matmul_paths_agree(device, monkeypatch, causal):
     rng = np.random.default_rng(3)

@@ -54,69 +54,136 @@ def test_v4_variants_on_aligned_shapes(device, monkeypatch, name, transpose_b, M
     test_matmul_vs_oracle.hypothesis.inner_test(device, monkeypatch, name, transpose_b, M, 4 * N4, 4 * K4, seed)
 
 
-@pytest.mark.parametrize("name", RB)
-@settings(max_examples=6)  # each example builds a pipeline
-@given(M=st.integers(1, 70), N=st.integers(1, 70), K=st.integers(1, 40), a_kmajor=st.booleans(),
-       b_nmajor=st.booleans(), batch=st.integers(1, 3), bdiv=st.sampled_from([1, 3]), pad=st.integers(0, 5),
-       c_unit=st.booleans(), beta=st.sampled_from([0.0, 0.5]), seed=st.integers(0, 2**31))
-def test_rb_variants_strided(device, monkeypatch, name, M, N, K, a_kmajor, b_nmajor, batch, bdiv, pad,
-                             c_unit, beta, seed):
-    """The GPU register-block variants through gemm_strided: A k- or m-contiguous, B n- or k-contiguous,
-    row strides padded to multiples of 4 (so a 16-byte load can straddle the end of a row), batched with
-    a shared B, alpha/beta, and C written with 16-byte or elementwise stores."""
+def strided_case(device, monkeypatch, name, M, N, K, a_kmajor, b_nmajor, z1, batch, bdiv, pad, c_unit, beta, seed,
+                 align=4):
+    """One gemm_strided launch forced onto variant `name` against the float64 oracle: A k- or m-contiguous,
+    B n- or k-contiguous, row strides padded (to multiples of `align`, so a 16-byte load can straddle the
+    end of a row), a two-level batch (z1 outer x batch inner, B shared by bdiv inner neighbours) with
+    padded outer strides, alpha/beta, and C written with 16-byte or elementwise stores (align 8: every
+    stride and offset a multiple of 8, as the cooperative-matrix variants need)."""
     used = force(monkeypatch, name)
     dtype = name.split("_")[1]
     np_dt = np.float16 if dtype == "f16" else np.float32
     rng = np.random.default_rng(seed)
-    up4 = lambda x: -(-x // 4) * 4
+    up = lambda x: -(-x // align) * align
+    cu = up if align > 4 else (lambda x: x)  # C's strides: unaligned too, except for cm
     bbatch = -(-batch // bdiv)
-    # A_z[m,k]: a_kmajor -> a[aoff + z*sab + m*lda + k], else a[aoff + z*sab + k*lda + m]
-    lda = up4((K if a_kmajor else M) + pad)
+    # A_z[m,k]: a_kmajor -> a[aoff + z1*sao + z*sab + m*lda + k], else a[... + k*lda + m]
+    lda = up((K if a_kmajor else M) + pad)
     a_rows = M if a_kmajor else K
-    sab, aoff = up4(a_rows * lda + pad), 4 * (pad % 3)
-    ldb = up4((N if b_nmajor else K) + pad)
+    sab, aoff = up(a_rows * lda + pad), align * (pad % 3)
+    ldb = up((N if b_nmajor else K) + pad)
     b_rows = K if b_nmajor else N
-    sbb, boff = up4(b_rows * ldb + pad), 4 * (pad % 2)
-    scm, scn = (N + pad, 1) if c_unit else (1, M + pad)
-    scb = (M * scm if c_unit else N * scn) + pad
-    coff = pad
-    a = rng.standard_normal(aoff + batch * sab).astype(np_dt)
-    b = rng.standard_normal(boff + bbatch * sbb).astype(np_dt)
-    c = rng.standard_normal(coff + batch * scb).astype(np_dt)
+    sbb, boff = up(b_rows * ldb + pad), align * (pad % 2)
+    scm, scn = (cu(N + pad), 1) if c_unit else (1, M + pad)
+    scb = cu((M * scm if c_unit else N * scn) + pad)
+    coff = cu(pad)
+    sao, sbo, sco = up(batch * sab + pad), up(bbatch * sbb + 3 * pad), cu(batch * scb + 2 * pad)
+    a = rng.standard_normal(aoff + z1 * sao).astype(np_dt)
+    b = rng.standard_normal(boff + z1 * sbo).astype(np_dt)
+    c = rng.standard_normal(coff + z1 * sco).astype(np_dt)
     A, B, C = rounded(a, dtype), rounded(b, dtype), rounded(c, dtype)
     want = C.copy()
     bound = np.zeros_like(want)
-    for z in range(batch):
-        ia = aoff + z * sab + (np.arange(M)[:, None] * lda + np.arange(K)[None, :] if a_kmajor
-                               else np.arange(K)[None, :] * lda + np.arange(M)[:, None])
-        ib = boff + (z // bdiv) * sbb + (np.arange(K)[:, None] * ldb + np.arange(N)[None, :] if b_nmajor
-                                         else np.arange(N)[None, :] * ldb + np.arange(K)[:, None])
-        ic = coff + z * scb + np.arange(M)[:, None] * scm + np.arange(N)[None, :] * scn
-        want[ic] = 0.75 * A[ia] @ B[ib] + beta * C[ic]
-        bound[ic] = 0.75 * dot_bound(np.abs(A[ia]), np.abs(B[ib]), K, dtype) + 2 * U32 * beta * np.abs(C[ic])
+    for y in range(z1):
+        for z in range(batch):
+            ia = aoff + y * sao + z * sab + (np.arange(M)[:, None] * lda + np.arange(K)[None, :] if a_kmajor
+                                             else np.arange(K)[None, :] * lda + np.arange(M)[:, None])
+            ib = boff + y * sbo + (z // bdiv) * sbb + (np.arange(K)[:, None] * ldb + np.arange(N)[None, :] if b_nmajor
+                                                       else np.arange(N)[None, :] * ldb + np.arange(K)[:, None])
+            ic = coff + y * sco + z * scb + np.arange(M)[:, None] * scm + np.arange(N)[None, :] * scn
+            want[ic] = 0.75 * A[ia] @ B[ib] + beta * C[ic]
+            bound[ic] = 0.75 * dot_bound(np.abs(A[ia]), np.abs(B[ib]), K, dtype) + 2 * U32 * beta * np.abs(C[ic])
     ct = ev.tensor(c)
     ev.ops.gemm_strided(ev.tensor(a), ev.tensor(b), ct, M, N, K,
-                    a_strides=(lda, 1) if a_kmajor else (1, lda), b_strides=(ldb, 1) if b_nmajor else (1, ldb),
-                    c_strides=(scm, scn), batch=batch, a_batch=(aoff, sab), b_batch=(boff, sbb, bdiv),
-                    c_batch=(coff, scb), alpha=0.75, beta=beta)
-    assert used == [name]
+                        a_strides=(lda, 1) if a_kmajor else (1, lda), b_strides=(ldb, 1) if b_nmajor else (1, ldb),
+                        c_strides=(scm, scn), batch=batch, a_batch=(aoff, sab), b_batch=(boff, sbb, bdiv),
+                        c_batch=(coff, scb), alpha=0.75, beta=beta, outer=(z1, sao, sbo, sco))
+    assert used == [name]  # one dispatch for all z1 * batch products
     # elements of c outside every C_z are untouched (bound 0 there, want == C)
     assert_within(ct.numpy(), want, bound + (U16 * np.abs(want) if dtype == "f16" else 0), f"gemm_strided {name}")
 
 
+STRIDED = dict(a_kmajor=st.booleans(), b_nmajor=st.booleans(), z1=st.integers(1, 3), batch=st.integers(1, 3),
+               bdiv=st.sampled_from([1, 3]), pad=st.integers(0, 5), c_unit=st.booleans(),
+               beta=st.sampled_from([0.0, 0.5]), seed=st.integers(0, 2**31))
+
+
+@pytest.mark.parametrize("name", RB)
+@settings(max_examples=6)  # each example builds a pipeline
+@given(M=st.integers(1, 70), N=st.integers(1, 70), K=st.integers(1, 40), **STRIDED)
+def test_rb_variants_strided(device, monkeypatch, name, M, N, K, a_kmajor, b_nmajor, z1, batch, bdiv, pad,
+                             c_unit, beta, seed):
+    """The GPU register-block variants through gemm_strided (see strided_case)."""
+    strided_case(device, monkeypatch, name, M, N, K, a_kmajor, b_nmajor, z1, batch, bdiv, pad, c_unit, beta, seed)
+
+
+@pytest.mark.parametrize("name", SCALAR)
+@settings(max_examples=4)  # each example builds a pipeline
+@given(M=st.integers(1, 70), N=st.integers(1, 70), K=st.integers(1, 40), **STRIDED)
+def test_tiled_variants_strided(device, monkeypatch, name, M, N, K, a_kmajor, b_nmajor, z1, batch, bdiv, pad,
+                                c_unit, beta, seed):
+    """The shared-memory tiles (any layout) through gemm_strided, two-level batch included."""
+    strided_case(device, monkeypatch, name, M, N, K, a_kmajor, b_nmajor, z1, batch, bdiv, pad, c_unit, beta, seed)
+
+
 @pytest.mark.parametrize("name", V4)
 @settings(max_examples=6)  # each example builds a pipeline
-@given(M4=st.integers(1, 40), N4=st.integers(1, 20), K4=st.integers(1, 20), a_kmajor=st.booleans(),
-       b_nmajor=st.booleans(), batch=st.integers(1, 3), bdiv=st.sampled_from([1, 3]), pad=st.integers(0, 5),
-       c_unit=st.booleans(), beta=st.sampled_from([0.0, 0.5]), seed=st.integers(0, 2**31))
-def test_v4_variants_strided(device, monkeypatch, name, M4, N4, K4, a_kmajor, b_nmajor, batch, bdiv, pad,
+@given(M4=st.integers(1, 40), N4=st.integers(1, 20), K4=st.integers(1, 20), **STRIDED)
+def test_v4_variants_strided(device, monkeypatch, name, M4, N4, K4, a_kmajor, b_nmajor, z1, batch, bdiv, pad,
                              c_unit, beta, seed):
     """The CPU 16-byte-load variants through gemm_strided, A k-contiguous or m-contiguous (the weight
-    gradients' A^T; four loads along m transposed in registers), B n- or k-contiguous, padded row strides,
-    batched, alpha/beta: M, N, K multiples of 4 (the launch rules), M up to 160 so that m-groups past M
-    are clamped."""
-    test_rb_variants_strided.hypothesis.inner_test(device, monkeypatch, name, 4 * M4, 4 * N4, 4 * K4, a_kmajor,
-                                                   b_nmajor, batch, bdiv, pad, c_unit, beta, seed)
+    gradients' A^T; four loads along m transposed in registers): M, N, K multiples of 4 (the launch
+    rules), M up to 160 so that m-groups past M are clamped."""
+    strided_case(device, monkeypatch, name, 4 * M4, 4 * N4, 4 * K4, a_kmajor, b_nmajor, z1, batch, bdiv, pad,
+                 c_unit, beta, seed)
+
+
+def test_batch_chunks_cover_the_batch_once():
+    """The z split past MAX_GROUPS (pure): every (z1, z2) once, each piece within the limit, z2 pieces
+    starting at multiples of bdiv."""
+    for z1, z2, bdiv, limit in ((3, 4, 1, 5), (5, 7, 7, 7), (2, 10, 3, 7), (1, 1, 1, 1), (4, 16, 4, 65535), (3, 9, 2, 4)):
+        seen = []
+        for a, n1, b, n2 in variants.batch_chunks(z1, z2, bdiv, limit):
+            assert n1 * n2 <= limit and (n1 == 1 or n2 == z2) and b % bdiv == 0
+            seen += [(y, z) for y in range(a, a + n1) for z in range(b, b + n2)]
+        assert sorted(seen) == [(y, z) for y in range(z1) for z in range(z2)], (z1, z2, bdiv, limit)
+    assert variants.batch_chunks(3, 4, 1, 65535) == [(0, 3, 0, 4)]
+    with pytest.raises(ev.UnsupportedError):
+        variants.batch_chunks(1, 8, 8, 4)
+    with pytest.raises(ev.ShapeError):
+        variants.batch_chunks(0, 8, 1, 4)
+
+
+@pytest.mark.parametrize("z1,batch,bdiv", [(3, 3, 3), (2, 7, 2), (1, 9, 1)])
+def test_gemm_strided_splits_z_past_max_groups(device, monkeypatch, z1, batch, bdiv):
+    """More products than workgroups along z (MAX_GROUPS lowered to 4): several dispatches, same result."""
+    monkeypatch.setattr(kernels, "MAX_GROUPS", 4)
+    dispatched = []
+    real = kernels.dispatch
+    monkeypatch.setattr(kernels, "dispatch", lambda v, *a, **k: (dispatched.append(a[2]), real(v, *a, **k)))
+    name = next(n for n in SCALAR if n.startswith("matmul_f32") and "t32x32" in n)
+    used = force(monkeypatch, name)
+    rng = np.random.default_rng(z1 * 10 + batch)
+    M, N, K = 5, 6, 7
+    sao, sbo, sco = batch * M * K + 3, -(-batch // bdiv) * K * N + 1, batch * M * N + 2
+    a = rng.standard_normal(z1 * sao).astype(np.float32)
+    b = rng.standard_normal(z1 * sbo).astype(np.float32)
+    ct = ev.tensor(np.zeros(z1 * sco, np.float32))
+    ev.ops.gemm_strided(ev.tensor(a), ev.tensor(b), ct, M, N, K, a_strides=(K, 1), b_strides=(N, 1), c_strides=(N, 1),
+                        batch=batch, a_batch=(0, M * K), b_batch=(0, K * N, bdiv), c_batch=(0, M * N),
+                        outer=(z1, sao, sbo, sco))
+    assert len(used) == len(variants.batch_chunks(z1, batch, bdiv, 4)) > 1
+    assert all(g[2] <= 4 for g in dispatched)
+    want, bound = np.zeros(z1 * sco), np.zeros(z1 * sco)
+    A, B = a.astype(np.float64), b.astype(np.float64)
+    for y in range(z1):
+        for z in range(batch):
+            ia = y * sao + z * M * K + np.arange(M * K).reshape(M, K)
+            ib = y * sbo + (z // bdiv) * K * N + np.arange(K * N).reshape(K, N)
+            ic = y * sco + z * M * N + np.arange(M * N).reshape(M, N)
+            want[ic], bound[ic] = A[ia] @ B[ib], dot_bound(np.abs(A[ia]), np.abs(B[ib]), K, "f32")
+    assert_within(ct.numpy(), want, bound, "split z")
 
 
 @pytest.mark.parametrize("transpose_b", [False, True])
@@ -198,6 +265,74 @@ def test_coopmat_variants(device, monkeypatch, variant, transpose_b):
     A, B = rounded(a, "f16"), rounded(b, "f16")
     B = B.T if transpose_b else B
     assert_within(got, A @ B, dot_bound(np.abs(A), np.abs(B), K, "f16"), variant.name)
+
+
+@pytest.mark.parametrize("variant", CM, ids=lambda v: v.name)
+@pytest.mark.parametrize("a_kmajor,b_nmajor,beta", [(True, True, 0.0), (False, True, 0.5), (False, False, 0.0),
+                                                    (True, False, 0.5)])
+def test_coopmat_variants_strided(device, monkeypatch, variant, a_kmajor, b_nmajor, beta):
+    """Tensor-core variants through gemm_strided: A k- or m-contiguous (attention's dS^T Q and P^T dO,
+    the weight gradients X^T dY), B n- or k-contiguous, beta (attention's group sums accumulate), a
+    two-level batch with a shared B, padded strides and offsets that are multiples of 8 halves."""
+    missing = [f for f in variant.features if not device.has(f)]
+    if missing:
+        pytest.skip(f"{device.info.name} lacks {', '.join(missing)}")
+    bm, bn, bk = variant.spec["BM"], variant.spec["BN"], variant.spec["BK"]
+    strided_case(device, monkeypatch, variant.name, bm, 2 * bn, 2 * bk, a_kmajor, b_nmajor, 2, 2, 2, 3, True, beta,
+                 bm + bn, align=8)
+
+
+# -- the cooperative-matrix rule, without a device (lavapipe has no cooperative matrices) --------------------
+F16 = kernels.variants_of("matmul", "f16")
+
+
+def gpu_pick(M, N, K, lay, batch=1):
+    return variants.pick_matmul(F16, M, N, K, lay, "discrete_gpu", 49152, batch)
+
+
+def test_cm_rule_takes_the_f16_training_products():
+    """The f16 products of the 23.7M LM step (d 512, ff 1408, 8/4 heads of 64, batch 16 x 256) all go to
+    cooperative matrices: attention's products over the two-level batch (sequence, head), dK/dV with A
+    m-contiguous and beta = 1, and the weight gradients X^T dY with A m-contiguous (on the H200 in round 3
+    these fell to register blocks: 553 dispatches of rb4x4 and the 8 of rb8x4_t128x64, the 2816x512x4096
+    dW of the up-projection, 7.1 ms)."""
+    B, S, H, KVH, D, G = 16, 256, 8, 4, 64, 2
+    L = variants.Layout
+    cases = [  # (M, N, K, layout, batch)
+        (S, S, D, L((H * D, 1), (1, KVH * D), (S, 1), (0, D), (0, D, G), (0, S * S), 0.0,
+                    (B, S * H * D, S * KVH * D, H * S * S)), B * H),  # scores, dP
+        (S, D, S, L((S, 1), (KVH * D, 1), (H * D, 1), (0, S * S), (0, D, G), (0, D), 0.0,
+                    (B, H * S * S, S * KVH * D, S * H * D)), B * H),  # P V, dQ
+        (S, D, S, L((1, S), (H * D, 1), (KVH * D, 1), (S * S, G * S * S), (D, G * D, 1), (0, D), 1.0,
+                    (B, H * S * S, S * H * D, S * KVH * D)), B * KVH),  # dK, dV (second group member)
+        (2816, 512, 4096, L((1, 2816), (512, 1), (512, 1)), 1),
+        (512, 1408, 4096, L((1, 512), (1408, 1), (1408, 1)), 1),
+        (256, 512, 4096, L((1, 256), (512, 1), (512, 1)), 1),
+        (512, 512, 4096, L((1, 512), (512, 1), (512, 1)), 1),
+    ]
+    for M, N, K, lay, batch in cases:
+        v = gpu_pick(M, N, K, lay, batch)
+        assert variants.matmul_kind(v.flags) == "cm", (M, N, K, lay, v.name)
+        assert not variants.matmul_launch_errors("cm", v.spec, M, N, K, lay)
+
+
+def test_cm_rule_refuses_what_the_template_cannot_do():
+    """Layouts the cm template cannot run stay off it (pure rule, and the selector's pick)."""
+    spec = dict(BM=128, BN=128, BK=16)
+    L = variants.Layout
+    M = N = K = 256
+    assert not variants.matmul_launch_errors("cm", spec, M, N, K, L((K, 1), (N, 1), (N, 1), beta=0.5))
+    assert not variants.matmul_launch_errors("cm", spec, M, N, K, L((1, M), (1, K), (N, 1), outer=(3, 8, 16, 0)))
+    bad = {
+        "A without a unit stride": (M, L((2 * K, 2), (N, 1), (N, 1))),
+        "C not unit-stride along n": (M, L((K, 1), (N, 1), (1, M))),
+        "an outer stride not a multiple of 8": (M, L((K, 1), (N, 1), (N, 1), outer=(2, 4, 0, 0))),
+        "A's far stride not a multiple of 8": (M, L((1, M + 4), (N, 1), (N, 1))),
+        "M not a multiple of the tile": (M - 16, L((K, 1), (N, 1), (N, 1))),
+    }
+    for what, (m, lay) in bad.items():
+        assert variants.matmul_launch_errors("cm", spec, m, N, K, lay), what
+        assert variants.matmul_kind(gpu_pick(m, N, K, lay).flags) != "cm", what
 
 
 def test_coopmat_never_selected_without_feature(device):

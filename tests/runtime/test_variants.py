@@ -97,11 +97,14 @@ SPEC = {"BM": 128, "BN": 128, "BK": 16}
     ("cm", 127, 128, 16, ALIGNED, False),      # M one short of the tile: the kernel has no bounds checks
     ("cm", 128, 129, 16, ALIGNED, False),
     ("cm", 128, 128, 24, ALIGNED, False),
-    ("cm", 128, 128, 16, variants.Layout((4096, 1), (4096, 1), (4096, 1), beta=1.0), False),  # no beta
+    ("cm", 128, 128, 16, variants.Layout((4096, 1), (4096, 1), (4096, 1), beta=1.0), True),  # beta: C read back
     ("cm", 128, 128, 16, variants.Layout((4096, 1), (4096, 1), (4096, 2)), False),  # C column stride
     ("cm", 128, 128, 16, variants.Layout((4096, 1), (4096, 1), (4096, 1), a_batch=(4, 0)), False),  # offset 4 < 8
     ("cm", 128, 128, 16, variants.Layout((4096, 1), (4096, 1), (4096, 1), a_batch=(8, 0)), True),
-    ("cm", 128, 128, 16, variants.Layout((1, 4096), (4096, 1), (4096, 1)), False),  # A m-contiguous
+    ("cm", 128, 128, 16, variants.Layout((1, 4096), (4096, 1), (4096, 1)), True),  # A m-contiguous: staged as is
+    ("cm", 128, 128, 16, variants.Layout((4096, 2), (4096, 1), (4096, 1)), False),  # A with no unit stride
+    ("cm", 128, 128, 16, variants.Layout((4096, 1), (4096, 1), (4096, 1), outer=(2, 8, 4, 8)), False),  # sbo 4 < 8
+    ("cm", 128, 128, 16, variants.Layout((4096, 1), (4096, 1), (4096, 1), outer=(2, 8, 16, 8)), True),
     ("v4", 256, 256, 256, ALIGNED, True),
     ("v4", 256, 255, 256, ALIGNED, False),     # N not whole vectors
     ("v4", 256, 256, 254, ALIGNED, False),
@@ -112,6 +115,8 @@ SPEC = {"BM": 128, "BN": 128, "BK": 16}
     ("rb", 5, 7, 3, variants.Layout((4094, 1), (4096, 1), (4096, 1)), False),  # row stride not a multiple of 4
     ("rb", 5, 7, 3, variants.Layout((4096, 1), (4096, 1), (4096, 1), b_batch=(2, 0, 1)), False),
     ("rb", 5, 7, 3, variants.Layout((4096, 2), (4096, 1), (4096, 1)), False),  # no unit stride in A
+    ("rb", 5, 7, 3, variants.Layout((4096, 1), (4096, 1), (4096, 1), outer=(2, 6, 0, 0)), False),  # outer A stride 6
+    ("rb", 5, 7, 3, variants.Layout((4096, 1), (4096, 1), (4096, 1), outer=(2, 8, 4, 3)), True),  # C: any
     ("tiled", 5, 7, 3, variants.Layout((3, 7), (5, 2), (9, 3), beta=0.5), True),  # anything goes
 ])
 def test_launch_rules_at_each_boundary(kind, M, N, K, lay, ok):

@@ -19,8 +19,8 @@ pytest.importorskip("torch")
 
 from evermind_vk.errors import ConfigError  # noqa: E402
 from evermind_vk.io.checkpoint import load_checkpoint  # noqa: E402
-from evermind_vk.models import LMConfig, TransformerLM  # noqa: E402
-from evermind_vk.train import Trainer  # noqa: E402
+from evermind_vk.models import HybridMambaConfig, HybridMambaModel, LMConfig, TransformerLM  # noqa: E402
+from evermind_vk.train import GradScaler, Trainer  # noqa: E402
 from evermind_vk.train.distributed import World, free_port  # noqa: E402
 
 TINY = LMConfig(vocab_size=13, d_model=8, n_layers=1, n_heads=2, n_kv_heads=1, d_ff=8, max_seq_len=8, seed=3)
@@ -29,23 +29,26 @@ KW = dict(seq_len=4, lr=0.05, epochs=2)
 # f32 sums in another order (per-rank partial gradients, then the all-reduce): AdamW normalises
 # the gradient, so a weight moves by up to ~lr per step whatever its size; the differences stay tiny.
 TOL = dict(rtol=1e-4, atol=1e-5)
+F16_TOL = dict(rtol=1e-3, atol=1e-4)  # f16 activations: the ranks' rows round as in one big batch, the sums differ
 
 WORKER = r"""
 import json, os, signal, sys
 import numpy as np
 from evermind_vk.errors import DistributedError
-from evermind_vk.models import LMConfig, TransformerLM
-from evermind_vk.train import Trainer
+from evermind_vk.models import HybridMambaConfig, HybridMambaModel, LMConfig, TransformerLM
+from evermind_vk.train import GradScaler, Trainer
 from evermind_vk.train.distributed import World
 a = json.loads(sys.argv[1])
+mp = dict(precision=a.get("precision", "f32"), scaler=GradScaler(**a["scaler"]) if a.get("scaler") else None)
 cfg = LMConfig(**a["cfg"])
+make = (lambda: HybridMambaModel(HybridMambaConfig(**a["mamba"]))) if a.get("mamba") else (lambda: TransformerLM(cfg))
 world = World.from_env()
 rank = world.rank
 try:
     if a.get("resume"):
         tr = Trainer.from_checkpoint(a["key"], directory=a["dir"], world=world, zero=a.get("zero", False))
     else:
-        tr = Trainer(TransformerLM(cfg), world=world, zero=a.get("zero", False))
+        tr = Trainer(make(), world=world, zero=a.get("zero", False), **mp)
     if a.get("bucket_bytes"):
         tr._dp.bucket_bytes = a["bucket_bytes"]
     hashes = []
@@ -55,16 +58,21 @@ try:
         if a.get("stall") == [rank, step]:  # alive but silent: the peers must give up after the timeout
             os.kill(os.getpid(), signal.SIGSTOP)
         hashes.append(tr._dp.check_identical())
+        if str(step) in a.get("scale_at", {}):  # a scale at which the next step's f16 gradients overflow
+            tr.scaler.scale = a["scale_at"][str(step)]
     tr.train(np.asarray(a["ids"]), batch_size=a["B"], on_step=on_step, max_steps=a.get("max_steps"),
              save_key=a.get("key"), save_dir=a.get("dir", "."), save_every=a.get("save_every", 0), **a["kw"])
 except DistributedError as e:
     print(f"DistributedError: {e}", file=sys.stderr, flush=True)
     sys.exit(3)
+ppl = tr.evaluate(np.asarray(a["ids"]), seq_len=a["kw"]["seq_len"], batch_size=a["B"]) if a.get("eval") else None
 np.savez(os.path.join(a["out"], f"rank{rank}.npz"), **tr.model.state_dict())
 with open(os.path.join(a["out"], f"rank{rank}.json"), "w") as f:
     json.dump({"losses": [h["loss"] for h in tr.history], "checked": len(hashes), "step": tr.global_step,
                "opt_bytes": tr._dp.optimizer_state_bytes(), "timing": tr._dp.timing,
-               "buckets": len(tr._dp.buckets(tr.trainable()))}, f)
+               "buckets": len(tr._dp.buckets(tr.trainable(wsla=a["kw"].get("wsla", False)))), "ppl": ppl,
+               "eval_tokens": getattr(tr, "last_eval_tokens", None),
+               "scaler": [[h.get("loss_scale"), h.get("overflow")] for h in tr.history]}, f)
 """
 
 
@@ -128,7 +136,8 @@ def test_world_from_env_reads_torchrun_variables():
 def test_ranks_equal_one_big_batch_and_stay_identical(device, tmp_path, n, b, accum, bucket):
     # N=3, B=2: the last global batch has 3 rows, so rank 1 gets one real row and rank 2 none; with
     # accum_steps=2 each step is two global micro-batches. N=2: 300-byte buckets, many all-reduces.
-    codes, errs, infos, weights = ranks(n, tmp_path, B=b, kw={**KW, "accum_steps": accum}, bucket_bytes=bucket)
+    codes, errs, infos, weights = ranks(n, tmp_path, B=b, kw={**KW, "accum_steps": accum}, bucket_bytes=bucket,
+                                        eval=True)
     assert codes == [0] * n, errs
     assert infos[0]["buckets"] > 3 if bucket else infos[0]["buckets"] == 1
     ref = single(n * b, accum_steps=accum)
@@ -140,6 +149,52 @@ def test_ranks_equal_one_big_batch_and_stay_identical(device, tmp_path, n, b, ac
     np.testing.assert_allclose(infos[0]["losses"], [h["loss"] for h in ref.history], rtol=1e-5)
     moved = max(float(np.abs(weights[0][k] - TransformerLM(TINY).state_dict()[k]).max()) for k in weights[0])
     assert moved > 0.05  # trained (a no-op would pass the comparisons)
+    # evaluation is sharded: each rank runs its share of the batches, all return the one-process number
+    ppl = ref.evaluate(IDS, seq_len=KW["seq_len"], batch_size=b)
+    assert len({i["ppl"] for i in infos}) == 1
+    np.testing.assert_allclose(infos[0]["ppl"], ppl, rtol=1e-4)
+    shares = [i["eval_tokens"] for i in infos]
+    assert sum(shares) == ref.last_eval_tokens == IDS.size - 1 and max(shares) < ref.last_eval_tokens
+
+
+def test_f16_ranks_equal_one_big_batch_and_agree_on_the_loss_scale(device, tmp_path):
+    # Mixed precision with data-parallel: the ranks all-reduce the scaled f32 gradients, so an inf or NaN
+    # of any rank reaches every rank's overflow check, and all skip the step and back off together.
+    sc = {"init_scale": 16, "growth_interval": 2}
+    codes, errs, infos, weights = ranks(2, tmp_path, B=2, precision="f16", scaler=sc, scale_at={"2": 2.0 ** 60})
+    assert codes == [0, 0], errs
+    assert all(np.array_equal(weights[0][k], weights[1][k]) for k in weights[0])  # bit-identical replicas
+    ref = Trainer(TransformerLM(TINY), precision="f16", scaler=GradScaler(**sc))
+
+    def hook(step, _m):
+        if step == 2:
+            ref.scaler.scale = 2.0 ** 60
+
+    ref.train(IDS, batch_size=4, on_step=hook, **KW)
+    want = [[h["loss_scale"], h["overflow"]] for h in ref.history]
+    assert infos[0]["scaler"] == infos[1]["scaler"] == want
+    # 16, 16, then the injected 2^60 overflows and backs off (2^59 ... overflow too)
+    assert want[:3] == [[16, False], [16, False], [2.0 ** 60, True]] and want[3] == [2.0 ** 59, True]
+    np.testing.assert_allclose(infos[0]["losses"], [h["loss"] for h in ref.history], rtol=F16_TOL["rtol"])
+    for k in weights[0]:
+        np.testing.assert_allclose(weights[0][k], ref.model.state_dict()[k], **F16_TOL, err_msg=k)
+
+
+def test_mamba_wsla_row_ranges_with_ranks(device, tmp_path):
+    # WSLA on a mamba2 layer steps a row range of wInProj: 2 ranks equal one process with batch 2B
+    mcfg = dict(vocabSize=13, dModel=8, numLayers=1, layers=["mamba2"], dState=3, nHeads=2, seed=2)
+    kw = {**KW, "wsla": True, "lr": 1e-2}
+    codes, errs, infos, weights = ranks(2, tmp_path, B=2, mamba=mcfg, kw=kw)
+    assert codes == [0, 0], errs
+    assert all(np.array_equal(weights[0][k], weights[1][k]) for k in weights[0])
+    ref = Trainer(HybridMambaModel(HybridMambaConfig(**{**mcfg, "layers": ("mamba2",)})))
+    before = ref.model.state_dict()
+    ref.train(IDS, batch_size=4, **kw)
+    assert {k for k in before if not np.array_equal(before[k], weights[0][k])} == {"layer0.wInProj"}
+    close(weights[0], ref.model.state_dict())
+    # ZeRO with a row range is refused (the owner's rows would not reach the other ranks' base tensors)
+    codes, errs, _, _ = ranks(2, tmp_path, B=2, mamba=mcfg, kw=kw, zero=True)
+    assert codes != [0, 0] and all("UnsupportedError" in e and "ZeRO" in e for e in errs)
 
 
 def test_zero_shards_the_moments_and_changes_nothing_else(device, tmp_path):

@@ -51,3 +51,20 @@ def test_mamba2_mamba3_wsla_trains_only_the_BC_rows(device, kind):
     # then a full step: the whole tensor trains, with its own moments
     tr.train(np.arange(12, dtype=np.uint32), epochs=1, seq_len=5, lr=1e-2)
     assert "layer0.wInProj" in tr.optimizer.state
+
+
+@pytest.mark.parametrize("kind", ["mamba2", "mamba3"])
+def test_wsla_row_ranges_accumulate_like_one_big_batch(device, kind):
+    """Gradient accumulation with the B/C row ranges: two micro-batches of one row equal one batch of two."""
+    cfg = HybridMambaConfig(vocabSize=12, dModel=8, numLayers=1, layers=(kind,), dState=3, nHeads=2, seed=2)
+    ids = (np.arange(40, dtype=np.uint32) * 7) % 12
+    one, acc = Trainer(HybridMambaModel(cfg)), Trainer(HybridMambaModel(cfg))
+    before = one.model.state_dict()
+    one.train(ids, epochs=2, seq_len=5, batch_size=2, lr=1e-2, wsla=True)
+    acc.train(ids, epochs=2, seq_len=5, batch_size=1, accum_steps=2, lr=1e-2, wsla=True)
+    a, b = one.model.state_dict(), acc.model.state_dict()
+    assert {k for k in before if not np.array_equal(before[k], b[k])} == {"layer0.wInProj"}
+    assert np.abs(b["layer0.wInProj"] - before["layer0.wInProj"]).max() > 1e-3  # trained
+    for k in a:
+        np.testing.assert_allclose(b[k], a[k], rtol=1e-4, atol=1e-6, err_msg=k)
+    np.testing.assert_allclose([h["loss"] for h in acc.history], [h["loss"] for h in one.history], rtol=1e-5)
