@@ -292,9 +292,9 @@ class Worker:
     def freeze(self, on: bool) -> None:
         """SIGSTOP / SIGCONT the worker. IREE 3.13 on lavapipe (Mesa 22.3) keeps two threads busy-waiting
         in lavapipe's semaphore wait (clock_gettime polls, seen with gdb) for as long as its device
-        lives, idle or not: ~200% CPU measured from /proc while the worker waited on stdin. On the
-        2-core machine that halved the speed of whatever ran beside it; frozen, it takes no CPU while
-        evermind-vk and PyTorch are timed, and runs as before (spinning threads included) for its own."""
+        lives, idle or not: ~200% CPU measured from /proc while the worker waited on stdin, on the
+        2-core machine where evermind-vk and PyTorch are timed beside it. Frozen (--freeze-iree), it takes no
+        CPU while they run; but IREE's own step then measured ~1.5x slower (one run), so it is opt-in."""
         import signal
         os.kill(self.p.pid, signal.SIGSTOP if on else signal.SIGCONT)
 
@@ -324,9 +324,10 @@ def main(argv=None):
     ap.add_argument("--reps", type=int, default=5, help="interleaved rounds (medians reported)")
     ap.add_argument("--torch-threads", type=int, default=0,
                     help="PyTorch CPU threads (default: its own choice; 1 avoids OpenMP barrier stalls on a shared machine)")
-    ap.add_argument("--no-freeze-iree", action="store_true",
-                    help="leave the IREE worker running while evermind-vk and PyTorch are timed (its idle threads "
-                         "busy-wait in lavapipe: see Worker.freeze)")
+    ap.add_argument("--freeze-iree", action="store_true",
+                    help="SIGSTOP the IREE worker while evermind-vk and PyTorch are timed (its idle threads busy-wait "
+                         "in lavapipe: see Worker.freeze). Off by default: in the one run with it (bench/results/"
+                         "round4-lavapipe-iree.txt) IREE's own step came out ~1.5x slower than in runs without it")
     ap.add_argument("--json", default="", help="also write the results here")
     a = ap.parse_args(argv)
     if not a.iree_python:
@@ -356,7 +357,7 @@ def main(argv=None):
     w = Worker(a.iree_python, {"workdir": workdir, "model": model_fields(cfg), "batch": B, "seq_len": L,
                                "ids": ids[: B * L + 1].tolist(), "attn": [S, H, KVH, D]})
     print(f"IREE worker ready in {time.perf_counter() - t0:.1f} s: {json.dumps(w.info)}", flush=True)
-    freeze = not a.no_freeze_iree
+    freeze = a.freeze_iree
 
     def ask_iree(msg):
         if freeze:
