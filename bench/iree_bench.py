@@ -289,7 +289,17 @@ class Worker:
             raise RuntimeError(f"the IREE worker ended (exit code {self.p.wait()}); its stderr is above")
         return json.loads(line)
 
+    def freeze(self, on: bool) -> None:
+        """SIGSTOP / SIGCONT the worker. IREE 3.13 on lavapipe (Mesa 22.3) keeps two threads busy-waiting
+        in lavapipe's semaphore wait (clock_gettime polls, seen with gdb) for as long as its device
+        lives, idle or not: ~200% CPU measured from /proc while the worker waited on stdin, on the
+        2-core machine where evermind-vk and PyTorch are timed beside it. Frozen (--freeze-iree), it takes no
+        CPU while they run; but IREE's own step then measured ~1.5x slower (one run), so it is opt-in."""
+        import signal
+        os.kill(self.p.pid, signal.SIGSTOP if on else signal.SIGCONT)
+
     def close(self):
+        self.freeze(False)
         try:
             self.p.stdin.write(json.dumps({"cmd": "quit"}) + "\n")
             self.p.stdin.close()
@@ -314,6 +324,10 @@ def main(argv=None):
     ap.add_argument("--reps", type=int, default=5, help="interleaved rounds (medians reported)")
     ap.add_argument("--torch-threads", type=int, default=0,
                     help="PyTorch CPU threads (default: its own choice; 1 avoids OpenMP barrier stalls on a shared machine)")
+    ap.add_argument("--freeze-iree", action="store_true",
+                    help="SIGSTOP the IREE worker while evermind-vk and PyTorch are timed (its idle threads busy-wait "
+                         "in lavapipe: see Worker.freeze). Off by default: in the one run with it (bench/results/"
+                         "round4-lavapipe-iree.txt) IREE's own step came out ~1.5x slower than in runs without it")
     ap.add_argument("--json", default="", help="also write the results here")
     a = ap.parse_args(argv)
     if not a.iree_python:
@@ -343,6 +357,18 @@ def main(argv=None):
     w = Worker(a.iree_python, {"workdir": workdir, "model": model_fields(cfg), "batch": B, "seq_len": L,
                                "ids": ids[: B * L + 1].tolist(), "attn": [S, H, KVH, D]})
     print(f"IREE worker ready in {time.perf_counter() - t0:.1f} s: {json.dumps(w.info)}", flush=True)
+    freeze = a.freeze_iree
+
+    def ask_iree(msg):
+        if freeze:
+            w.freeze(False)
+        try:
+            return w.ask(msg)
+        finally:
+            if freeze:
+                w.freeze(True)
+    if freeze:
+        w.freeze(True)
 
     # evermind-vk: the Trainer (as `evermind-vk train` and bench/train_bench.py)
     model = TransformerLM(cfg)
@@ -394,7 +420,7 @@ def main(argv=None):
         for _ in range(a.steps):
             torch_step()
         rows["torch_train"].append(time.perf_counter() - t0)
-        rows["iree_train"].append(w.ask({"cmd": "train", "steps": a.steps})["s"])
+        rows["iree_train"].append(ask_iree({"cmd": "train", "steps": a.steps})["s"])
         t0 = time.perf_counter()
         for _ in range(a.attn_reps):
             attn_prog.run()
@@ -403,13 +429,14 @@ def main(argv=None):
         for _ in range(a.attn_reps):
             torch_attn()
         rows["torch_attn"].append((time.perf_counter() - t0) / a.attn_reps)
-        rows["iree_attn"].append(w.ask({"cmd": "attention", "reps": a.attn_reps})["s"])
+        rows["iree_attn"].append(ask_iree({"cmd": "attention", "reps": a.attn_reps})["s"])
         print(f"round {r + 1}/{a.reps}: " + ", ".join(f"{k_} {v_[-1] * 1e3:.1f} ms" for k_, v_ in rows.items()),
               flush=True)
     w.close()
     med = {k_: statistics.median(v_) for k_, v_ in rows.items()}
     tps = {k_: tokens / med[k_ + "_train"] for k_ in ("ev", "torch", "iree")}
-    print(f"\nPyTorch {torch.__version__} on {torch.get_num_threads()} CPU threads")
+    print(f"\nPyTorch {torch.__version__} on {torch.get_num_threads()} CPU threads; IREE worker "
+          f"{'frozen (SIGSTOP) while the others ran' if freeze else 'left running throughout'}")
     print(f"model {model.num_parameters():,} parameters, batch {B} x {L} tokens, {a.steps} steps per round, "
           f"medians of {a.reps} interleaved rounds; device {model.device.info.name}")
     print(f"training step  evermind-vk {tps['ev']:8,.0f} tokens/s | IREE (Vulkan) {tps['iree']:8,.0f} | "
@@ -423,7 +450,7 @@ def main(argv=None):
     out = {"config": cfg.to_dict(), "batch": B, "seq_len": L, "steps": a.steps, "reps": a.reps,
            "device": model.device.info.name, "iree": w.info, "rounds_s": rows, "median_s": med,
            "tokens_per_s": tps, "ratio_ev_over_iree": tps["ev"] / tps["iree"],
-           "ratio_ev_over_torch_cpu": tps["ev"] / tps["torch"], "torch_threads": torch.get_num_threads(), "attention": {"S": S, "H": H, "KVH": KVH, "D": D}}
+           "ratio_ev_over_torch_cpu": tps["ev"] / tps["torch"], "torch_threads": torch.get_num_threads(), "iree_frozen_between": freeze, "attention": {"S": S, "H": H, "KVH": KVH, "D": D}}
     if a.json:
         with open(a.json, "w") as f:
             json.dump(out, f, indent=1)

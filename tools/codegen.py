@@ -167,6 +167,9 @@ VARIANTS = [
                       ("cross_entropy", "cross_entropy_backward")) for dt in F for wg in (8, 32)),
     # One thread per output element.
     *(simple("embedding", op, dt, 256) for op in ("embedding", "embedding_backward") for dt in F),
+    # embedding_backward's sorted path: the counting sort of the ids, then sums over each id's run.
+    simple("embedding", "embedding_rank", "f32", 256),
+    *(simple("embedding", "embedding_backward_sorted", dt, 256) for dt in F),
     *(simple("rope", "rope", dt, 256) for dt in F),
     *(simple("bias_add", "bias_add", dt, 256) for dt in F),
     *(simple("reduce", "colsum", dt, 256) for dt in F),
@@ -179,6 +182,7 @@ VARIANTS = [
     simple("optim", "clip_scale", "f32", 256),
     # Overflow-free L2 norm (max |x|, then sum of (x / max)^2), for gradient clipping.
     *(simple("reduce", "norm_partials", dt, 256) for dt in F),
+    *(simple("reduce", "norm_partials_multi", dt, 256) for dt in F),  # up to 8 tensors a dispatch
     simple("reduce", "norm_final", "f32", 256),
     # Image ops (issue 17): conv2d's im2col/col2im around the strided matmul, group_norm (two-stage
     # statistics), per-channel sums, nearest upsampling, pixel shuffle. One thread per element, or one

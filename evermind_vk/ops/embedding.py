@@ -3,6 +3,7 @@ embeddings (RoPE), on token-major tensors."""
 from __future__ import annotations
 
 import math
+import os
 
 from ..errors import ShapeError
 from ..runtime import variants
@@ -31,12 +32,32 @@ def embedding_backward(ids: Tensor, dy: Tensor, vocab: int, transpose: bool = Fa
                        index_offset: int = 0) -> Tensor:
     """d table (f32, [V, D] or [D, V]); deterministic (token order) accumulation; ids >= V skipped.
     Tokens are split into ordered dispatches of at most MAX_LOOP (runtime.variants.loop_chunks), each
-    adding its tokens' sums to the table, so no invocation loops past lavapipe's cap."""
+    adding its tokens' sums to the table, so no invocation loops past lavapipe's cap.
+
+    Two paths (runtime.variants.embedding_backward_path; EVERMIND_VK_EMBEDDING_BACKWARD=scan|sorted
+    forces one): 'scan', every table thread tests every token's id; 'sorted', a counting sort of the
+    ids (embedding_rank), then each thread sums only its id's tokens (embedding_backward_sorted). Both
+    add in token order: below MAX_LOOP tokens they give the same bits."""
     T, D = dy.shape
     if T + index_offset > ids.numel:
         raise ShapeError(f"embedding_backward: {T} tokens at offset {index_offset} exceed {ids.numel} ids")
     dt = empty((D, vocab) if transpose else (vocab, D), "f32", dy.device)
     cols = variants.embedding_backward_cols(D, transpose)
+    path = variants.embedding_backward_path(T, vocab, D, cols,
+                                            os.environ.get("EVERMIND_VK_EMBEDDING_BACKWARD", "").strip())
+    if path == "sorted" and T > 0:
+        chunks = variants.loop_chunks(T)
+        rank = empty((T,), "u32", dy.device)
+        order = empty((2 * T,), "u32", dy.device)  # ids ascending, then their token indices
+        for j, (c0, c1) in enumerate(chunks):
+            per_thread("embedding_rank", "f32", [ids, rank, order],
+                       dict(T=T, offset=index_offset, c0=c0, c1=c1, first=int(j == 0),
+                            last=int(j == len(chunks) - 1)), T)
+        for j, (p0, p1) in enumerate(chunks):
+            per_thread("embedding_backward_sorted", dy.dtype, [order, dy, dt],
+                       dict(T=T, D=D, V=vocab, transpose=int(transpose), p0=p0, p1=p1, accumulate=int(j > 0),
+                            cols=cols), vocab * D // cols)
+        return dt
     for j, (t0, t1) in enumerate(variants.loop_chunks(T)):
         per_thread("embedding_backward", dy.dtype, [ids, dy, dt],
                    dict(T=T, D=D, V=vocab, transpose=int(transpose), offset=index_offset, t0=t0, t1=t1,

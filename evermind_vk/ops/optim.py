@@ -8,11 +8,15 @@ from ._util import per_thread
 __all__ = ["adamw_step", "clip_scale"]
 
 
-def adamw_step(p: Tensor, g: Tensor, m: Tensor, v: Tensor, hyper: Tensor, nonfinite: Tensor) -> None:
+def adamw_step(p: Tensor, g: Tensor, m: Tensor, v: Tensor, hyper: Tensor, nonfinite: Tensor,
+               clip_norm: Tensor | None = None, max_norm: float = 0.0) -> None:
     """One AdamW update of p from g in place (moments m, v in place). hyper holds [lr, b1, b2, eps, wd,
     1 - b1^t, 1 - b2^t, max_delta] on the device; non-finite gradient elements are skipped and counted
-    into nonfinite[0]."""
-    per_thread("adamw_step", "f32", [p, g, m, v, hyper, nonfinite], {"n": p.numel}, p.numel)
+    into nonfinite[0]. clip_norm (with max_norm > 0): the update uses g scaled as clip_scale(g, clip_norm,
+    max_norm) would scale it (same bits), without writing g: clipping fused into the update."""
+    clip = max_norm > 0 and clip_norm is not None
+    per_thread("adamw_step", "f32", [p, g, m, v, hyper, nonfinite, clip_norm if clip else hyper],
+               {"n": p.numel, "max_norm": float(max_norm) if clip else 0.0}, p.numel)
 
 
 def clip_scale(g: Tensor, state: Tensor, max_norm: float) -> None:

@@ -2,6 +2,8 @@
 elements; stage 2: one workgroup adds the partials in order)."""
 from __future__ import annotations
 
+import os
+
 from ..errors import ShapeError, UnsupportedError
 from ..runtime import kernels, variants
 from ..runtime.tensor import Tensor, empty
@@ -96,11 +98,40 @@ def l2_norm(xs: list, out: Tensor, index: int = 0) -> None:
     if out.dtype != "f32" or not 0 <= index < out.numel:
         raise ShapeError(f"l2_norm: out[{index}] of a {out.shape}/{out.dtype} tensor (want f32)")
     part = empty((sum(n_partials(x.numel) for x in xs),), "f32", out.device)
+    batches = _norm_batches(xs, os.environ.get("EVERMIND_VK_NORM_MULTI", "1").strip() != "0")
     for pass_ in (0, 1):
         off = 0
-        for x in xs:
-            groups = n_partials(x.numel)
-            run("norm_partials", x.dtype, [x, part, out],
-                dict(n=x.numel, chunk=CHUNK, poff=off, oidx=index, pass_=pass_), groups)
-            off += groups
+        for batch in batches:
+            groups = [n_partials(x.numel) for x in batch]
+            if len(batch) == 1:
+                x = batch[0]
+                run("norm_partials", x.dtype, [x, part, out],
+                    dict(n=x.numel, chunk=CHUNK, poff=off, oidx=index, pass_=pass_), groups[0])
+            else:
+                push = dict(chunk=CHUNK, poff=off, oidx=index, pass_=pass_)
+                g = 0
+                for j in range(NORM_MULTI):
+                    have = j < len(batch)
+                    push[f"n{j}"] = batch[j].numel if have else 0
+                    push[f"g{j}"] = g if have else 0xFFFFFFFF
+                    g += groups[j] if have else 0
+                xt = [batch[j] if j < len(batch) else batch[0] for j in range(NORM_MULTI)]  # unused slots: any tensor
+                run("norm_partials_multi", batch[0].dtype, [*xt, part, out], push, g)
+            off += sum(groups)
         run("norm_final", "f32", [part, out], dict(n=off, oidx=index, pass_=pass_), 1)
+
+
+NORM_MULTI = 8  # tensors one norm_partials_multi dispatch reads
+
+
+def _norm_batches(xs: list, multi: bool) -> list:
+    """xs in order, in runs of up to NORM_MULTI tensors of one dtype (one norm_partials_multi dispatch
+    each: the optimizer's many small gradients cost a few dispatches, not one each). multi False
+    (EVERMIND_VK_NORM_MULTI=0): one tensor a dispatch. Either way the partials are the same."""
+    out = []
+    for x in xs:
+        if multi and out and len(out[-1]) < NORM_MULTI and out[-1][0].dtype == x.dtype:
+            out[-1].append(x)
+        else:
+            out.append([x])
+    return out

@@ -404,6 +404,28 @@ def embedding_backward_cols(D: int, transpose: bool) -> int:
     return 4 if not transpose and D % 4 == 0 else 1
 
 
+EMBEDDING_BACKWARD_PATHS = ("scan", "sorted")
+
+
+def embedding_backward_path(T: int, V: int, D: int, cols: int, forced: str = "") -> str:
+    """'scan' (every table thread loops over all T tokens: V * D / cols * T steps) or 'sorted' (a
+    counting sort of the ids, T * T steps, then each thread loops over its id's tokens only: T * D / cols
+    plus binary searches). Sorted where T * T < V * D / cols * T, i.e. T < V * D / cols (the LM's
+    [256, 64] table from 512 tokens: 4,096 threads x 512 tokens scanned before, 512 x 512 counts now).
+    forced: EVERMIND_VK_EMBEDDING_BACKWARD ('' , 'scan' or 'sorted')."""
+    if forced and forced not in EMBEDDING_BACKWARD_PATHS:
+        raise UnsupportedError(f"EVERMIND_VK_EMBEDDING_BACKWARD={forced!r}: want one of "
+                               f"{', '.join(EMBEDDING_BACKWARD_PATHS)}")
+    if forced:
+        return forced
+    return "sorted" if T < V * D // cols else "scan"
+
+
+def search_loops(n: int) -> int:
+    """Iterations of one binary search over n sorted values (embedding_backward_sorted runs two)."""
+    return n.bit_length() + 1
+
+
 def final_sum_loops(n: int, wg: int) -> int:
     """Iterations per thread of final_sum (one workgroup adds n partials, wg threads)."""
     return -(-n // wg)
@@ -456,6 +478,10 @@ def launch_loop_count(op: str, spec: dict, flags, push: dict) -> int | None:
         return push["chunk"] + 1
     if op == "embedding_backward":
         return push["t1"] - push["t0"] + 1
+    if op == "embedding_rank":
+        return push["c1"] - push["c0"] + 1
+    if op == "embedding_backward_sorted":
+        return 2 * search_loops(push["T"]) + push["p1"] - push["p0"] + 1
     if op == "partial_sums":
         return -(-push["chunk"] // wg) + 1 + 16
     if op == "final_sum":

@@ -79,11 +79,12 @@ class _Step:
             state, norm = unscale_grads(grads, t._scale_buf)
             copy_words(state, self.overflow_host)
             dev.sync_local(self.overflow_host)
-        if self.max_norm > 0 or self.track:
-            metrics = clip_grad_norm(grads, self.max_norm, norm=norm)
+        metrics = None
+        if self.max_norm > 0 or self.track:  # the norm only; the updates below apply the clipping scale
+            metrics = clip_grad_norm(grads, self.max_norm, norm=norm, defer=True)
             copy_words(metrics.state, self.norm_host)
             dev.sync_local(self.norm_host)
-        t.optimizer.record_updates(grads if t._dp is None else t._dp.owned(grads))  # ZeRO: this rank's share
+        t.optimizer.record_updates(grads if t._dp is None else t._dp.owned(grads), clip=metrics)  # ZeRO: this rank's share
 
     def _update_with_views(self, grads, params, views):
         """Clip and step; a row-range parameter (HybridMambaModel's wInProj_BC under WSLA: name -> (base,

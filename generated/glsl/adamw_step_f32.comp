@@ -8,8 +8,10 @@ layout(std430, binding = 2) buffer Buf_m { float m[]; };
 layout(std430, binding = 3) buffer Buf_v { float v[]; };
 layout(std430, binding = 4) readonly buffer Buf_hyper { float hyper[]; };
 layout(std430, binding = 5) buffer Buf_nonfinite { uint nonfinite[]; };
+layout(std430, binding = 6) readonly buffer Buf_clip { float clip[]; };
 layout(push_constant) uniform Push {
     uint n;
+    float max_norm;
 } p;
 layout(local_size_x_id = 0) in;
 
@@ -22,7 +24,17 @@ void main() {
     // A non-finite gradient leaves this element's parameter and moments untouched and is counted; so
     // does a finite gradient whose moments or step would overflow (g^2 = inf for |g| >~ 1e19: stored,
     // v = inf would freeze the element forever), checked before anything is stored.
-    const float g = grad[i];
+    // max_norm > 0: gradient clipping fused in (the train loop's clip_grad_norm(defer=True)): g is
+    // scaled as clip_scale would have scaled it in place (the same float operations, same bits) by the
+    // norm in clip[0]; the gradient buffer itself is left unscaled.
+    float g = grad[i];
+    if (p.max_norm > 0.0) {
+        const float norm = clip[0];
+        if (!(isnan(norm) || isinf(norm))) {
+            const float s = min(p.max_norm / (norm + 1e-6), 1.0);
+            if (s < 1.0) g = g * s;
+        }
+    }
     if (isnan(g) || isinf(g)) { atomicAdd(nonfinite[0], 1u); return; }
     const float lr = hyper[0], b1 = hyper[1], b2 = hyper[2], eps = hyper[3], wd = hyper[4];
     const float mi = b1 * m[i] + (1.0 - b1) * g;

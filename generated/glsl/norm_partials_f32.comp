@@ -48,18 +48,20 @@ float wg_maxnan(float v) {
 void main() {
     const uint t = gl_LocalInvocationID.x;
     const uint g = (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x);
-    const uint lo = g * p.chunk, hi = min(lo + p.chunk, p.n);
+    const float m = p.pass_ == 0 ? 0.0 : acc[p.oidx];
     float s = 0.0;
-    if (p.pass_ == 0) {
-        for (uint j = lo + t; j < hi; j += WG) { float a = abs(float(x[j])); s = (isnan(a) || isnan(s)) ? a + s : max(s, a); }
-        s = wg_maxnan(s);
-    } else {
-        const float m = acc[p.oidx];
-        if (m > 0.0 && !isinf(m)) {  // m = 0: all zero; m = inf or NaN: the sum is unused
+    {
+        const uint lg = g;
+        const uint lo = lg * p.chunk, hi = min(lo + p.chunk, p.n);
+        if (p.pass_ == 0) {
+            for (uint j = lo + t; j < hi; j += WG) { float a = abs(float(x[j])); s = (isnan(a) || isnan(s)) ? a + s : max(s, a); }
+        } else if (m > 0.0 && !isinf(m)) {  // m = 0: all zero; m = inf or NaN: the sum is unused
             // Divide (not multiply by 1/m, which overflows for a subnormal m): |x / m| <= 1.
             for (uint j = lo + t; j < hi; j += WG) { float a = float(x[j]) / m; s += a * a; }
         }
-        s = wg_sum(s);
+
     }
+    if (p.pass_ == 0) s = wg_maxnan(s);
+    else s = wg_sum(s);
     if (t == 0) part[p.poff + g] = s;
 }

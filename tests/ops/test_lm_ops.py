@@ -144,6 +144,37 @@ def test_embedding_backward_four_columns_same_bits(device, T, V, D4, seed):
     assert np.array_equal(four, one.T)
 
 
+@pytest.mark.parametrize("dtype", F)
+@given(T=st.integers(1, 300), V=st.integers(1, 60), D=st.integers(1, 12), transpose=st.booleans(),
+       offset=st.integers(0, 3), seed=seeds)
+def test_embedding_backward_sorted_path(device, monkeypatch, dtype, T, V, D, transpose, offset, seed):
+    """The sorted path (counting sort of the ids, then each id's run of tokens) against the float64
+    oracle, and bit for bit against the scanning path (both add in token order; T <= MAX_LOOP)."""
+    rng = np.random.default_rng(seed)
+    ids = rng.integers(0, V + 2, T + offset).astype(np.uint32)  # ids >= V are ignored
+    dy = data(rng, (T, D), dtype)
+    got = {}
+    for path in ("sorted", "scan"):
+        monkeypatch.setenv("EVERMIND_VK_EMBEDDING_BACKWARD", path)
+        got[path] = ops.embedding_backward(ev.tensor(ids), ev.tensor(dy), V, transpose=transpose,
+                                           index_offset=offset).numpy()
+    wd = np.zeros((V, D))
+    keep = ids[offset:] < V
+    np.add.at(wd, ids[offset:][keep], rounded(dy, dtype)[keep])
+    close(got["sorted"], wd.T if transpose else wd, T, "f32", "embedding bwd (sorted)")
+    assert got["sorted"].tobytes() == got["scan"].tobytes()
+
+
+def test_embedding_backward_path_rule(monkeypatch):
+    from evermind_vk.errors import UnsupportedError
+    from evermind_vk.runtime import variants
+    assert variants.embedding_backward_path(512, 256, 64, 4) == "sorted"  # the LM's table: 512 < 4,096
+    assert variants.embedding_backward_path(70000, 3, 2, 1) == "scan"
+    assert variants.embedding_backward_path(70000, 3, 2, 1, "sorted") == "sorted"
+    with pytest.raises(UnsupportedError):
+        variants.embedding_backward_path(5, 5, 5, 1, "sort")
+
+
 def test_embedding_reference_vector(device):
     table = np.arange(12, dtype=np.float32).reshape(3, 4)
     ids = ev.tensor(np.array([2, 1, 2, 0, 2, 7], np.uint32))

@@ -67,6 +67,25 @@ def test_embedding_backward_past_loop_cap(device, dtype):
     assert again.tobytes() == got.astype(np.float32).tobytes()  # token order, every time
 
 
+def test_embedding_backward_sorted_past_loop_chunk(device, monkeypatch):
+    """The sorted path over more than MAX_LOOP tokens: the counting sort and the run sums each take
+    several ordered dispatches (the ids crowd into two values, so each run spans chunk borders)."""
+    T = variants.MAX_LOOP + 1500
+    monkeypatch.setenv("EVERMIND_VK_EMBEDDING_BACKWARD", "sorted")
+    ones = ops.embedding_backward(ev.tensor(np.zeros(T, np.uint32)), ev.tensor(np.ones((T, 1), np.float32)), 1)
+    assert ones.numpy().tolist() == [[float(T)]]
+    V, D = 3, 4
+    rng = np.random.default_rng(8)
+    ids = rng.choice(np.array([1, 3], np.uint32), T + 2)  # id 3 = V is ignored
+    dy = rng.uniform(0.5, 1.0, (T, D)).astype(np.float32)
+    want = np.zeros((V, D))
+    keep = ids[2:] < V
+    np.add.at(want, ids[2:][keep], dy[keep])
+    got = ops.embedding_backward(ev.tensor(ids), ev.tensor(dy), V, index_offset=2).numpy().astype(np.float64)
+    tol = 2 * (variants.MAX_LOOP + T / variants.MAX_LOOP + 8) * U32 * want
+    assert np.all(np.abs(got - want) <= tol), (got, want)
+
+
 @pytest.mark.parametrize("dtype", F)
 def test_matmul_huge_k(device, dtype):
     # f32: the issue's 1 x 200,000 . 200,000 x 1 of ones (exact); f16: 2^18 ones . 1/8 = 32,768 (exact in f16).

@@ -169,6 +169,37 @@ def test_clip_grad_norm(device, sizes, max_norm, seed):
     assert abs(res.norm_after - norm * scale) <= 1e-5 * norm * scale + 1e-30
 
 
+@given(sizes=st.lists(st.integers(1, 3000), min_size=1, max_size=6), max_norm=st.sampled_from([0.0, 0.5, 1e6]),
+       bad=st.sampled_from([None, np.inf, np.nan]), seed=st.integers(0, 2**31))
+def test_clip_deferred_into_adamw_same_bits(device, sizes, max_norm, bad, seed):
+    """clip_grad_norm(defer=True) + record_updates(clip=...) (the train loop's fused form) moves the
+    weights and moments exactly as clip_grad_norm's in-place scaling then the update; one gradient
+    buffer is shared by two parameters (scaled once in place, read twice by the fused update)."""
+    rng = np.random.default_rng(seed)
+    arrs = [rng.standard_normal(n).astype(np.float32) for n in sizes]
+    if bad is not None:
+        arrs[0][0] = bad
+    p0 = [rng.standard_normal(n).astype(np.float32) for n in sizes] + [rng.standard_normal(sizes[0]).astype(np.float32)]
+    out = {}
+    for defer in (False, True):
+        params = {f"p{i}": ev.tensor(p) for i, p in enumerate(p0)}
+        opt = AdamW(params, lr=1e-2, weight_decay=0.1)
+        for step in range(2):
+            gs = [ev.tensor(a * np.float32(step + 1)) for a in arrs]
+            grads = {f"p{i}": g for i, g in enumerate(gs)}
+            grads[f"p{len(sizes)}"] = gs[0]  # shared with p0
+            opt.begin_step()
+            res = clip_grad_norm(grads, max_norm, defer=defer)
+            opt.record_updates(grads, clip=res if defer else None)
+        out[defer] = ([params[n].numpy().tobytes() for n in params], [opt.state[n][1].numpy().tobytes() for n in params],
+                      res.norm_before, opt.nonfinite)
+        if defer:  # the gradients themselves are left unscaled
+            assert all(g.numpy().tobytes() == (a * np.float32(2)).tobytes() for g, a in zip(gs, arrs))
+    assert out[True][:2] == out[False][:2] and out[True][3] == out[False][3]
+    nb = out[True][2]
+    assert nb == out[False][2] or (math.isnan(nb) and math.isnan(out[False][2]))
+
+
 def test_clip_large_and_many_small(device):
     rng = np.random.default_rng(5)
     big = rng.standard_normal(1 << 24).astype(np.float32)  # 2^24 elements

@@ -110,6 +110,33 @@ def test_l2_norm_matches_oracle_at_any_magnitude(device, sizes, exp, dtype, seed
     assert abs(got - want) <= (4096 // 256 + 8 + 8 + 8 + 4) * 4 * U32 * want + 1e-30 * n, (got, want)
 
 
+@given(sizes=st.lists(st.integers(1, 9000), min_size=1, max_size=19),
+       dtypes=st.lists(st.sampled_from(["f32", "f16"]), min_size=19, max_size=19), exp=st.integers(-4, 4),
+       nonfinite=st.sampled_from([None, np.inf, np.nan]), seed=st.integers(0, 2**31))
+def test_l2_norm_many_tensors_per_dispatch(device, monkeypatch, sizes, dtypes, exp, nonfinite, seed):
+    """norm_partials_multi (up to 8 tensors of one dtype a dispatch) against the float64 oracle, and bit
+    for bit against one dispatch per tensor (EVERMIND_VK_NORM_MULTI=0): the partials are the same."""
+    rng = np.random.default_rng(seed)
+    arrs = [(rng.standard_normal(n) * 10.0 ** exp).astype(np.float16 if d == "f16" else np.float32)
+            for n, d in zip(sizes, dtypes)]
+    if nonfinite is not None:
+        k = rng.integers(len(arrs))
+        arrs[k][rng.integers(sizes[k])] = nonfinite
+    got = {}
+    for multi in ("1", "0"):
+        monkeypatch.setenv("EVERMIND_VK_NORM_MULTI", multi)
+        out = ev.empty((2,), "f32")
+        ops.l2_norm([ev.tensor(a) for a in arrs], out, 1)
+        got[multi] = out.numpy()[1:]
+    assert got["1"].tobytes() == got["0"].tobytes()
+    g = float(got["1"][0])
+    if nonfinite is not None:
+        assert (math.isnan(g) if math.isnan(nonfinite) else g == math.inf), (g, nonfinite)
+        return
+    want = _norm64(arrs)
+    assert abs(g - want) <= (4096 // 256 + 8 + 8 + 8 + 4) * 4 * U32 * want + 1e-30 * sum(sizes), (g, want)
+
+
 def test_l2_norm_long_vector_past_the_loop_limit(device):
     # One tensor of 300,000 elements (one axis, > 65,535 per-invocation iterations if it were one loop).
     a = np.linspace(-1.0, 1.0, 300_000).astype(np.float32) * 1e20
