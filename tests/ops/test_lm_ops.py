@@ -104,9 +104,19 @@ def test_cross_entropy(device, monkeypatch, wg, dtype, rows, vocab, seed, g):
     xt, tt = ev.tensor(x), ev.tensor(t)
     loss, count = ops.cross_entropy(xt, tt)
     X = rounded(x, dtype)
-    close(loss.numpy()[0], ref.xent(X, t), vocab + rows, dtype, "xent")
+    # each row's loss is logsumexp - x_target, which cancel when the target dominates: f32's error follows
+    # their size (max|x| + log vocab), not the loss's; the gradient's p - 1 cancels the same way, at g/count
+    close(loss.numpy()[0], ref.xent(X, t), vocab + rows, dtype, "xent", mag=np.abs(X).max() + np.log(vocab))
     dx = ops.cross_entropy_backward(xt, tt, count, ev.tensor(np.array([g], np.float32)))
-    close(dx.numpy(), ref.xent_bwd(X, t, np.float32(g)), vocab, dtype, "xent bwd")
+    close(dx.numpy(), ref.xent_bwd(X, t, np.float32(g)), vocab, dtype, "xent bwd",
+          mag=g / max(float(count.numpy()[0]), 1.0))
+
+
+def test_cross_entropy_whose_target_dominates(device, monkeypatch):
+    # hypothesis's find (rows 15, vocab 2, seed 231, 8 threads a row): p ~ 0.999, so the loss (1.4e-3) and
+    # p - 1 are small differences of O(1) numbers; f32 is off by 2.8e-8 and 8.4e-8 there
+    monkeypatch.setenv("EVERMIND_VK_ROW_WG", "8")
+    test_cross_entropy.hypothesis.inner_test(device, monkeypatch, "8", "f32", 15, 2, 231, 4.0)
 
 
 @pytest.mark.parametrize("dtype", F)
