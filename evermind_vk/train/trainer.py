@@ -353,7 +353,7 @@ class Trainer:
         self.interrupted = self._stop_signal = None
         try:
             for epoch in range(start_epoch, epochs):
-                if pos is not None and pos["epoch"] == epoch:
+                if pos is not None and pos["epoch"] == epoch and pos["order"] is not None:  # resumed mid-epoch
                     order = np.asarray(pos["order"], dtype=np.int64)
                     done, total, count, norms = pos["batch"], pos["total"], pos["count"], list(pos["norms"])
                 else:
