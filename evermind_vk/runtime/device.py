@@ -38,9 +38,11 @@ def kp_module():
         import kp
     except ImportError as e:  # pragma: no cover - setup problem
         raise DeviceError(f"kp (Kompute) is not importable ({e}); run `bash ci/setup.sh`") from e
-    if not all(hasattr(kp.Manager, f) for f in ("get_device_capabilities", "algorithm_sharing")):
+    if not (all(hasattr(kp.Manager, f) for f in ("get_device_capabilities", "algorithm_sharing"))
+            and hasattr(kp.OpAlgoDispatch, "barrier")):
         raise DeviceError(
-            f"kp {getattr(kp, '__version__', '?')} lacks evermind-vk's patches (barriers, device features, shared pipelines); "
+            f"kp {getattr(kp, '__version__', '?')} lacks evermind-vk's patches (barriers, device features, shared pipelines, "
+            "barrier switch); "
             "build it with `bash ci/setup.sh`")
     return kp
 
@@ -228,23 +230,27 @@ class Device:
             self._algorithms.pop(key, None)
 
     # -- submission --------------------------------------------------------------------------
-    def _record_or_run(self, op, keep, label: str = "") -> None:
+    def _record_or_run(self, op, keep, label: str = "", touches=None, transfer: str = "") -> None:
         """Append a kp operation to the recording (keeping `keep` alive with it), or submit it now."""
         if self.recording is not None:
-            self.recording._append(op, keep, label)
+            self.recording._append(op, keep, label, touches, transfer)
         else:
             self._eager.eval(op)
             self.submits += 1
 
-    def submit(self, algo, push_words: np.ndarray, label: str = "", tensors=()) -> None:
-        """Dispatch (or record) algo; a recording keeps it and the device buffers of `tensors` alive."""
+    def submit(self, algo, push_words: np.ndarray, label: str = "", tensors=(), access=None) -> None:
+        """Dispatch (or record) algo; a recording keeps it and the device buffers of `tensors` alive.
+        access: per tensor "r", "w" or "rw" (the bindings' qualifiers; default "rw"), for the recording's
+        barrier plan (runtime/program.py)."""
         if self.recording is None:
             if self._paused is not None:
                 self._pin(tensors)
             self._record_or_run(kp_module().OpAlgoDispatch(algo, push_words), None, label)
         else:
+            access = access or ("rw",) * len(tensors)
             self._record_or_run(kp_module().OpAlgoDispatch(algo, push_words),
-                                (algo, tuple(t._buffer for t in tensors)), label)
+                                (algo, tuple(t._buffer for t in tensors)), label,
+                                touches=[(t._buffer, a) for t, a in zip(tensors, access)])
 
     def _pin(self, tensors) -> None:
         """An eager dispatch inside a recording sets up state once (device.eager()): a buffer of the paused
@@ -296,13 +302,13 @@ class Device:
         """Copy a host-visible tensor's staging memory to the device now or, inside a recording, at
         each run of the recorded program (so a replay picks up host-written per-step scalars)."""
         tensor._buffer.pinned = True  # a transfer's buffer is never handed out again (host-visible ones never are)
-        self._record_or_run(kp_module().OpTensorSyncDevice([tensor.kp]), tensor._buffer, "upload")
+        self._record_or_run(kp_module().OpTensorSyncDevice([tensor.kp]), tensor._buffer, "upload", transfer="w")
 
     def sync_local(self, tensor) -> None:
         """Copy a host-visible tensor's device buffer to its staging memory now or, inside a recording,
         at the end of each run (then read it with Tensor.read_staging(), no further submit)."""
         tensor._buffer.pinned = True
-        self._record_or_run(kp_module().OpTensorSyncLocal([tensor.kp]), tensor._buffer, "download")
+        self._record_or_run(kp_module().OpTensorSyncLocal([tensor.kp]), tensor._buffer, "download", transfer="r")
 
     def run_ops(self, ops) -> None:
         """Record kp operations (uploads, downloads) into one sequence and submit it now."""

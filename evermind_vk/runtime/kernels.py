@@ -133,7 +133,7 @@ def dispatch(variant: Variant, tensors: list, push: dict, groups: tuple) -> None
     if loops:
         raise variants.LoopLimitError(f"{variant.name}: " + "; ".join(loops))
     algo = device.algorithm(variant, tensors, tuple(int(g) for g in groups), spirv(variant.spirv))
-    device.submit(algo, pack_push(variant, push), variant.name, tensors)
+    device.submit(algo, pack_push(variant, push), variant.name, tensors, [b[2] for b in variant.bindings])
 
 
 # -- elementwise launches, and the runtime's own word kernels -----------------------------------------

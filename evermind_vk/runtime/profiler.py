@@ -55,10 +55,15 @@ def _median(xs: list) -> float:
     return s[n // 2] if n % 2 else 0.5 * (s[n // 2 - 1] + s[n // 2])
 
 
-def profile(program, repeats: int = 3) -> Profile:
+def profile(program, repeats: int = 3, serialize: bool = False) -> Profile:
     """Run a recorded Program `repeats` times with timestamps and `repeats` times plain, and return the
     GPU time per kernel variant (count, total ms, % of the step) and the host time per step.
-    The program's effects happen 2 x repeats times (a training step trains)."""
+    The program's effects happen 2 x repeats times (a training step trains).
+
+    A recording drops the barrier before dispatches that do not depend on the ones since the last barrier
+    (runtime/program.py), so neighbours may overlap and a timestamp interval may hold parts of several.
+    serialize=True times a copy of the sequence with a barrier before every dispatch: clean per-kernel
+    times whose sum is the step without overlap (the host time is always the program as recorded)."""
     if repeats < 1:
         raise EvermindError(f"profile: repeats must be >= 1, got {repeats}")
     if program._seq is None:
@@ -75,7 +80,12 @@ def profile(program, repeats: int = 3) -> Profile:
     period_ns = float(props["timestamp_period"])
     seq = dev.manager.sequence(0, len(ops) + 1)
     for op in ops:
-        seq.record(op)
+        if serialize and hasattr(op, "barrier"):
+            kept, op.barrier = op.barrier, True
+            seq.record(op)  # kp records the command now: the flag is read here
+            op.barrier = kept
+        else:
+            seq.record(op)
     per_op_runs = []
     for _ in range(repeats):
         seq.eval()

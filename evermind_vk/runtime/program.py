@@ -14,16 +14,30 @@ keeps the device buffers its operations bind, not the Tensor objects. When a dev
 allocated inside the recording dies there (a temporary of an op, a saved activation the tape dropped after
 its backward used it), its buffer joins the recording's free pool, and a later `empty()` in the same
 recording takes the smallest free buffer that holds it and is at most REUSE_MAX_RATIO times its size
-instead of allocating. That is safe on replay because kp records a global compute/transfer -> compute
-barrier before every dispatch (ci/patches/0002): each dispatch runs after every earlier one has finished
-reading and writing (WAR and WAW as well as RAW). Never handed out again: host-visible tensors, buffers an
+instead of allocating. That is safe on replay because the barrier plan below keeps kp's global
+compute/transfer -> compute barrier (ci/patches/0002) before every dispatch that writes a buffer read or
+written since the last barrier: it runs after the earlier readers and writers of a reused buffer have finished
+(WAR and WAW as well as RAW). Never handed out again: host-visible tensors, buffers an
 upload or download touched, tensors allocated before the recording or in `device.eager()`, buffers an
 eager dispatch wrote during the recording (pinned), tensors still alive when the recording ends. A tensor
 allocated inside the recording keeps no state from one replay to the next once its buffer is shared: its
 first operation in the step must write it (every op output does). Kill switch:
 EVERMIND_VK_DISABLE_RECORD_REUSE=1.
+
+Barriers only where a dependency needs one: the barrier of patch 0002 drains the device before every
+dispatch, so a launch that fills a fraction of the device (the last wave of a matmul, AdamW over a small
+tensor) leaves it idle. A recording knows which buffers each dispatch reads and writes (the access
+qualifier of each binding in the kernel's interface) and keeps the barrier (ci/patches/0009) only before a
+dispatch that reads or writes a buffer written, or writes a buffer read, since the last barrier (RAW, WAW,
+WAR); the first dispatch of a program always has it (it orders the program after earlier submits). An
+upload counts as a write of its buffer and a download as a read (each also records its own barrier for
+that buffer). Buffers are compared by identity, so views and reused buffers are covered. Kill switch:
+EVERMIND_VK_DISABLE_BARRIER_ELISION=1 (a barrier before every dispatch, as before). With elision on,
+the profiler's per-kernel times of dispatches that overlap are split at the timestamps between them.
 """
 from __future__ import annotations
+
+import os
 
 from .device import get_device
 from .tensor import record_reuse_enabled
@@ -33,6 +47,42 @@ from ..errors import EvermindError
 # (bench/record_memory.py --config mid, f32): peak 121.0 MiB with exact sizes only, 113.0 with 2, 111.9 with 4,
 # 112.1 with any: weight gradients fit freed activation buffers.
 REUSE_MAX_RATIO = 2
+
+
+def barrier_elision_enabled() -> bool:
+    return os.environ.get("EVERMIND_VK_DISABLE_BARRIER_ELISION", "").strip() in ("", "0")
+
+
+class BarrierPlan:
+    """Which dispatches of a recording need the barrier before them (see the module doc)."""
+
+    def __init__(self, elide: bool):
+        self.elide = elide
+        self.written: set = set()  # buffers written since the last barrier
+        self.read: set = set()  # buffers read since the last barrier
+        self.started = False  # a barrier has been placed (the program's first dispatch)
+        self.barriers = 0
+        self.dispatches = 0
+
+    def dispatch(self, touches) -> bool:
+        """A dispatch binding (buffer, access) pairs, access "r", "w" or "rw": whether it needs the barrier."""
+        reads = {b for b, a in touches if "r" in a}
+        writes = {b for b, a in touches if "w" in a}
+        self.dispatches += 1
+        need = (not self.elide or not self.started or not self.written.isdisjoint(reads | writes)
+                or not self.read.isdisjoint(writes))
+        if need:
+            self.started = True
+            self.barriers += 1
+            self.written, self.read = writes, reads
+        else:
+            self.written |= writes
+            self.read |= reads
+        return need
+
+    def transfer(self, buf, access: str) -> None:
+        """An upload ("w") or download ("r") of buf: later dispatches touching it wait for it."""
+        (self.written if access == "w" else self.read).add(buf)
 
 
 class Program:
@@ -45,6 +95,7 @@ class Program:
         self.reuse = record_reuse_enabled()
         self._free: dict[int, list] = {}  # byte size -> buffers of tensors that died in this recording
         self.buffers_reused = 0  # allocations of this recording served from the free pool
+        self.barrier_plan = BarrierPlan(barrier_elision_enabled())
 
     def _take(self, nbytes: int):
         """The smallest free buffer of this recording's pool that holds nbytes and is at most REUSE_MAX_RATIO
@@ -64,11 +115,16 @@ class Program:
         if self._seq is None and self.device.recording is self:
             self._free.setdefault(buf.nbytes, []).append(buf)
 
-    def _append(self, op, keep, label: str = "") -> None:
+    def _append(self, op, keep, label: str = "", touches=None, transfer: str = "") -> None:
         """Add a kp operation; `keep` (its algorithm or tensor) lives as long as the program; `label`
-        names it (the kernel variant) for the profiler."""
+        names it (the kernel variant) for the profiler. A dispatch gives `touches`, its (buffer, access)
+        pairs; a transfer gives its buffer as `keep` and `transfer` "w" (upload) or "r" (download)."""
         if self._seq is not None:
             raise EvermindError("this Program is already recorded")
+        if touches is not None:
+            op.barrier = self.barrier_plan.dispatch(touches)
+        elif transfer:
+            self.barrier_plan.transfer(keep, transfer)
         self._ops.append(op)
         self._keep.append(keep)
         self._labels.append(label or type(op).__name__)

@@ -1,0 +1,149 @@
+"""Barriers only where a dependency needs one (runtime/program.py, ci/patches/0009): the plan keeps the
+barrier before a dispatch that reads or writes what was written, or writes what was read, since the last
+barrier; independent dispatches go without. Checked by the plan's rules, by the flags a recording sets, by
+results (bit-identical training with and without elision), and by Khronos synchronization validation over
+whole training steps (with a positive control: a plan that drops every barrier is reported)."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import evermind_vk as ev
+from evermind_vk.models import LMConfig, TransformerLM
+from evermind_vk.runtime.program import BarrierPlan
+from evermind_vk.train import Trainer
+
+KILL = "EVERMIND_VK_DISABLE_BARRIER_ELISION"
+LAYER_JSON = Path("/usr/share/vulkan/explicit_layer.d/VkLayer_khronos_validation.json")
+
+
+class Buf:  # identity is what the plan compares
+    pass
+
+
+def test_plan_rules():
+    a, b, c, d = Buf(), Buf(), Buf(), Buf()
+    p = BarrierPlan(elide=True)
+    assert p.dispatch([(a, "r"), (b, "w")])          # the first dispatch always has one
+    assert not p.dispatch([(a, "r"), (c, "w")])      # reads what is only read, writes something new
+    assert p.dispatch([(b, "r"), (d, "w")])          # RAW on b
+    assert not p.dispatch([(a, "r"), (c, "w")])      # after that barrier c is clean again
+    assert p.dispatch([(a, "w")])                    # WAR on a (read since the barrier)
+    assert p.dispatch([(a, "rw")])                   # WAW on a
+    assert not p.dispatch([(b, "r")])                # b was written before the last barrier
+    p.transfer(c, "w")                               # an upload of c
+    assert p.dispatch([(c, "r")])                    # must wait for it
+    p.transfer(d, "r")                               # a download of d
+    assert not p.dispatch([(d, "r")])                # reading beside a read is fine
+    assert p.dispatch([(d, "w")])                    # overwriting what the download reads is not
+    assert (p.dispatches, p.barriers) == (10, 6)
+
+
+def test_plan_without_elision_keeps_every_barrier():
+    p = BarrierPlan(elide=False)
+    assert [p.dispatch([(Buf(), "r"), (Buf(), "w")]) for _ in range(4)] == [True] * 4
+
+
+def test_a_recording_sets_the_flags_and_results_hold(device, monkeypatch):
+    monkeypatch.delenv(KILL, raising=False)
+    rng = np.random.default_rng(0)
+    xs = [ev.tensor(rng.standard_normal(1000).astype(np.float32)) for _ in range(4)]
+    with ev.record() as prog:
+        y1 = ev.add(xs[0], xs[1])      # first: barrier
+        y2 = ev.add(xs[2], xs[3])      # independent: none
+        y3 = ev.mul(xs[0], xs[3])      # independent: none
+        z = ev.add(y1, y2)             # reads y1, y2: barrier
+        w = ev.mul(y3, xs[0])          # reads y3 (written before the last barrier): none
+    flags = [op.barrier for op in prog._ops]
+    assert flags == [True, False, False, True, False], flags
+    h = [x.numpy().astype(np.float64) for x in xs]
+    np.testing.assert_array_equal(z.numpy(), ((h[0] + h[1]).astype(np.float32) + (h[2] + h[3]).astype(np.float32)))
+    np.testing.assert_array_equal(w.numpy(), (h[0] * h[3]).astype(np.float32) * h[0].astype(np.float32))
+    monkeypatch.setenv(KILL, "1")
+    with ev.record() as prog2:
+        ev.add(xs[0], xs[1])
+        ev.add(xs[2], xs[3])
+    assert [op.barrier for op in prog2._ops] == [True, True]
+
+
+def _train_lm(monkeypatch, elide: bool, precision: str):
+    monkeypatch.setenv(KILL, "0" if elide else "1")
+    m = TransformerLM(LMConfig(vocab_size=64, d_model=32, n_layers=2, n_heads=4, n_kv_heads=2, d_ff=64,
+                               max_seq_len=16, seed=5))
+    tr = Trainer(m, precision=precision)
+    ids = np.random.default_rng(2).integers(0, 64, 4 * 2 * 16 + 1).astype(np.uint32)
+    tr.train(ids, seq_len=16, batch_size=2, lr=1e-2)
+    plans = [s.program.barrier_plan for s in tr._steps.values() if s.program is not None]
+    return [h["loss"] for h in tr.history], m.state_dict(), plans
+
+
+@pytest.mark.parametrize("precision", ["f32", "f16"])
+def test_training_is_bit_identical_with_and_without_elision(device, monkeypatch, precision):
+    la, wa, plans = _train_lm(monkeypatch, True, precision)
+    lb, wb, plans_off = _train_lm(monkeypatch, False, precision)
+    assert la == lb
+    for k in wa:
+        assert np.array_equal(wa[k], wb[k]), k
+    # elision drops barriers (independent projections, weight gradients beside input gradients, AdamW updates)
+    assert all(p.barriers < p.dispatches for p in plans), [(p.barriers, p.dispatches) for p in plans]
+    assert all(p.barriers == p.dispatches for p in plans_off)
+
+
+STEPS = """
+import numpy as np, evermind_vk as ev
+from evermind_vk.models import LMConfig, TransformerLM, HybridMambaConfig, HybridMambaModel
+from evermind_vk.train import Trainer
+from evermind_vk.runtime import program
+if {drop_all}:  # the positive control: a plan that never keeps a barrier after the first
+    program.BarrierPlan.dispatch = lambda self, touches: not self.__dict__.setdefault("_seen", False) and not self.__dict__.update(_seen=True)
+for prec in ("f32", "f16"):
+    m = TransformerLM(LMConfig(vocab_size=64, d_model=32, n_layers=2, n_heads=4, n_kv_heads=2, d_ff=64, max_seq_len=16))
+    Trainer(m, precision=prec).train(np.arange(3 * 2 * 16 + 1) % 64, seq_len=16, batch_size=2, lr=1e-2)
+m = HybridMambaModel(HybridMambaConfig(vocabSize=12, dModel=16, numLayers=4, layers=("mamba1", "mamba2", "mamba3",
+                                       "attention"), dState=4, nHeads=2, seed=1))
+Trainer(m).train(np.arange(12 * 8, dtype=np.uint32) % 12, seq_len=8, batch_size=3, lr=1e-2)
+print("DONE")
+"""
+
+
+def _validated(drop_all: bool) -> list:
+    env = dict(os.environ, VK_INSTANCE_LAYERS="VK_LAYER_KHRONOS_validation", **{KILL: "0"},
+               VK_LAYER_ENABLES="VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT")
+    proc = subprocess.run([sys.executable, "-c", STEPS.format(drop_all=drop_all)], env=env, capture_output=True,
+                          text=True, timeout=900)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0 and "DONE" in out, out[-4000:]
+    msgs = [m for m in out.split("\n") if "SYNC-HAZARD" in m or "Validation Error" in m]
+    if ev.get_device().manager.get_device_capabilities()["cooperative_matrix"]:
+        msgs = [m for m in msgs if "VUID-VkDeviceCreateInfo-pNext-pNext" not in m]
+    return msgs
+
+
+@pytest.mark.skipif(not LAYER_JSON.exists(), reason="Khronos validation layer not installed (ci/setup.sh installs it)")
+def test_elided_training_steps_are_hazard_free_under_synchronization_validation():
+    msgs = _validated(drop_all=False)
+    assert not msgs, "\n".join(msgs[:20])
+
+
+@pytest.mark.skipif(not LAYER_JSON.exists(), reason="Khronos validation layer not installed (ci/setup.sh installs it)")
+def test_validation_reports_a_plan_that_drops_needed_barriers():
+    msgs = _validated(drop_all=True)
+    assert any("SYNC-HAZARD" in m for m in msgs), msgs[:5]
+
+
+def test_serialized_profile_times_every_dispatch_apart_and_keeps_the_plan(device, monkeypatch):
+    monkeypatch.delenv(KILL, raising=False)
+    xs = [ev.tensor(np.full(4096, float(i), np.float32)) for i in range(4)]
+    with ev.record() as prog:
+        y1 = ev.add(xs[0], xs[1])
+        y2 = ev.add(xs[2], xs[3])
+        ev.add(y1, y2)
+    before = [op.barrier for op in prog._ops]
+    assert before == [True, False, True]
+    for serialize in (False, True):
+        prof = ev.profile(prog, repeats=2, serialize=serialize)
+        assert [r.count for r in prof.rows] == [3] and prof.gpu_ms > 0
+        assert [op.barrier for op in prog._ops] == before  # the recorded program is unchanged
