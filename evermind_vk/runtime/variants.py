@@ -196,10 +196,25 @@ def matmul_launch_errors(kind: str, spec: dict, M: int, N: int, K: int, lay: Lay
     return errs
 
 
-def tile_preference(t) -> tuple:
-    """Larger area first; among equal areas the squarer tile (128x128 over 256x64: 0.74 vs 0.62 of
-    cuBLAS on 4096x512x512, H200), then the taller one (256x128 over 128x256), then the shorter k-step."""
-    return (t[0] * t[1], -max(t[0], t[1]) / min(t[0], t[1]), t[0], -t[2])
+# GPUs (NVIDIA H200, round 5: bench/results/round5-h200-matmul-lm.txt): among register-block tiles of equal area
+# the 256x64 tile with BK 16 (rb16x4: 64 outputs a thread) comes first. Where it and 128x128 (rb8x8, BK 8) both
+# fill the device it won on every M = 4096 product but one: 0.788 vs 0.745 of cuBLAS (4096x512x512), 0.684 vs
+# 0.662 (dX 4096x512x512), 0.669 vs 0.653 (4096x512x256), 0.702 vs 0.590 (4096x1408x512); 0.646 vs 0.698 on
+# 4096x2816x512, where 256x128 (0.744) is taken anyway. The 256x64 tile with BK 8 (rb16x8 on 128 threads) is not
+# meant: it lost to 128x128 (0.62 vs 0.74, round 3).
+GPU_FIRST_AMONG_EQUALS = {(256, 64, 16)}
+# Tiles of 32,768 outputs (256x128, 128x256: 128 a thread, one workgroup a multiprocessor) run in whole waves or
+# not at all: one wave (up to 5% over the 128 workgroups that fill a GPU) or at least two. At 176 workgroups
+# (4096x1408x512: a second wave a third full) 256x128 made 0.617 of cuBLAS against 0.702 for 256x64 at 352; at
+# 352 (4096x2816x512) 0.744 against 0.646; at 128 (512x512 split 16 ways) 0.762 against 0.656 (H200, round 5).
+BIG_TILE_AREA = 32768
+
+
+def tile_preference(t, gpu: bool = False) -> tuple:
+    """Larger area first; among equal areas, on GPUs, GPU_FIRST_AMONG_EQUALS; then the squarer tile (128x128
+    over 256x64 with BK 8: 0.74 vs 0.62 of cuBLAS on 4096x512x512, H200), then the taller one (256x128 over
+    128x256), then the shorter k-step."""
+    return (t[0] * t[1], gpu and tuple(t) in GPU_FIRST_AMONG_EQUALS, -max(t[0], t[1]) / min(t[0], t[1]), t[0], -t[2])
 
 
 def matmul_tile(M: int, N: int, K: int, tiles, shared_memory: int, device_type: str, batch: int = 1,
@@ -209,14 +224,16 @@ def matmul_tile(M: int, N: int, K: int, tiles, shared_memory: int, device_type: 
     Tiles whose shared memory (buffers x 4 bytes x BK x (BM + BN + 8)) exceeds the device limit are never chosen.
     Among the rest, prefer the largest tile that (a) wastes at most 25% of its area on padding and
     (b) still yields enough workgroups to fill the device (128 on a GPU: one per multiprocessor of an
-    H200 with 132, where 64 left half of it idle, bench/results/h200-matmul-lm.txt; 4 on a CPU device
-    such as lavapipe), ordered by tile_preference; otherwise the tile with the least padded work,
-    smallest first.
+    H200 with 132, where 64 left half of it idle, bench/results/h200-matmul-lm.txt; twice that for tiles of
+    BIG_TILE_AREA unless they make one wave; 4 on a CPU device such as lavapipe), ordered by tile_preference;
+    otherwise the tile with
+    the least padded work, smallest first.
     """
     fits = [t for t in tiles if buffers * 4 * t[2] * (t[0] + t[1] + 8) <= shared_memory]
     if not fits:
         raise ValueError(f"no matmul tile fits {shared_memory} bytes of shared memory")
-    want_groups = 4 if device_type == "cpu" else 128
+    gpu = device_type != "cpu"
+    want_groups = 128 if gpu else 4
 
     def groups(t):
         return math.ceil(M / t[0]) * math.ceil(N / t[1]) * batch
@@ -224,9 +241,15 @@ def matmul_tile(M: int, N: int, K: int, tiles, shared_memory: int, device_type: 
     def padded(t):
         return math.ceil(M / t[0]) * t[0] * math.ceil(N / t[1]) * t[1]
 
-    good = [t for t in fits if padded(t) <= 1.25 * M * N and groups(t) >= want_groups]
+    def enough(t):
+        g = groups(t)
+        if gpu and t[0] * t[1] >= BIG_TILE_AREA:
+            return want_groups <= g <= 1.05 * want_groups or g >= 2 * want_groups
+        return g >= want_groups
+
+    good = [t for t in fits if padded(t) <= 1.25 * M * N and enough(t)]
     if good:
-        return max(good, key=tile_preference)
+        return max(good, key=lambda t: tile_preference(t, gpu))
     return min(fits, key=lambda t: (padded(t), t[0] * t[1]))
 
 
@@ -297,7 +320,7 @@ def pick_matmul(cands, M: int, N: int, K: int, lay: Layout, device_type: str, sh
     tile = None
     if split and kind == "rb":
         fits = [t for t in tiles if 2 * 4 * t[2] * (t[0] + t[1] + 8) <= shared_memory]
-        for t in sorted(fits, key=tile_preference, reverse=True):
+        for t in sorted(fits, key=lambda t: tile_preference(t, device_type != "cpu"), reverse=True):
             g = -(-M // t[0]) * -(-N // t[1]) * batch
             if g < 128 and split_ways(g, K) >= 4 and g * split_ways(g, K) >= 128:
                 tile = t
