@@ -59,16 +59,23 @@ def _bh(S, H, KVH, D):
     return S * H * D, S * KVH * D, H * S * S
 
 
-def _scores(q, k, B, S, H, KVH, D, scale):
-    """scores [B*H, S, S] = scale * Q_bh K_bh^T for every sequence b and head h: one dispatch."""
+def _scores(q, k, B, S, H, KVH, D, scale, causal):
+    """scores [B*H, S, S] = scale * Q_bh K_bh^T for every sequence b and head h: one dispatch (causal: tiles
+    wholly above the diagonal, which the causal softmax masks, are written with zeros instead)."""
     G = H // KVH
     sq, sk, ss = _bh(S, H, KVH, D)
     s = empty((B * H, S, S), q.dtype, q.device)
     gemm_strided(q, k, s, S, S, D, batch=H, outer=(B, sq, sk, ss),
                  a_strides=(H * D, 1), a_batch=(0, D),
                  b_strides=(1, KVH * D), b_batch=(0, D, G),
-                 c_strides=(S, 1), c_batch=(0, S * S), alpha=scale)
+                 c_strides=(S, 1), c_batch=(0, S * S), alpha=scale, tri=_tri("lower_c", causal))
     return s
+
+
+def _tri(hint: str, causal: bool) -> str:
+    """The causal hint of a matmul-path product (runtime/variants.py TRI): causal probabilities and their
+    gradients are zero above the diagonal, so the products skip those tiles and k ranges."""
+    return hint if causal else ""
 
 
 _STAGES = {"fwd": ("attention", None), "dq": ("attention_backward", "dq"), "dkv": ("attention_backward", "dkv")}
@@ -128,13 +135,13 @@ def attention(q: Tensor, k: Tensor, v: Tensor, causal: bool = True, scale: float
     if path == "fused":
         out, lse = _fused_forward(vs, q, k, v, B, S, H, KVH, D, causal, scale)
         return out, (lse if save_probs else None)
-    p = softmax(_scores(q, k, B, S, H, KVH, D, scale), causal=causal, seq=S)
+    p = softmax(_scores(q, k, B, S, H, KVH, D, scale, causal), causal=causal, seq=S)
     out = empty((Sall, H, D), q.dtype, q.device)
     sq, sk, ss = _bh(S, H, KVH, D)
     gemm_strided(p, v, out, S, D, S, batch=H, outer=(B, ss, sk, sq),
                  a_strides=(S, 1), a_batch=(0, S * S),
                  b_strides=(KVH * D, 1), b_batch=(0, D, H // KVH),
-                 c_strides=(H * D, 1), c_batch=(0, D))
+                 c_strides=(H * D, 1), c_batch=(0, D), tri=_tri("lower_a", causal))
     return out, (p if save_probs else None)
 
 
@@ -170,7 +177,7 @@ def attention_backward(q: Tensor, k: Tensor, v: Tensor, dout: Tensor, probs: Ten
             _launch(vs["dkv"], "dkv", [q, k, v, dout, probs, delta, dk, dv], S, H, KVH, D, B, causal, scale)
             return dq, dk, dv
     if probs is None:
-        probs = softmax(_scores(q, k, B, S, H, KVH, D, scale), causal=causal, seq=S)
+        probs = softmax(_scores(q, k, B, S, H, KVH, D, scale, causal), causal=causal, seq=S)
     elif probs.shape != (B * H, S, S):
         raise ShapeError(f"attention_backward: probs {probs.shape}, want {(B * H, S, S)}")
 
@@ -180,7 +187,7 @@ def attention_backward(q: Tensor, k: Tensor, v: Tensor, dout: Tensor, probs: Ten
     gemm_strided(dout, v, dp, S, S, D, batch=H, outer=(B, sq, sk, ss),
                  a_strides=(H * D, 1), a_batch=(0, D),
                  b_strides=(1, KVH * D), b_batch=(0, D, G),
-                 c_strides=(S, 1), c_batch=(0, S * S))
+                 c_strides=(S, 1), c_batch=(0, S * S), tri=_tri("lower_c", causal))
     ds = softmax_backward(probs, dp)  # masked entries: probs = 0 there, so ds = 0
 
     dq = empty(q.shape, q.dtype, q.device)
@@ -190,7 +197,7 @@ def attention_backward(q: Tensor, k: Tensor, v: Tensor, dout: Tensor, probs: Ten
     gemm_strided(ds, k, dq, S, D, S, batch=H, outer=(B, ss, sk, sq),
                  a_strides=(S, 1), a_batch=(0, S * S),
                  b_strides=(KVH * D, 1), b_batch=(0, D, G),
-                 c_strides=(H * D, 1), c_batch=(0, D), alpha=scale)
+                 c_strides=(H * D, 1), c_batch=(0, D), alpha=scale, tri=_tri("lower_a", causal))
     # dK_bg = scale sum_{h in g} dS_bh^T Q_bh ; dV_bg = sum_{h in g} P_bh^T dO_bh. Batch (b, kv head g); the G
     # heads of a group are G dispatches in all (member j of every group), accumulating (beta = 1): no two
     # threads write one element. (Folding the group into K would need one k-stride over (head, token),
@@ -200,11 +207,11 @@ def attention_backward(q: Tensor, k: Tensor, v: Tensor, dout: Tensor, probs: Ten
         gemm_strided(ds, q, dk, S, D, S, batch=KVH, outer=(B, ss, sq, sk),
                      a_strides=(1, S), a_batch=(j * S * S, G * S * S),
                      b_strides=(H * D, 1), b_batch=(j * D, G * D, 1),
-                     c_strides=(KVH * D, 1), c_batch=(0, D), alpha=scale, beta=beta)
+                     c_strides=(KVH * D, 1), c_batch=(0, D), alpha=scale, beta=beta, tri=_tri("upper_a", causal))
         gemm_strided(probs, dout, dv, S, D, S, batch=KVH, outer=(B, ss, sq, sk),
                      a_strides=(1, S), a_batch=(j * S * S, G * S * S),
                      b_strides=(H * D, 1), b_batch=(j * D, G * D, 1),
-                     c_strides=(KVH * D, 1), c_batch=(0, D), beta=beta)
+                     c_strides=(KVH * D, 1), c_batch=(0, D), beta=beta, tri=_tri("upper_a", causal))
     return dq, dk, dv
 
 

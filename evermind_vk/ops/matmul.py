@@ -15,7 +15,7 @@ __all__ = ["gemm_strided", "gemm", "matmul", "matmul_backward"]
 def gemm_strided(a: Tensor, b: Tensor, c: Tensor, M: int, N: int, K: int, *,
                  a_strides: tuple, b_strides: tuple, c_strides: tuple, batch: int = 1,
                  a_batch: tuple = (0, 0), b_batch: tuple = (0, 0, 1), c_batch: tuple = (0, 0),
-                 alpha: float = 1.0, beta: float = 0.0, outer: tuple = (1, 0, 0, 0)) -> Tensor:
+                 alpha: float = 1.0, beta: float = 0.0, outer: tuple = (1, 0, 0, 0), tri: str = "") -> Tensor:
     """The general product over a two-level batch: for z1 in range(Z1), z2 in range(batch),
     C_z[m,n] = alpha * sum_k A_z[m,k] B_z[k,n] + beta * C_z[m,n] with
     A_z[m,k] = a[aoff + z1*sao + z2*sab + m*sam + k*sak]            a_strides = (sam, sak), a_batch = (aoff, sab)
@@ -23,11 +23,17 @@ def gemm_strided(a: Tensor, b: Tensor, c: Tensor, M: int, N: int, K: int, *,
     C_z[m,n] = c[coff + z1*sco + z2*scb + m*scm + n*scn]            c_strides = (scm, scn), c_batch = (coff, scb)
     outer = (Z1, sao, sbo, sco); the default (1, 0, 0, 0) is a one-level batch over z2. One dispatch for
     all Z1 * batch products (several where they pass kernels.MAX_GROUPS workgroups along z).
+    tri: a causal hint (runtime/variants.py TRI) for square products whose operands are zero, or whose
+    output is unused, on one side of the diagonal; the result equals the full product's. A launch split
+    along K (its chunks no longer start at k = 0) computes the full product instead.
     """
     if not (a.dtype == b.dtype == c.dtype):
         raise UnsupportedError(f"matmul: dtypes {a.dtype}, {b.dtype}, {c.dtype} differ")
     if len(outer) != 4:
         raise ShapeError(f"matmul: outer is (Z1, sao, sbo, sco), got {outer}")
+    errs = variants.tri_errors(tri, M, N, K, float(beta))
+    if errs:
+        raise ShapeError("matmul: " + "; ".join(errs))
     Z1, Z2, bdiv = int(outer[0]), int(batch), int(b_batch[2])
     chunks = variants.batch_chunks(Z1, Z2, bdiv, kernels.MAX_GROUPS)  # validates the batch
     lay = variants.Layout(tuple(a_strides), tuple(b_strides), tuple(c_strides), tuple(a_batch), tuple(b_batch),
@@ -38,7 +44,7 @@ def gemm_strided(a: Tensor, b: Tensor, c: Tensor, M: int, N: int, K: int, *,
                          a_batch=(a_batch[0] + z1 * outer[1] + z2 * a_batch[1], a_batch[1]),
                          b_batch=(b_batch[0] + z1 * outer[2] + (z2 // bdiv) * b_batch[1], b_batch[1], bdiv),
                          c_batch=(c_batch[0] + z1 * outer[3] + z2 * c_batch[1], c_batch[1]),
-                         alpha=alpha, beta=beta, outer=(n1, *outer[1:]))
+                         alpha=alpha, beta=beta, outer=(n1, *outer[1:]), tri=tri)
         return c
     nz = Z1 * Z2
     dev = a.device
@@ -76,7 +82,8 @@ def gemm_strided(a: Tensor, b: Tensor, c: Tensor, M: int, N: int, K: int, *,
         push = dict(M=M, N=N, K=k1 - k0, sam=a_strides[0], sak=a_strides[1], sbk=b_strides[0], sbn=b_strides[1],
                     scm=c_strides[0], scn=c_strides[1], aoff=part.a_batch[0], sab=a_batch[1],
                     boff=part.b_batch[0], sbb=b_batch[1], bdiv=b_batch[2], coff=c_batch[0], scb=c_batch[1],
-                    alpha=alpha, beta=part.beta, Z2=Z2, sao=outer[1], sbo=outer[2], sco=outer[3])
+                    alpha=alpha, beta=part.beta, Z2=Z2, sao=outer[1], sbo=outer[2], sco=outer[3],
+                    tri=variants.TRI[tri] if len(splits) == 1 else 0)
         kernels.dispatch(v, [a, b, c], push, groups)
     return c
 

@@ -266,6 +266,26 @@ CM_ORDER = ("cm_rb4x2_w2x4_t128x128", "cm_rb4x4_t128x128", "cm_rb4x4_g8_t128x128
             "cm_rb4x4_w2x4_t128x256", "cm_rb2x2_w4x4_t128x128k32")
 
 
+# Causal hints for square products (the matmul templates' k_range, push `tri`): what a product may skip
+# because the op knows where its operands are zero or its output is unused. "lower_a": A[m,k] = 0 for k > m
+# (P V and dS K in causal attention: a tile stops after its last row); "upper_a": A[m,k] = 0 for k < m (P^T dO
+# and dS^T Q: a tile starts at its first row); "lower_c": only C[m,n] with n <= m is used (the scores Q K^T
+# and dP = dO V^T, which the causal softmax and its backward mask): tiles wholly above the diagonal write
+# zeros. Skipping adds no term that is not an exact zero, so the result equals the full product's.
+TRI = {"": 0, "lower_a": 1, "upper_a": 2, "lower_c": 3}
+
+
+def tri_errors(tri: str, M: int, N: int, K: int, beta: float) -> list[str]:
+    """Why a causal hint cannot be given for this product (empty: it can)."""
+    if tri not in TRI:
+        return [f"unknown causal hint {tri!r} (one of {sorted(TRI)})"]
+    if tri in ("lower_a", "upper_a") and M != K:
+        return [f"{tri} needs a square A (M == K), got M={M}, K={K}"]
+    if tri == "lower_c" and (M != N or beta != 0.0):
+        return [f"lower_c needs a square C (M == N) and beta 0, got M={M}, N={N}, beta={beta}"]
+    return []
+
+
 def split_ways(groups: int, K: int) -> int:
     """K chunks for a split-K launch of `groups` output tiles: S doubles while the launch has fewer than
     256 workgroups and each chunk keeps >= 256 values of k in whole multiples of 16 (at most 16)."""

@@ -44,6 +44,7 @@ layout(push_constant) uniform Push {
     uint sao;
     uint sbo;
     uint sco;
+    uint tri;
 } p;
 layout(local_size_x_id = 0, local_size_y_id = 1) in;
 
@@ -122,10 +123,14 @@ void main() {
     coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> c3_3 =
         coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(0.0);
 
-    const uint nt = p.K / BK;
+    const uint nk_ = (p.K + BK - 1) / BK;
+    uint kb = 0u, ke = nk_;
+    if (p.tri == 1u) ke = min(nk_, (m0 + BM + BK - 1) / BK);
+    if (p.tri == 2u) kb = min(m0 / BK, nk_);
+    if (p.tri == 3u && n0 >= m0 + BM) ke = 0u;
     // Tile t is loaded into registers in step t, while tile t - 1 is multiplied, and stored at its end.
-    for (uint t = 0; t <= nt; ++t) {
-        if (t < nt)         {
+    for (uint t = kb; t <= ke; ++t) {
+        if (t < ke)         {
             const uint k0 = (t) * BK;
             if (0 < LA) {
                 uint q = tid + 0 * NT;
@@ -209,7 +214,7 @@ void main() {
             }
         }
 
-        if (t > 0)         {
+        if (t > kb)         {
             const uint sa = ((t - 1) & 1) * SA, sb = ((t - 1) & 1) * SB;
             [[unroll]] for (uint kk = 0; kk < BK; kk += 16) {
                 coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> a0;
@@ -255,7 +260,7 @@ void main() {
             }
         }
 
-        if (t < nt)         {
+        if (t < ke)         {
             const uint sa = ((t) & 1) * SA, sb = ((t) & 1) * SB;
             if (0 < LA) {
                 uint q = tid + 0 * NT;

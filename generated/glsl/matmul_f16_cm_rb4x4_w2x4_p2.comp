@@ -44,6 +44,7 @@ layout(push_constant) uniform Push {
     uint sao;
     uint sbo;
     uint sco;
+    uint tri;
 } p;
 layout(local_size_x_id = 0, local_size_y_id = 1) in;
 
@@ -127,11 +128,15 @@ void main() {
     coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> c3_3 =
         coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(0.0);
 
-    const uint nt = p.K / BK;
+    const uint nk_ = (p.K + BK - 1) / BK;
+    uint kb = 0u, ke = nk_;
+    if (p.tri == 1u) ke = min(nk_, (m0 + BM + BK - 1) / BK);
+    if (p.tri == 2u) kb = min(m0 / BK, nk_);
+    if (p.tri == 3u && n0 >= m0 + BM) ke = 0u;
     // Flag p2: two register sets; tile t + 1 is loaded in step t and stored at the end of step t + 1,
     // so each load has two tiles' multiplications to arrive in. Steps go in pairs (set 0, set 1).
-    if (nt > 0)         {
-            const uint k0 = (0) * BK;
+    if (kb < ke)         {
+            const uint k0 = (kb) * BK;
             if (0 < LA) {
                 uint q = tid + 0 * NT;
                 ra0_0 = am ? a4[(aoff + (k0 + q / (BM / 8)) * p.sak + m0 + (q % (BM / 8)) * 8) / 8]
@@ -214,8 +219,8 @@ void main() {
             }
         }
 
-    for (uint t = 0; t <= nt; t += 2) {
-        if (t + 1 < nt)         {
+    for (uint t = kb; t <= ke; t += 2) {
+        if (t + 1 < ke)         {
             const uint k0 = (t + 1) * BK;
             if (0 < LA) {
                 uint q = tid + 0 * NT;
@@ -299,7 +304,7 @@ void main() {
             }
         }
 
-        if (t > 0)         {
+        if (t > kb)         {
             const uint sa = ((t - 1) & 1) * SA, sb = ((t - 1) & 1) * SB;
             [[unroll]] for (uint kk = 0; kk < BK; kk += 16) {
                 coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> a0;
@@ -345,7 +350,7 @@ void main() {
             }
         }
 
-        if (t < nt)         {
+        if (t < ke)         {
             const uint sa = ((t) & 1) * SA, sb = ((t) & 1) * SB;
             if (0 < LA) {
                 uint q = tid + 0 * NT;
@@ -414,8 +419,8 @@ void main() {
         }
 
         barrier();
-        if (t + 1 <= nt) {
-            if (t + 2 < nt)         {
+        if (t + 1 <= ke) {
+            if (t + 2 < ke)         {
             const uint k0 = (t + 2) * BK;
             if (0 < LA) {
                 uint q = tid + 0 * NT;
@@ -545,7 +550,7 @@ void main() {
             }
         }
 
-            if (t + 1 < nt)         {
+            if (t + 1 < ke)         {
             const uint sa = ((t + 1) & 1) * SA, sb = ((t + 1) & 1) * SB;
             if (0 < LA) {
                 uint q = tid + 0 * NT;

@@ -39,6 +39,7 @@ layout(push_constant) uniform Push {
     uint sao;
     uint sbo;
     uint sco;
+    uint tri;
 } p;
 layout(local_size_x_id = 0, local_size_y_id = 1) in;
 
@@ -65,7 +66,12 @@ void main() {
         [[unroll]] for (uint j = 0; j < TN; ++j)
             acc[i][j] = 0.0;
 
-    for (uint k0 = 0; k0 < p.K; k0 += BK) {
+    const uint nk_ = (p.K + BK - 1) / BK;
+    uint kb = 0u, ke = nk_;
+    if (p.tri == 1u) ke = min(nk_, (m0 + BM + BK - 1) / BK);
+    if (p.tri == 2u) kb = min(m0 / BK, nk_);
+    if (p.tri == 3u && n0 >= m0 + BM) ke = 0u;
+    for (uint k0 = kb * BK; k0 < ke * BK; k0 += BK) {
         // Stage the A tile (BK x BM) and the B tile (BK x BN); out-of-range elements load as zero.
         // The index order follows the unit stride so global reads coalesce.
         for (uint idx = tid; idx < BK * BM; idx += NT) {

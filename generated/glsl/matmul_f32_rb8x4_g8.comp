@@ -38,6 +38,7 @@ layout(push_constant) uniform Push {
     uint sao;
     uint sbo;
     uint sco;
+    uint tri;
 } p;
 layout(local_size_x_id = 0, local_size_y_id = 1) in;
 
@@ -113,10 +114,14 @@ void main() {
     vec4 c6_0 = vec4(0.0);
     vec4 c7_0 = vec4(0.0);
 
-    const uint nt = (p.K + BK - 1) / BK;
-    for (uint t = 0; t <= nt; ++t) {
+    const uint nk_ = (p.K + BK - 1) / BK;
+    uint kb = 0u, ke = nk_;
+    if (p.tri == 1u) ke = min(nk_, (m0 + BM + BK - 1) / BK);
+    if (p.tri == 2u) kb = min(m0 / BK, nk_);
+    if (p.tri == 3u && n0 >= m0 + BM) ke = 0u;
+    for (uint t = kb; t <= ke; ++t) {
         // Stage 1: global loads of tile t into registers (A: vec4 along k or m; B: along n or k).
-        if (t < nt) {
+        if (t < ke) {
             const uint k0 = t * BK;
             if (0 < LA) {
                 uint q = tid + 0 * NT;
@@ -176,7 +181,7 @@ void main() {
             }
         }
         // Stage 2: multiply tile t - 1 out of shared memory while those loads are in flight.
-        if (t > 0) {
+        if (t > kb) {
             const uint sa = ((t - 1) & 1) * BK * PA + ty, sb = ((t - 1) & 1) * BK * PB + tx;
             [[unroll]] for (uint kk = 0; kk < BK; ++kk) {
                 vec4 a0 = As[sa + kk * PA + 0 * WG_Y];
@@ -193,7 +198,7 @@ void main() {
             }
         }
         // Stage 3: registers -> the other shared buffer (last read in step t - 2, before the barrier).
-        if (t < nt) {
+        if (t < ke) {
             const uint sa = (t & 1) * BK * PA, sb = (t & 1) * BK * PB;
             if (0 < LA) {
                 uint q = tid + 0 * NT;

@@ -37,6 +37,7 @@ layout(push_constant) uniform Push {
     uint sao;
     uint sbo;
     uint sco;
+    uint tri;
 } p;
 layout(local_size_x_id = 0, local_size_y_id = 1) in;
 
@@ -67,8 +68,13 @@ void main() {
     uint ncol = min(n0, p.N - 4 * CV);  // columns past N are computed on clamped data, not stored
     vec4 acc[R][CV];
     [[unroll]] for (uint i = 0; i < R; ++i) [[unroll]] for (uint v = 0; v < CV; ++v) acc[i][v] = vec4(0.0);
+    const uint nk_ = (p.K + 4 - 1) / 4;
+    uint kb = 0u, ke = nk_;
+    if (p.tri == 1u) ke = min(nk_, (m0 + R + 4 - 1) / 4);
+    if (p.tri == 2u) kb = min(m0 / 4, nk_);
+    if (p.tri == 3u && n0 >= m0 + R) ke = 0u;
     if (p.sbn == 1) {
-        for (uint k = 0; k < p.K; k += 4) {
+        for (uint k = 4 * kb; k < 4 * ke; k += 4) {
             vec4 a[R];
             if (p.sak == 1) {
                 [[unroll]] for (uint i = 0; i < R; ++i) a[i] = ld4a((arow[i] + k) / 4);
@@ -91,7 +97,7 @@ void main() {
                     acc[i][v] += a[i].x * bk[0][v] + a[i].y * bk[1][v] + a[i].z * bk[2][v] + a[i].w * bk[3][v];
         }
     } else {
-        for (uint k = 0; k < p.K; k += 4) {
+        for (uint k = 4 * kb; k < 4 * ke; k += 4) {
             vec4 a[R];
             if (p.sak == 1) {
                 [[unroll]] for (uint i = 0; i < R; ++i) a[i] = ld4a((arow[i] + k) / 4);
