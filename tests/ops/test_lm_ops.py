@@ -2,7 +2,7 @@
 (hypothesis over shapes, 1-sized dims included, and values), plus reference vectors."""
 import numpy as np
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import example, given, strategies as st
 
 import evermind_vk as ev
 from evermind_vk import ops
@@ -48,6 +48,7 @@ def test_softmax(device, dtype, rows, cols, causal, seed):
 @pytest.mark.parametrize("wg", ["", "8", "32", "128"])  # the rule's pick, then each workgroup size forced
 @pytest.mark.parametrize("dtype", F)
 @given(rows=small, cols=st.integers(1, 130), seed=seeds)
+@example(rows=27, cols=1, seed=707)  # dw cancels (kept: it failed the |want|-only bound)
 def test_rms_norm(device, monkeypatch, wg, dtype, rows, cols, seed):
     monkeypatch.setenv("EVERMIND_VK_ROW_WG", wg)
     rng = np.random.default_rng(seed)
@@ -62,7 +63,9 @@ def test_rms_norm(device, monkeypatch, wg, dtype, rows, cols, seed):
     r = ref.rmsnorm(X, W, 1e-6)[1]
     mag = r * np.abs(W * DY) + np.abs(X) * r ** 3 * np.abs(W * DY * X).mean(-1, keepdims=True)
     close(dx.numpy(), wdx, cols, dtype, "rmsnorm dx", mag=mag)
-    close(dw.numpy(), wdw, cols + rows, dtype, "rmsnorm dw")
+    # dw sums dy * x * rstd over the rows: terms of either sign (rows=27, cols=1, seed=707 cancelled 36 of
+    # them to 0.0129 and missed a bound taken from |want| alone)
+    close(dw.numpy(), wdw, cols + rows, dtype, "rmsnorm dw", mag=(np.abs(DY * X) * r).sum(0))
 
 
 @pytest.mark.parametrize("dtype", F)
@@ -82,8 +85,8 @@ def test_layer_norm(device, dtype, rows, cols, seed):
     g = np.abs(w * DY)
     mag = r * (g + g.mean(-1, keepdims=True) + np.abs((X - mu) * r) * (g * np.abs(X - mu) * r).mean(-1, keepdims=True))
     close(dx.numpy(), wdx, cols, dtype, "layernorm dx", mag=mag)
-    close(dw.numpy(), wdw, cols + rows, dtype, "layernorm dw")
-    close(db.numpy(), wdb, rows, dtype, "layernorm db")
+    close(dw.numpy(), wdw, cols + rows, dtype, "layernorm dw", mag=np.abs(DY * (X - mu) * r).sum(0))
+    close(db.numpy(), wdb, rows, dtype, "layernorm db", mag=np.abs(DY).sum(0))
 
 
 def test_cross_entropy_reference_vector(device):
@@ -157,6 +160,7 @@ def test_embedding_backward_four_columns_same_bits(device, T, V, D4, seed):
 @pytest.mark.parametrize("dtype", F)
 @given(T=st.integers(1, 300), V=st.integers(1, 60), D=st.integers(1, 12), transpose=st.booleans(),
        offset=st.integers(0, 3), seed=seeds)
+@example(T=155, V=1, D=1, transpose=False, offset=0, seed=0)  # a cancelling sum (kept: it failed the old bound)
 def test_embedding_backward_sorted_path(device, monkeypatch, dtype, T, V, D, transpose, offset, seed):
     """The sorted path (counting sort of the ids, then each id's run of tokens) against the float64
     oracle, and bit for bit against the scanning path (both add in token order; T <= MAX_LOOP)."""
@@ -171,7 +175,9 @@ def test_embedding_backward_sorted_path(device, monkeypatch, dtype, T, V, D, tra
     wd = np.zeros((V, D))
     keep = ids[offset:] < V
     np.add.at(wd, ids[offset:][keep], rounded(dy, dtype)[keep])
-    close(got["sorted"], wd.T if transpose else wd, T, "f32", "embedding bwd (sorted)")
+    mag = np.zeros((V, D))  # the size of the terms each sum adds (T=155, V=1, D=1, seed=0: 36.5 summed to 0.0053)
+    np.add.at(mag, ids[offset:][keep], np.abs(rounded(dy, dtype)[keep]))
+    close(got["sorted"], wd.T if transpose else wd, T, "f32", "embedding bwd (sorted)", mag=mag.T if transpose else mag)
     assert got["sorted"].tobytes() == got["scan"].tobytes()
 
 
