@@ -185,7 +185,7 @@ def main(argv=None):
             for n in args.sizes:
                 run_case(f"n={n}", n, n, n, False, False, (n, n), (n, n), dtype, cands, dev, rng, summary, split_k)
     print("\n# summary: ratio to torch of the selector's pick (auto), of the pick with split-K off "
-          "(EVERMIND_VK_MATMUL_SPLIT_K=0) and of the best forced variant (whole, never split)")
+          "(EVERMIND_VK_MATMUL_SPLIT_K=0) and of the best forced variant (split where auto splits)")
     for label, dtype, auto, nosplit, bname, bratio in summary:
         a = f"{auto:.3f}" if auto else "-"
         n = f"{nosplit:.3f}" if nosplit else "-"

@@ -272,7 +272,8 @@ def pick_matmul(cands, M: int, N: int, K: int, lay: Layout, device_type: str, sh
                 batch: int = 1, forced: str = "", split: bool = False, out32: bool = False):
     """The matmul variant for a launch, from the usable candidates (objects with .name, .flags, .spec).
 
-    A forced name (EVERMIND_VK_MATMUL_VARIANT) wins where its launch rules hold. Otherwise:
+    A forced name (EVERMIND_VK_MATMUL_VARIANT) wins where its launch rules hold (an f16 row's name
+    also forces its c32 twin: a forced tile runs the chunks of a split product too). Otherwise:
     cooperative matrices where the launch is aligned to their tile (CM_ORDER); on CPU devices the v4
     blocks for aligned products (A k- or m-contiguous); on other devices register blocks where 16-byte loads are possible;
     otherwise the shared-memory tiles. Tiles come from matmul_tile, except that where the product may be
@@ -289,7 +290,7 @@ def pick_matmul(cands, M: int, N: int, K: int, lay: Layout, device_type: str, sh
     cands = [v for v in cands if ("c32" in v.flags) == out32]
 
     if forced:
-        hit = [v for v in cands if v.name == forced and ok(v)]
+        hit = [v for v in cands if v.name.replace("_c32", "") == forced.replace("_c32", "") and ok(v)]
         if hit:
             return hit[0]
     by_kind: dict[str, list] = {}

@@ -131,3 +131,16 @@ def test_c32_coopmat_twins_strided(device, monkeypatch, variant, a_kmajor, b_nma
     bm, bn, bk = variant.spec["BM"], variant.spec["BN"], variant.spec["BK"]
     strided_case(device, monkeypatch, variant.name, bm, 2 * bn, 2 * bk, a_kmajor, b_nmajor, 2, 2, 2, 3, True, beta,
                  bm + bn, align=8)
+
+
+def test_forced_variant_runs_the_split_chunks_on_its_c32_twin(device, monkeypatch):
+    """EVERMIND_VK_MATMUL_VARIANT names an f16 row; a split product runs its chunks on that row's twin."""
+    monkeypatch.setenv("EVERMIND_VK_MATMUL_SPLIT_K", "4")
+    monkeypatch.setenv("EVERMIND_VK_MATMUL_VARIANT", "matmul_f16_t32x32")
+    used = log_dispatches(monkeypatch)
+    a = np.random.default_rng(1).standard_normal((64, 24)).astype(np.float16)
+    c = ev.tensor(np.zeros((24, 24), np.float16))
+    ev.ops.gemm(ev.tensor(a), ev.tensor(a), c, 24, 24, 64, trans_a=True)
+    assert used == ["matmul_f16_c32_t32x32", "colsum_cast_f16"]
+    A = rounded(a, "f16")
+    assert_within(c.numpy(), A.T @ A, dot_bound(np.abs(A.T), np.abs(A), 64, "f16"), "forced split")
