@@ -3,7 +3,8 @@
 one: the step runs with `kernels.dispatch` replaced by a logger (nothing executes; losses are garbage) on
 the local device dressed up as a discrete GPU with 48 KiB of shared memory and every feature, so the
 selection rules in runtime/variants.py decide as they would there. Prints, per variant, its dispatch
-count and the distinct products (M, N, K, a_strides, b_strides, beta, inner batch, outer batch).
+count and the distinct products (M, N, K, a_strides, b_strides, beta, inner batch, outer batch); a
+split-K product shows as its K/S chunks with inner batch S on a c32 variant (f16) plus a column sum.
 
     python bench/matmul_selection.py --precision f16                 # the 23.7M config of train_bench
     python bench/matmul_selection.py --precision f32 --config tiny
@@ -62,6 +63,8 @@ def main(argv=None):
             for p in sorted(products[name], key=str):
                 print("         ", p)
     print(f"{sum(n for k, n in count.items() if k.startswith('matmul')):6d} matmul dispatches in all")
+    print(f"{count['colsum_cast_f16']:6d} colsum_cast_f16 (f16 split-K sums; the chunks ran on the c32 variants, "
+          "batch = chunks)")
 
 
 if __name__ == "__main__":

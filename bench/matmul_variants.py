@@ -7,6 +7,9 @@ run when torch is importable (cuBLAS with TF32 off on a CUDA host; f16 inputs fo
     python bench/matmul_variants.py [--dtype f32] [--only SUBSTRING] [--kinds rb,cm] 4096 8192
     python bench/matmul_variants.py --lm-shapes [--dtype f32]     # the LM's linear layers, M = 4096
 
+"auto" is the selector's pick with split-K where it applies (the dW products of --lm-shapes on a GPU:
+f32 and f16), "auto (no split-K)" the pick with EVERMIND_VK_MATMUL_SPLIT_K=0; the summary lists both.
+
 Square sizes n: C[n,n] = A[n,n] . B[n,n]. --lm-shapes: for each linear layer (K in, N out) of the
 23.7M LM (d 512, ff 1408, vocab 256) with M = batch x tokens = 4096 rows, the three products of a
 training step, on the layouts our autodiff runs: fwd Y = X . W^T (W stored [N, K]), dX = dY . W,
@@ -103,7 +106,7 @@ def layout(m, n, k, ta, tb):
     return variants.Layout((1, m) if ta else (k, 1), (1, k) if tb else (n, 1), (n, 1))
 
 
-def run_case(label, m, n, k, ta, tb, a_shape, b_shape, dtype, cands, dev, rng, summary):
+def run_case(label, m, n, k, ta, tb, a_shape, b_shape, dtype, cands, dev, rng, summary, split_k=()):
     npd = np.float16 if dtype == "f16" else np.float32
     a = rng.standard_normal(a_shape).astype(npd)
     b = rng.standard_normal(b_shape).astype(npd)
@@ -117,7 +120,7 @@ def run_case(label, m, n, k, ta, tb, a_shape, b_shape, dtype, cands, dev, rng, s
     A, B = ev.tensor(a), ev.tensor(b)
     C = ev.empty((m, n), dtype)
     lay = layout(m, n, k, ta, tb)
-    rows = [("auto", "", ""), ("auto (no split-K)", "", "0")]
+    rows = [("auto", "", ""), ("auto (no split-K)", "", "0")] + [(f"auto (split-K {s})", "", str(s)) for s in split_k]
     rows += [(v.name, v.name, "") for v in cands
              if not variants.matmul_launch_errors(variants.matmul_kind(v.flags), v.spec, m, n, k, lay)]
     best = None
@@ -142,11 +145,13 @@ def run_case(label, m, n, k, ta, tb, a_shape, b_shape, dtype, cands, dev, rng, s
         ratio = f"{tt / t:6.3f}" if tt else "   -  "
         print(f"  {name:52s} {flop / t / 1e12:8.2f} TFLOP/s  {ratio} of torch  rel.err {err:.1e}", flush=True)
         if name.startswith("auto ="):
-            summary.append([label, dtype, tt and tt / t, None, None])
+            summary.append([label, dtype, tt and tt / t, None, None, None])
+        elif name.startswith("auto (no split-K) =") and summary:
+            summary[-1][3] = tt and tt / t
         elif forced and (best is None or t < best[1]):
             best = (name, t)
     if best and summary:
-        summary[-1][3:] = [best[0], tt and tt / best[1]]
+        summary[-1][4:] = [best[0], tt and tt / best[1]]
     os.environ.pop("EVERMIND_VK_MATMUL_VARIANT", None)
     os.environ.pop("EVERMIND_VK_MATMUL_SPLIT_K", None)
 
@@ -159,27 +164,33 @@ def main(argv=None):
     ap.add_argument("--kinds", default="", help="comma-separated matmul kinds to force (tiled, v4, rb, cm); default all")
     ap.add_argument("--lm-shapes", action="store_true", help="the LM's linear-layer products instead of n^3")
     ap.add_argument("--rows", type=int, default=4096, help="M for --lm-shapes (batch x tokens)")
+    ap.add_argument("--split-k", default="", help="comma-separated chunk counts to time the selector's pick "
+                    "split that many ways too (EVERMIND_VK_MATMUL_SPLIT_K=n; where K allows), e.g. 2,4,8,16")
     args = ap.parse_args(argv)
     dev = ev.get_device()
     print(f"# {dev.info.name}", flush=True)
     kinds = set(filter(None, args.kinds.split(",")))
     rng = np.random.default_rng(0)
     summary = []
+    split_k = [int(x) for x in args.split_k.split(",") if x.strip()]
     for dtype in args.dtype or ["f32", "f16"]:
         cands = [v for v in kernels.usable("matmul", dtype, dev) if args.only in v.name
-                 and (not kinds or variants.matmul_kind(v.flags) in kinds)]
+                 and (not kinds or variants.matmul_kind(v.flags) in kinds)
+                 and "c32" not in v.flags]  # C in f32: split-K's partials, reached through "auto"
         if args.lm_shapes:
             for K, N in LM_LAYERS:
                 for case in lm_products(args.rows, K, N):
-                    run_case(f"{case[0]} K={K} N={N}", *case[1:], dtype, cands, dev, rng, summary)
+                    run_case(f"{case[0]} K={K} N={N}", *case[1:], dtype, cands, dev, rng, summary, split_k)
         else:
             for n in args.sizes:
-                run_case(f"n={n}", n, n, n, False, False, (n, n), (n, n), dtype, cands, dev, rng, summary)
-    print("\n# summary: ratio to torch of the selector's pick (auto) and of the best forced variant")
-    for label, dtype, auto, bname, bratio in summary:
+                run_case(f"n={n}", n, n, n, False, False, (n, n), (n, n), dtype, cands, dev, rng, summary, split_k)
+    print("\n# summary: ratio to torch of the selector's pick (auto), of the pick with split-K off "
+          "(EVERMIND_VK_MATMUL_SPLIT_K=0) and of the best forced variant (split where auto splits)")
+    for label, dtype, auto, nosplit, bname, bratio in summary:
         a = f"{auto:.3f}" if auto else "-"
+        n = f"{nosplit:.3f}" if nosplit else "-"
         b = f"{bratio:.3f}" if bratio else "-"
-        print(f"{dtype} {label:22s} auto {a:>6s}   best {b:>6s} {bname or ''}")
+        print(f"{dtype} {label:22s} auto {a:>6s}   no split {n:>6s}   best {b:>6s} {bname or ''}")
 
 
 if __name__ == "__main__":

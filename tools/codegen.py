@@ -26,7 +26,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -173,6 +173,7 @@ VARIANTS = [
     *(simple("rope", "rope", dt, 256) for dt in F),
     *(simple("bias_add", "bias_add", dt, 256) for dt in F),
     *(simple("reduce", "colsum", dt, 256) for dt in F),
+    simple("reduce", "colsum_cast", "f16", 256),  # f32 rows -> f16 sums (the last stage of f16 split-K)
     *(simple("copy2d", "copy2d", dt, 256) for dt in F),
     *(simple("glu", op, dt, 256, [act]) for op in ("glu", "glu_backward") for act in ("silu", "gelu") for dt in F),
     # Deterministic two-stage sums, and the optimizer.
@@ -223,6 +224,11 @@ VARIANTS = [
     *(attention("attention_backward", dt, *cfg, flags=[stage]) for stage in ("dq", "dkv") for dt in F
       for cfg in ATTENTION_CONFIGS),
 ]
+
+# Every f16 matmul row again with flag c32: C stored in f32 (the partial products of f16 split-K,
+# ops/matmul.py, summed in f32 by colsum_cast before the one rounding to f16).
+VARIANTS += [replace(v, flags=(*v.flags, "c32")) for v in list(VARIANTS)
+             if v.op == "matmul" and v.dtype == "f16"]
 
 GLSL_TYPES = {"f32": "float", "f16": "float16_t", "u32": "uint", "i32": "int"}
 

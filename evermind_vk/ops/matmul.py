@@ -26,9 +26,11 @@ def gemm_strided(a: Tensor, b: Tensor, c: Tensor, M: int, N: int, K: int, *,
     tri: a causal hint (runtime/variants.py TRI) for square products whose operands are zero, or whose
     output is unused, on one side of the diagonal; the result equals the full product's. A launch split
     along K (its chunks no longer start at k = 0) computes the full product instead.
+    a, b and c share a dtype, except that f16 a and b may write an f32 c (the c32 variants).
     """
-    if not (a.dtype == b.dtype == c.dtype):
-        raise UnsupportedError(f"matmul: dtypes {a.dtype}, {b.dtype}, {c.dtype} differ")
+    if a.dtype != b.dtype or c.dtype not in (a.dtype, "f32"):
+        raise UnsupportedError(f"matmul: dtypes {a.dtype}, {b.dtype}, {c.dtype}: a and b must share one, "
+                               "and c have it too or be f32")
     if len(outer) != 4:
         raise ShapeError(f"matmul: outer is (Z1, sao, sbo, sco), got {outer}")
     errs = variants.tri_errors(tri, M, N, K, float(beta))
@@ -50,13 +52,15 @@ def gemm_strided(a: Tensor, b: Tensor, c: Tensor, M: int, N: int, K: int, *,
     dev = a.device
     c_dense = tuple(c_strides) == (N, 1) and c_batch[0] == 0 and c.numel == M * N
     forced_split = os.environ.get("EVERMIND_VK_MATMUL_SPLIT_K", "").strip()
+    out32 = c.dtype != a.dtype  # f16 operands into an f32 C: the c32 variants
     v = variants.pick_matmul(kernels.usable("matmul", a.dtype, dev), M, N, K, lay, dev.info.type,
                              dev.info.shared_memory, nz, os.environ.get("EVERMIND_VK_MATMUL_VARIANT", "").strip(),
-                             split=variants.split_allowed(a.dtype, nz, float(beta), c_dense, dev.info.type, forced_split))
+                             split=variants.split_allowed(a.dtype, nz, float(beta), c_dense, dev.info.type, forced_split),
+                             out32=out32)
     split = variants.matmul_split_k(M, N, K, -(-M // v.spec["BM"]) * -(-N // v.spec["BN"]) * nz, dev.info.type,
                                     a.dtype, nz, float(beta), c_dense, forced_split)
-    if split > 1:  # parallel split-K: S chunks as one batched product into a workspace, then a column sum
-        kc = K // split
+    if split > 1:  # parallel split-K: S chunks as one batched product into an f32 workspace, then a column
+        kc = K // split  # sum (colsum_cast into an f16 C: the partials are added in f32, rounded once)
         work = empty((split, M * N), "f32", dev)
         gemm_strided(a, b, work, M, N, kc, a_strides=a_strides, b_strides=b_strides, c_strides=(N, 1), batch=split,
                      a_batch=(a_batch[0], kc * a_strides[1]), b_batch=(b_batch[0], kc * b_strides[0], 1),
@@ -68,7 +72,8 @@ def gemm_strided(a: Tensor, b: Tensor, c: Tensor, M: int, N: int, K: int, *,
         lay1 = variants.Layout(lay.a_strides, lay.b_strides, lay.c_strides, lay.a_batch, lay.b_batch,
                                lay.c_batch, 1.0, lay.outer)
         v = variants.pick_matmul(kernels.usable("matmul", a.dtype, dev), M, N, K, lay1, dev.info.type,
-                                 dev.info.shared_memory, nz, os.environ.get("EVERMIND_VK_MATMUL_VARIANT", "").strip())
+                                 dev.info.shared_memory, nz, os.environ.get("EVERMIND_VK_MATMUL_VARIANT", "").strip(),
+                                 out32=out32)
         splits = variants.matmul_k_splits(variants.matmul_kind(v.flags), v.spec, K, dev.info.type)
     groups = (-(-N // v.spec["BN"]), -(-M // v.spec["BM"]), nz)  # v4: BM = 4 WG_Y, BN = 4 WG_X
     for j, (k0, k1) in enumerate(splits):

@@ -18,10 +18,13 @@ def colsum(x: Tensor, out: Tensor | None = None) -> Tensor:
     """Sum over all rows of x viewed as [rows, last dim], in f32 (bias and norm weight gradients).
     Parallel over columns and row chunks, in stages (runtime.variants.colsum_plan): every thread adds at
     most MAX_LOOP rows in row order, so the result is deterministic and right at any row count.
-    out: an f32 tensor of `cols` elements (any shape) to write instead of a new one."""
+    out: a tensor of `cols` elements (any shape) to write instead of a new one: f32, or f16 when x is
+    f32 (the sums are rounded once, by colsum_cast: the last stage of f16 split-K)."""
     rows, cols = rows_cols(x)
-    if out is not None and (out.dtype != "f32" or out.numel != cols):
-        raise ShapeError(f"colsum: out is {out.shape}/{out.dtype}, want {cols} f32 elements")
+    if out is not None and (out.dtype not in ("f32", "f16") or out.numel != cols):
+        raise ShapeError(f"colsum: out is {out.shape}/{out.dtype}, want {cols} f32 (or f16) elements")
+    if out is not None and out.dtype == "f16" and x.dtype != "f32":
+        raise UnsupportedError(f"colsum into an f16 out reads f32 rows, got {x.dtype}")
     y = empty((cols,), "f32", x.device) if out is None else out
     if cols == 0:
         return y
@@ -31,7 +34,8 @@ def colsum(x: Tensor, out: Tensor | None = None) -> Tensor:
         variants.check_loop("colsum", chunk)
         out_rows = -(-n // chunk)
         dst = y if i == len(plan) - 1 else empty((out_rows, cols), "f32", x.device)
-        v = one_variant("colsum", src.dtype, x.device)
+        v = (one_variant("colsum_cast", "f16", x.device) if dst.dtype == "f16"
+             else one_variant("colsum", src.dtype, x.device))
         gx = -(-cols // v.spec["WG"])
         if gx > kernels.MAX_GROUPS or out_rows > kernels.MAX_GROUPS:
             raise UnsupportedError(f"colsum of [{rows}, {cols}] needs {gx}x{out_rows} workgroups, "

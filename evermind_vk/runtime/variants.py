@@ -12,6 +12,8 @@ Matmul algorithms (one template each, `templates/matmul_<kind>.comp.j2`):
   rb     GPUs: an RMxRN register block per thread from 16-byte loads (flag rbRMxRN)
   v4     CPU devices: large register blocks from 16-byte loads, no shared memory (flag v4)
   cm     cooperative matrices (tensor cores), f16 in / f32 accumulate, aligned shapes (flags cm, rbFMxFN)
+Every f16 row has a twin with flag c32 that stores C in f32 (split-K's partial products); pick_matmul
+chooses among one set only (out32).
 """
 from __future__ import annotations
 
@@ -295,11 +297,26 @@ def split_ways(groups: int, K: int) -> int:
     return s
 
 
+def split_tile(order, groups, K: int):
+    """The split-K tile rule, shared by the register blocks (f32) and the cooperative matrices (f16):
+    walking `order` (tiles or variants, most preferred first; groups(t) = its workgroups whole), the
+    first that, split at least 4 ways (split_ways), makes at least 128 workgroups; None where a tile
+    earlier in the order fills the device whole (>= 128 workgroups: no split) or none qualifies."""
+    for t in order:
+        g = groups(t)
+        if g >= 128:
+            return None
+        if split_ways(g, K) >= 4 and g * split_ways(g, K) >= 128:
+            return t
+    return None
+
+
 def pick_matmul(cands, M: int, N: int, K: int, lay: Layout, device_type: str, shared_memory: int,
-                batch: int = 1, forced: str = "", split: bool = False):
+                batch: int = 1, forced: str = "", split: bool = False, out32: bool = False):
     """The matmul variant for a launch, from the usable candidates (objects with .name, .flags, .spec).
 
-    A forced name (EVERMIND_VK_MATMUL_VARIANT) wins where its launch rules hold. Otherwise:
+    A forced name (EVERMIND_VK_MATMUL_VARIANT) wins where its launch rules hold (an f16 row's name
+    also forces its c32 twin: a forced tile runs the chunks of a split product too). Otherwise:
     cooperative matrices where the launch is aligned to their tile (CM_ORDER); on CPU devices the v4
     blocks for aligned products (A k- or m-contiguous); on other devices register blocks where 16-byte loads are possible;
     otherwise the shared-memory tiles. Tiles come from matmul_tile, except that where the product may be
@@ -307,12 +324,16 @@ def pick_matmul(cands, M: int, N: int, K: int, lay: Layout, device_type: str, sh
     least 4 ways, makes at least 128 workgroups (H200, bench/results/h200-matmul-lm.txt: 256x128 split
     4 ways 0.80 of cuBLAS against 0.71 for 128x128 whole on 4096x512x2816; split only 2 ways, 128x128
     tiles lost to 128x64 whole on 4096x256x512, 0.68 against 0.75, and 256x128 only tied 128x128
-    whole on 4096x512x512)."""
+    whole on 4096x512x512). Cooperative matrices split the same way (split_tile), walking their
+    variants in CM_ORDER. out32: choose among the f16 rows' c32 twins (C in f32), else among the others.
+    """
     def ok(v):
         return not matmul_launch_errors(matmul_kind(v.flags), v.spec, M, N, K, lay)
 
+    cands = [v for v in cands if ("c32" in v.flags) == out32]
+
     if forced:
-        hit = [v for v in cands if v.name == forced and ok(v)]
+        hit = [v for v in cands if v.name.replace("_c32", "") == forced.replace("_c32", "") and ok(v)]
         if hit:
             return hit[0]
     by_kind: dict[str, list] = {}
@@ -324,9 +345,13 @@ def pick_matmul(cands, M: int, N: int, K: int, lay: Layout, device_type: str, sh
         big = [v for v in cm if -(-M // v.spec["BM"]) * -(-N // v.spec["BN"]) * batch >= 128]
 
         def rank(v):
-            short = v.name.split("_", 2)[2]
+            short = v.name.split("_", 2)[2].replace("_c32", "")  # a c32 twin ranks as its row
             return (CM_ORDER.index(short), 0) if short in CM_ORDER else (len(CM_ORDER), -v.spec["BM"] * v.spec["BN"])
-        return min(big, key=rank) if big else min(cm, key=lambda v: v.spec["BM"])
+
+        def cm_groups(v):
+            return -(-M // v.spec["BM"]) * -(-N // v.spec["BN"]) * batch
+        hit = split_tile(sorted(cm, key=rank), cm_groups, K) if split else None
+        return hit or (min(big, key=rank) if big else min(cm, key=lambda v: v.spec["BM"]))
     if device_type == "cpu" and M * N * K * batch >= V4_MIN_WORK:
         v4 = sorted((v for v in by_kind.get("v4", ()) if ok(v)), key=lambda v: v.spec["BM"] * v.spec["BN"])
         if v4:  # the largest block that still gives both cores work
@@ -340,23 +365,19 @@ def pick_matmul(cands, M: int, N: int, K: int, lay: Layout, device_type: str, sh
     tile = None
     if split and kind == "rb":
         fits = [t for t in tiles if 2 * 4 * t[2] * (t[0] + t[1] + 8) <= shared_memory]
-        for t in sorted(fits, key=lambda t: tile_preference(t, device_type != "cpu"), reverse=True):
-            g = -(-M // t[0]) * -(-N // t[1]) * batch
-            if g < 128 and split_ways(g, K) >= 4 and g * split_ways(g, K) >= 128:
-                tile = t
-                break
-            if g >= 128:
-                break  # whole tiles fill the device: matmul_tile's choice
+        tile = split_tile(sorted(fits, key=lambda t: tile_preference(t, device_type != "cpu"), reverse=True),
+                          lambda t: -(-M // t[0]) * -(-N // t[1]) * batch, K)
     tile = tile or matmul_tile(M, N, K, tiles, shared_memory, device_type, batch, buffers=MATMUL_BUFFERS[kind])
     return next(v for v in pool if (v.spec["BM"], v.spec["BN"], v.spec["BK"]) == tile)
 
 
 def matmul_split_k(M: int, N: int, K: int, groups: int, device_type: str, dtype: str, batch: int, beta: float,
                    c_dense: bool, forced: str = "") -> int:
-    """Parallel split-K for GPUs: the number of K chunks S (1: no split) when an f32 product's tile
+    """Parallel split-K for GPUs: the number of K chunks S (1: no split) when a product's tile
     (`groups` workgroups) leaves the device short of work (fewer than 128) and K is long (split_ways):
-    the chunks run as one batched launch into an [S, M, N] workspace that a column sum adds up
-    (deterministic, in chunk order). Only for a single product written densely (c_dense: C is [M, N]
+    the chunks run as one batched launch into an [S, M, N] f32 workspace that a column sum adds up
+    (deterministic, in chunk order; f16 operands write f32 partials through the c32 rows, and the sum
+    is rounded once into an f16 C by colsum_cast). Only for a single product written densely (c_dense: C is [M, N]
     row-major at offset 0) with beta 0. forced (EVERMIND_VK_MATMUL_SPLIT_K): '0' never splits, 'n'
     splits n ways where that is possible (n divides K into multiples of 16)."""
     if not split_allowed(dtype, batch, beta, c_dense, device_type, forced):
@@ -368,8 +389,8 @@ def matmul_split_k(M: int, N: int, K: int, groups: int, device_type: str, dtype:
 
 
 def split_allowed(dtype: str, batch: int, beta: float, c_dense: bool, device_type: str, forced: str = "") -> bool:
-    """Whether a product may be split along K (see matmul_split_k)."""
-    if dtype != "f32" or batch != 1 or beta != 0.0 or not c_dense or forced == "0":
+    """Whether a product may be split along K (see matmul_split_k): f32, or f16 operands (f32 partials)."""
+    if dtype not in ("f32", "f16") or batch != 1 or beta != 0.0 or not c_dense or forced == "0":
         return False
     return bool(forced) or device_type != "cpu"
 
@@ -517,7 +538,7 @@ def launch_loop_count(op: str, spec: dict, flags, push: dict) -> int | None:
     wg = spec.get("WG", 1)
     if op in ROW_PASSES:
         return ROW_PASSES[op] * (-(-push["cols"] // wg) + 1) + 32
-    if op == "colsum":
+    if op in ("colsum", "colsum_cast"):
         return push["chunk"] + 1
     if op == "embedding_backward":
         return push["t1"] - push["t0"] + 1

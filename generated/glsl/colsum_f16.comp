@@ -6,7 +6,8 @@
 // One stage of a column sum, parallel over columns and row chunks: the thread for column c of
 // chunk g (workgroup (x, g)) writes y[g, c] = sum of x[r, c] over the chunk's rows, in row order.
 // The runtime repeats stages until one row is left (runtime.variants.colsum_plan): each thread loops at
-// most `chunk` <= MAX_LOOP times. Fixed order: same inputs, same bits.
+// most `chunk` <= MAX_LOOP times. Fixed order: same inputs, same bits. colsum_cast: f32 rows in, the
+// sums rounded once to T (the last stage of split-K into an f16 C: the S partials are added in f32).
 layout(constant_id = 0) const uint WG = 256;
 layout(std430, binding = 0) readonly buffer Buf_x { float16_t x[]; };
 layout(std430, binding = 1) writeonly buffer Buf_y { float y[]; };

@@ -8,8 +8,10 @@ from evermind_vk.runtime import kernels, variants
 from oracle import U16, U32, assert_within, dot_bound, rounded
 
 
-def kind_names(kind):
-    return [v.name for dt in ("f32", "f16") for v in kernels.variants_of("matmul", dt) if variants.matmul_kind(v.flags) == kind]
+def kind_names(kind, c32=False):
+    """Variants of one algorithm; c32: the f16 rows' twins that store C in f32 instead."""
+    return [v.name for dt in ("f32", "f16") for v in kernels.variants_of("matmul", dt)
+            if variants.matmul_kind(v.flags) == kind and ("c32" in v.flags) == c32]
 
 
 SCALAR, V4, RB = kind_names("tiled"), kind_names("v4"), kind_names("rb")
@@ -63,6 +65,7 @@ def strided_case(device, monkeypatch, name, M, N, K, a_kmajor, b_nmajor, z1, bat
     stride and offset a multiple of 8, as the cooperative-matrix variants need)."""
     used = force(monkeypatch, name)
     dtype = name.split("_")[1]
+    cdt = "f32" if "c32" in name.split("_") else dtype  # c32: f16 A and B, f32 C
     np_dt = np.float16 if dtype == "f16" else np.float32
     rng = np.random.default_rng(seed)
     up = lambda x: -(-x // align) * align
@@ -81,8 +84,8 @@ def strided_case(device, monkeypatch, name, M, N, K, a_kmajor, b_nmajor, z1, bat
     sao, sbo, sco = up(batch * sab + pad), up(bbatch * sbb + 3 * pad), cu(batch * scb + 2 * pad)
     a = rng.standard_normal(aoff + z1 * sao).astype(np_dt)
     b = rng.standard_normal(boff + z1 * sbo).astype(np_dt)
-    c = rng.standard_normal(coff + z1 * sco).astype(np_dt)
-    A, B, C = rounded(a, dtype), rounded(b, dtype), rounded(c, dtype)
+    c = rng.standard_normal(coff + z1 * sco).astype(np.float16 if cdt == "f16" else np.float32)
+    A, B, C = rounded(a, dtype), rounded(b, dtype), rounded(c, cdt)
     want = C.copy()
     bound = np.zeros_like(want)
     for y in range(z1):
@@ -93,7 +96,7 @@ def strided_case(device, monkeypatch, name, M, N, K, a_kmajor, b_nmajor, z1, bat
                                                        else np.arange(N)[None, :] * ldb + np.arange(K)[:, None])
             ic = coff + y * sco + z * scb + np.arange(M)[:, None] * scm + np.arange(N)[None, :] * scn
             want[ic] = 0.75 * A[ia] @ B[ib] + beta * C[ic]
-            bound[ic] = 0.75 * dot_bound(np.abs(A[ia]), np.abs(B[ib]), K, dtype) + 2 * U32 * beta * np.abs(C[ic])
+            bound[ic] = 0.75 * dot_bound(np.abs(A[ia]), np.abs(B[ib]), K, cdt) + 2 * U32 * beta * np.abs(C[ic])
     ct = ev.tensor(c)
     ev.ops.gemm_strided(ev.tensor(a), ev.tensor(b), ct, M, N, K,
                         a_strides=(lda, 1) if a_kmajor else (1, lda), b_strides=(ldb, 1) if b_nmajor else (1, ldb),
@@ -101,7 +104,8 @@ def strided_case(device, monkeypatch, name, M, N, K, a_kmajor, b_nmajor, z1, bat
                         c_batch=(coff, scb), alpha=0.75, beta=beta, outer=(z1, sao, sbo, sco))
     assert used == [name]  # one dispatch for all z1 * batch products
     # elements of c outside every C_z are untouched (bound 0 there, want == C)
-    assert_within(ct.numpy(), want, bound + (U16 * np.abs(want) if dtype == "f16" else 0), f"gemm_strided {name}")
+    assert ct.dtype == cdt
+    assert_within(ct.numpy(), want, bound + (U16 * np.abs(want) if cdt == "f16" else 0), f"gemm_strided {name}")
 
 
 STRIDED = dict(a_kmajor=st.booleans(), b_nmajor=st.booleans(), z1=st.integers(1, 3), batch=st.integers(1, 3),
@@ -240,7 +244,7 @@ def test_matmul_shape_errors(device):
         ev.matmul(a, ev.tensor(np.zeros((4, 2), np.float16)))
 
 
-CM = [v for v in kernels.variants_of("matmul", "f16") if "cm" in v.flags]
+CM = [v for v in kernels.variants_of("matmul", "f16") if "cm" in v.flags and "c32" not in v.flags]
 
 
 @pytest.mark.parametrize("variant", CM, ids=lambda v: v.name)

@@ -153,7 +153,8 @@ def test_split_k_only_for_few_tiles_and_long_k_on_gpus():
     assert sk(4096, 4096, 4096, 1024, "discrete_gpu", "f32", 1, 0.0, True) == 1  # enough tiles
     assert sk(512, 512, 512, 16, "discrete_gpu", "f32", 1, 0.0, True) == 2     # chunks keep >= 256 of k
     assert sk(512, 512, 4096, 16, "cpu", "f32", 1, 0.0, True) == 1
-    assert sk(512, 512, 4096, 16, "discrete_gpu", "f16", 1, 0.0, True) == 1    # f32 workspace sums only
+    assert sk(512, 512, 4096, 16, "discrete_gpu", "f16", 1, 0.0, True) == 16   # f16: f32 partials (c32)
+    assert sk(512, 512, 4096, 16, "discrete_gpu", "u32", 1, 0.0, True) == 1
     assert sk(512, 512, 4096, 16, "discrete_gpu", "f32", 2, 0.0, True) == 1    # batched
     assert sk(512, 512, 4096, 16, "discrete_gpu", "f32", 1, 1.0, True) == 1    # accumulates into C
     assert sk(512, 512, 4096, 16, "discrete_gpu", "f32", 1, 0.0, False) == 1   # C not dense
@@ -173,6 +174,26 @@ def test_split_k_takes_the_largest_tile_that_split_fills_the_device():
     assert pick("f32", 512, 512, 4096, gpu, dw).spec["BM"] == 64  # no split: the smallest tile
     assert pick_split(4096, 4096, 4096, ALIGNED).name == "matmul_f32_rb16x8_t256x128"  # enough tiles whole
     assert pick_split(4096, 512, 256, ALIGNED).name == "matmul_f32_rb16x4_t256x64k16"  # K too short to split
+
+
+def test_f16_split_k_takes_the_first_cm_tile_that_split_fills_the_device():
+    """The same split rule (variants.split_tile) on cooperative matrices, walking CM_ORDER: the weight
+    gradients of the 23.7M LM leave whole 64x64 tiles 32-352 workgroups; split, they run 128x128."""
+    gpu = _fake_gpu(["storage_buffer_16bit_access", *variants.FLAG_FEATURES["cm"]])
+    cands = kernels.usable("matmul", "f16", gpu)
+
+    def pick_split(M, N, K, lay):
+        return variants.pick_matmul(cands, M, N, K, lay, gpu.info.type, gpu.info.shared_memory, split=True)
+    dw = variants.Layout((1, 512), (1408, 1), (1408, 1))
+    v = pick_split(512, 1408, 4096, dw)
+    assert v.name == "matmul_f16_cm_rb4x2_w2x4_t128x128"  # 44 tiles, split 8 ways
+    assert variants.matmul_split_k(512, 1408, 4096, 44, "discrete_gpu", "f16", 1, 0.0, True) == 8
+    assert pick("f16", 512, 1408, 4096, gpu, dw).name == "matmul_f16_cm_rb2x2_t64x64k32"  # no split: 176 tiles
+    assert pick_split(4096, 1408, 512, ALIGNED).name == "matmul_f16_cm_rb4x2_w2x4_t128x128"  # 352 whole
+    assert pick_split(4096, 256, 512, ALIGNED).name == "matmul_f16_cm_rb2x2_t64x64k32"  # K too short to split
+    # the partials' launch (batch S, C in f32) takes the c32 twin of the same tile
+    assert variants.pick_matmul(cands, 512, 1408, 512, dw, "discrete_gpu", 49152, 8,
+                                out32=True).name == "matmul_f16_cm_rb4x2_w2x4_c32_t128x128"
 
 
 def test_tile_preference_orders_area_then_squareness():

@@ -1,0 +1,77 @@
+"""f16 split-K in the mixed-precision step (issue 13, items 4-5): the selection rule on an H200-like device
+(as bench/matmul_selection.py fakes one) splits the under-filled weight gradients of the 23.7M LM and
+nothing else, and a step with the split forced matches the unsplit f16 step."""
+import dataclasses
+
+import numpy as np
+
+from evermind_vk.models import LMConfig, TransformerLM
+from evermind_vk.runtime import kernels, variants
+from evermind_vk.train import Trainer
+
+
+def test_h200_like_selection_splits_the_f16_weight_gradients(device, monkeypatch):
+    """One f16 step of the 23.7M config (d 512, 8 layers, 8/4 heads, ff 1408, batch 16 x 256: bench/train_bench.py)
+    with nothing executed (kernels.dispatch logs instead) on the local device dressed as a discrete GPU with
+    48 KiB of shared memory and every feature. Its weight gradients X^T dY (K = 4,096 tokens) run whole
+    on 32-352 tiles of 64x64, or on 8-88 of 128x128: they split, 4-16 ways onto 128x128 cooperative-matrix
+    tiles, f32 partials (c32) summed into the f16 gradient (colsum_cast). Every other product fills the
+    device whole (or has a short K) and does not split."""
+    monkeypatch.delenv("EVERMIND_VK_MATMUL_SPLIT_K", raising=False)
+    monkeypatch.delenv("EVERMIND_VK_MATMUL_VARIANT", raising=False)
+    monkeypatch.setattr(device, "info", dataclasses.replace(
+        device.info, type="discrete_gpu", shared_memory=49152, subgroup_size=32,
+        features={k: True for k in device.info.features}))
+    names, splits = [], []
+    monkeypatch.setattr(kernels, "dispatch", lambda v, tensors, push, groups: names.append(v.name))
+    real = variants.matmul_split_k
+
+    def split_k(M, N, K, groups, *args, **kw):
+        s = real(M, N, K, groups, *args, **kw)
+        splits.append(((M, N, K), s))
+        return s
+    monkeypatch.setattr(variants, "matmul_split_k", split_k)
+    cfg = LMConfig(d_model=512, n_layers=8, n_heads=8, n_kv_heads=4, d_ff=1408, max_seq_len=256)
+    tr = Trainer(TransformerLM(cfg), precision="f16")
+    ids = np.random.default_rng(0).integers(0, cfg.vocab_size, 16 * 256 * 2 + 2)
+    tr.train(ids, epochs=1, seq_len=256, batch_size=16, max_steps=1)
+    split = {p: s for p, s in splits if s > 1}
+    # dW of: the embedding's tied output projection [V=256, d], q/o [d, d], gate+up [2 ff, d], down [d, ff]
+    # (A = X^T m-contiguous), K = B x L = 4,096
+    assert split == {(256, 512, 4096): 16, (512, 512, 4096): 16, (2816, 512, 4096): 4, (512, 1408, 4096): 8}, split
+    assert {p for p, s in splits if s == 1} >= {(4096, 512, 512), (4096, 2816, 512), (4096, 512, 1408)}  # filled
+    n_split = sum(1 for _, s in splits if s > 1)
+    assert names.count("colsum_cast_f16") == n_split > 0
+    c32 = [n for n in names if n.startswith("matmul") and "c32" in n.split("_")]
+    assert len(c32) == n_split and all("_cm_" in n and n.endswith("t128x128") for n in c32), set(c32)
+
+
+def test_f16_step_with_split_k_forced_matches_the_unsplit_step(device, monkeypatch):
+    """lavapipe never splits by itself: EVERMIND_VK_MATMUL_SPLIT_K=2 splits every product it can (K a multiple
+    of 32: the forward and backward projections and the weight gradients over B x L = 128 tokens) into f32
+    partials. The two runs differ only by where f32 sums are rounded to f16, so losses and pre-clip gradient
+    norms agree within f16 tolerance over 6 AdamW steps, and so do the weights, except where AdamW's
+    normalised step (about lr whatever the gradient's size) turns a near-zero gradient's rounding into a
+    different move: at most 2 lr a step, on a few elements (2 of 4,096 of one matrix on lavapipe)."""
+    cfg = LMConfig(d_model=64, n_layers=2, n_heads=4, n_kv_heads=2, d_ff=128, max_seq_len=32, seed=1)
+    text = "mixed precision split-K sums f32 partials and rounds once. " * 20
+    lr, steps, runs = 3e-3, 6, {}
+    for env in ("", "2"):
+        monkeypatch.setenv("EVERMIND_VK_MATMUL_SPLIT_K", env)
+        tr = Trainer(TransformerLM(cfg), precision="f16")
+        tr.train(text, epochs=1, seq_len=32, batch_size=4, lr=lr, max_steps=steps, track_grad_norm=True)
+        labels = tr.step_program(32, 4, track_grad_norm=True).labels
+        runs[env] = ([h["loss"] for h in tr.history], [h["grad_norm"] for h in tr.history], tr.model.state_dict(),
+                     labels)
+    (l0, g0, w0, lab0), (l1, g1, w1, lab1) = runs[""], runs["2"]
+    assert "colsum_cast_f16" in lab1 and any("c32" in lb.split("_") for lb in lab1 if lb.startswith("matmul"))
+    assert "colsum_cast_f16" not in lab0 and not any("c32" in lb.split("_") for lb in lab0)
+    assert len(l0) == len(l1) == steps
+    np.testing.assert_allclose(l1, l0, rtol=2e-3)
+    np.testing.assert_allclose(g1, g0, rtol=5e-3)
+    off = 0
+    for k in w0:
+        assert np.max(np.abs(w1[k] - w0[k])) <= 2 * lr * steps, k
+        off += np.sum(~np.isclose(w1[k], w0[k], rtol=1e-2, atol=5e-4))
+    assert off <= 1e-3 * sum(w.size for w in w0.values()), off
+    assert any(not np.array_equal(w1[k], w0[k]) for k in w0)  # the split really ran
