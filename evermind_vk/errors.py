@@ -61,3 +61,8 @@ class TokenError(EvermindError, ValueError):
 class CheckpointKeyCollisionError(CheckpointMismatchError):
     """Two checkpoint keys map to one file name (e.g. "run é" and "run ü" -> run__.json): refused, so the
     lineage of one key never continues another's."""
+
+
+class BindingLimitError(UnsupportedError):
+    """A kernel binds more storage buffers than the device allows a dispatch
+    (maxPerStageDescriptorStorageBuffers and its relatives; see runtime.variants.max_bindings)."""

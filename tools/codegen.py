@@ -35,7 +35,7 @@ GENERATED = ROOT / "generated"
 
 sys.path.insert(0, str(ROOT))
 from evermind_vk.runtime.variants import (attention_row_errors, features_for, matmul_kind, matmul_row_errors,  # noqa: E402
-                                          raster_group, register_block, ssd_row_errors, subgroup_grid)
+                                          multi_slots, raster_group, register_block, ssd_row_errors, subgroup_grid)
 
 # Each template declares, at its top, `{% set INTERFACE = {op: {...}} %}`: per op its storage buffers
 # (name, element type, access r|w|rw), push constants (name, u32|f32; all words are 4 bytes) and
@@ -183,7 +183,9 @@ VARIANTS = [
     simple("optim", "clip_scale", "f32", 256),
     # Overflow-free L2 norm (max |x|, then sum of (x / max)^2), for gradient clipping.
     *(simple("reduce", "norm_partials", dt, 256) for dt in F),
-    *(simple("reduce", "norm_partials_multi", dt, 256) for dt in F),  # up to 8 tensors a dispatch
+    # ... up to K tensors a dispatch (flag xK: K + 2 bindings; runtime.variants.pick_norm_multi takes the
+    # largest K the device's storage-buffer limit allows, 2 at Vulkan's guaranteed minimum of 4).
+    *(simple("reduce", "norm_partials_multi", dt, 256, [f"x{k}"]) for k in (2, 4, 8) for dt in F),
     simple("reduce", "norm_final", "f32", 256),
     # Image ops (issue 17): conv2d's im2col/col2im around the strided matmul, group_norm (two-stage
     # statistics), per-channel sums, nearest upsampling, pixel shuffle. One thread per element, or one
@@ -279,7 +281,8 @@ def render(v: Variant, env) -> tuple[str, dict]:
     tpl = env.get_template(f"{v.template}.comp.j2")
     module = tpl.make_module(dict(op=v.op, dtype=v.dtype, flags=v.flags, T=GLSL_TYPES[v.dtype],
                                   f16=v.dtype == "f16", glsl_types=GLSL_TYPES, rb=register_block(v.flags),
-                                  sg_grid=subgroup_grid(v.flags), raster=raster_group(v.flags)))
+                                  sg_grid=subgroup_grid(v.flags), raster=raster_group(v.flags),
+                                  slots=multi_slots(v.flags)))
     iface = module.INTERFACE.get(v.op)
     if iface is None:
         raise SystemExit(f"codegen: template {v.template} declares no interface for op {v.op}")

@@ -86,10 +86,11 @@ def _fused_variants(q: Tensor, S: int, H: int, KVH: int, D: int, B: int):
     dev = q.device
     out = {}
     for stage, (op, flag) in _STAGES.items():
-        cands = [v for v in kernels.usable(op, q.dtype, dev) if flag is None or flag in v.flags]
+        cands = [v for v in kernels.with_features(op, q.dtype, dev) if flag is None or flag in v.flags]
         heads = KVH if stage == "dkv" else H
         v = variants.pick_attention(cands, stage, S, D, heads * B, dev.info.type, dev.info.shared_memory,
-                                    dev.info.subgroup_size, os.environ.get("EVERMIND_VK_ATTENTION_VARIANT", "").strip())
+                                    dev.info.subgroup_size, os.environ.get("EVERMIND_VK_ATTENTION_VARIANT", "").strip(),
+                                    max_bindings=variants.max_bindings(dev.info))
         if v is None:
             return None
         out[stage] = v

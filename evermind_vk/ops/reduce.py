@@ -102,7 +102,9 @@ def l2_norm(xs: list, out: Tensor, index: int = 0) -> None:
     if out.dtype != "f32" or not 0 <= index < out.numel:
         raise ShapeError(f"l2_norm: out[{index}] of a {out.shape}/{out.dtype} tensor (want f32)")
     part = empty((sum(n_partials(x.numel) for x in xs),), "f32", out.device)
-    batches = _norm_batches(xs, os.environ.get("EVERMIND_VK_NORM_MULTI", "1").strip() != "0")
+    use_multi = os.environ.get("EVERMIND_VK_NORM_MULTI", "1").strip() != "0"
+    multi = {dt: _multi_variant(dt, out.device) if use_multi else None for dt in {x.dtype for x in xs}}
+    batches = _norm_batches(xs, {dt: variants.multi_slots(v.flags) if v else 1 for dt, v in multi.items()})
     for pass_ in (0, 1):
         off = 0
         for batch in batches:
@@ -112,29 +114,36 @@ def l2_norm(xs: list, out: Tensor, index: int = 0) -> None:
                 run("norm_partials", x.dtype, [x, part, out],
                     dict(n=x.numel, chunk=CHUNK, poff=off, oidx=index, pass_=pass_), groups[0])
             else:
+                v = multi[batch[0].dtype]
+                slots = variants.multi_slots(v.flags)
                 push = dict(chunk=CHUNK, poff=off, oidx=index, pass_=pass_)
                 g = 0
-                for j in range(NORM_MULTI):
+                for j in range(slots):
                     have = j < len(batch)
                     push[f"n{j}"] = batch[j].numel if have else 0
                     push[f"g{j}"] = g if have else 0xFFFFFFFF
                     g += groups[j] if have else 0
-                xt = [batch[j] if j < len(batch) else batch[0] for j in range(NORM_MULTI)]  # unused slots: any tensor
-                run("norm_partials_multi", batch[0].dtype, [*xt, part, out], push, g)
+                xt = [batch[j] if j < len(batch) else batch[0] for j in range(slots)]  # unused slots: any tensor
+                kernels.dispatch(v, [*xt, part, out], push, kernels.grid(g))
             off += sum(groups)
         run("norm_final", "f32", [part, out], dict(n=off, oidx=index, pass_=pass_), 1)
 
 
-NORM_MULTI = 8  # tensors one norm_partials_multi dispatch reads
+def _multi_variant(dtype: str, device):
+    """The norm_partials_multi variant for dtype on device: the one reading the most tensors a dispatch
+    that the device's storage-buffer limit allows (runtime.variants.pick_norm_multi), None if none fits."""
+    return variants.pick_norm_multi(kernels.with_features("norm_partials_multi", dtype, device),
+                                    variants.max_bindings(device.info))
 
 
-def _norm_batches(xs: list, multi: bool) -> list:
-    """xs in order, in runs of up to NORM_MULTI tensors of one dtype (one norm_partials_multi dispatch
-    each: the optimizer's many small gradients cost a few dispatches, not one each). multi False
-    (EVERMIND_VK_NORM_MULTI=0): one tensor a dispatch. Either way the partials are the same."""
+def _norm_batches(xs: list, group: dict) -> list:
+    """xs in order, in runs of up to group[dtype] tensors of one dtype (one norm_partials_multi dispatch
+    each: the optimizer's many small gradients cost a few dispatches, not one each; the group size is the
+    picked variant's, bounded by the device's binding limit). A group of 1 (EVERMIND_VK_NORM_MULTI=0, or
+    no multi variant fits): one norm_partials dispatch a tensor. Either way the partials are the same."""
     out = []
     for x in xs:
-        if multi and out and len(out[-1]) < NORM_MULTI and out[-1][0].dtype == x.dtype:
+        if out and len(out[-1]) < group[x.dtype] and out[-1][0].dtype == x.dtype:
             out[-1].append(x)
         else:
             out.append([x])

@@ -30,6 +30,9 @@ FEATURES = ("shader_int16", "shader_int64", "storage_buffer_16bit_access", "shad
             "vulkan_memory_model", "vulkan_memory_model_device_scope", "cooperative_matrix")
 # VK_KHR_cooperative_matrix shape (M, N, K, A, B, C, Result, scope): FLOAT16 = 0, FLOAT32 = 1, SUBGROUP = 3.
 COOPMAT_F16_F32 = (16, 16, 16, 0, 0, 1, 1, 3)
+# Capability keys of the storage-buffer binding limits, named as DeviceInfo's fields.
+BINDING_LIMITS = ("max_per_stage_descriptor_storage_buffers", "max_descriptor_set_storage_buffers",
+                  "max_per_stage_resources")
 DEVICE_TYPES = {0: "other", 1: "integrated_gpu", 2: "discrete_gpu", 3: "virtual_gpu", 4: "cpu"}
 
 
@@ -67,6 +70,10 @@ class DeviceInfo:
     max_storage_buffer_range: int
     features: dict = field(default_factory=dict)
     cooperative_matrix_shapes: tuple = ()
+    # Storage-buffer binding limits (ci/patches/0003; runtime.variants.max_bindings combines them).
+    max_per_stage_descriptor_storage_buffers: int = field(kw_only=True)
+    max_descriptor_set_storage_buffers: int = field(kw_only=True)
+    max_per_stage_resources: int = field(kw_only=True)
 
     @property
     def f16(self) -> bool:
@@ -85,12 +92,16 @@ class DeviceInfo:
         # and the subgroup size they assume.
         feats["coopmat_f16_16x16x16_f32"] = COOPMAT_F16_F32 in shapes
         feats["subgroup_size_32"] = int(caps["subgroup_size"]) == 32
+        missing = [k for k in BINDING_LIMITS if k not in caps]
+        if missing:
+            raise DeviceError(f"kp lacks the binding limits {', '.join(missing)} (ci/patches/0003); "
+                              "rebuild it with `bash ci/setup.sh`")
         return DeviceInfo(
             index=index, name=caps["device_name"], type=DEVICE_TYPES.get(caps["device_type"], "other"),
             subgroup_size=int(caps["subgroup_size"]), shared_memory=int(caps["max_compute_shared_memory_size"]),
             max_push_constants=int(caps["max_push_constants_size"]),
             max_storage_buffer_range=int(caps["max_storage_buffer_range"]),
-            features=feats, cooperative_matrix_shapes=shapes)
+            features=feats, cooperative_matrix_shapes=shapes, **{k: int(caps[k]) for k in BINDING_LIMITS})
 
 
 _lock = threading.Lock()

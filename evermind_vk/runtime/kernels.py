@@ -10,7 +10,7 @@ from importlib import resources
 
 import numpy as np
 
-from ..errors import KernelError, ShapeError, UnsupportedError
+from ..errors import BindingLimitError, KernelError, ShapeError, UnsupportedError
 from . import variants
 
 SCHEMA = "evermind-vk.kernels/1"
@@ -64,7 +64,15 @@ def variants_of(op: str, dtype: str) -> list[Variant]:
 
 
 def usable(op: str, dtype: str, device) -> list[Variant]:
-    """Variants of (op, dtype) whose features the device has. Raises UnsupportedError if none."""
+    """Variants of (op, dtype) the device can run: it has their features and their storage buffers fit its
+    binding limit (runtime.variants.within_binding_limit). Raises UnsupportedError if no variant has the
+    features, BindingLimitError if none of those fits the limit."""
+    return variants.within_binding_limit(with_features(op, dtype, device), variants.max_bindings(device.info))
+
+
+def with_features(op: str, dtype: str, device) -> list[Variant]:
+    """Variants of (op, dtype) whose features the device has, whatever they bind (for selectors that
+    apply the binding limit themselves: fused attention, norm_partials_multi). Raises UnsupportedError if none."""
     cands = variants_of(op, dtype)
     if not cands:
         have = sorted({v.dtype for v in manifest().values() if v.op == op})
@@ -127,6 +135,9 @@ def dispatch(variant: Variant, tensors: list, push: dict, groups: tuple) -> None
     missing = [f for f in variant.features if not device.has(f)]
     if missing:
         raise UnsupportedError(f"{variant.name} needs {', '.join(missing)}, which {device.info.name} lacks")
+    bindings = variants.binding_errors(variant, variants.max_bindings(device.info))
+    if bindings:  # the selectors never pick such a variant; a forced or hand-picked one stops here
+        raise BindingLimitError(bindings[0])
     if any(g < 1 or g > MAX_GROUPS for g in groups):
         raise UnsupportedError(f"{variant.name}: workgroup count {groups} outside 1..{MAX_GROUPS}")
     loops = variants.launch_loop_errors(variant.op, variant.spec, variant.flags, push, device.info.type)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..errors import ShapeError, UnsupportedError
+from ..errors import BindingLimitError, ShapeError, UnsupportedError
 
 # -- features ----------------------------------------------------------------------------------------
 # Device features a dtype or a code-changing flag needs (names as in Device.caps).
@@ -34,6 +34,67 @@ def features_for(dtype: str, flags=()) -> list[str]:
     for f in flags:
         out += FLAG_FEATURES.get(f, ())
     return sorted(set(out))
+
+
+# -- storage-buffer bindings ---------------------------------------------------------------------------
+# Every kernel binds one storage buffer per tensor (templates/_interface.glsl.j2 declares nothing else:
+# no uniforms, images or samplers), all in descriptor set 0. kp gives each Algorithm its own descriptor
+# pool holding exactly one set with exactly its bindings (Algorithm::createParameters; patch 0008's shared
+# algorithms allocate their own pool and set the same way), and binds that one set per dispatch, so no
+# limit adds up over a sequence: each dispatch's pipeline layout holds one set of n storage buffers, and n
+# counts against maxPerStageDescriptorStorageBuffers (Vulkan guarantees 4), maxDescriptorSetStorageBuffers
+# (24) and maxPerStageResources (128; compute has no attachments, so the buffers are its only resources)
+# alike. Descriptor pools are sized by kp per algorithm and have no device limit besides memory.
+
+
+def binding_count(v) -> int:
+    """Storage buffers a variant binds: its manifest bindings (generated from the template's INTERFACE;
+    tests/runtime/test_binding_limits.py checks them against every SPIR-V module's Binding decorations).
+    The one place the count comes from."""
+    return len(v.bindings)
+
+
+def max_bindings(info) -> int:
+    """The most storage buffers one dispatch may bind on a device (a DeviceInfo): the least of its
+    per-stage, per-set and per-stage-resource limits (see above)."""
+    return min(info.max_per_stage_descriptor_storage_buffers, info.max_descriptor_set_storage_buffers,
+               info.max_per_stage_resources)
+
+
+def binding_errors(v, limit: int) -> list[str]:
+    """Why a variant cannot run under a limit of `limit` storage buffers a dispatch (empty: it can)."""
+    n = binding_count(v)
+    return [] if n <= limit else [f"{v.name} binds {n} storage buffers, the device allows {limit} a dispatch "
+                                  "(maxPerStageDescriptorStorageBuffers, maxDescriptorSetStorageBuffers, "
+                                  "maxPerStageResources)"]
+
+
+def within_binding_limit(cands, limit: int) -> list:
+    """The candidates whose bindings fit the device's limit, never one that does not (its pipeline would
+    fail to build, or worse). Raises BindingLimitError, naming the kernel with the fewest bindings, its
+    count and the limit, where none fits."""
+    ok = [v for v in cands if not binding_errors(v, limit)]
+    if cands and not ok:
+        least = min(cands, key=binding_count)
+        raise BindingLimitError(f"no {least.op} kernel fits this device's storage-buffer limit: " +
+                                binding_errors(least, limit)[0])
+    return ok
+
+
+def multi_slots(flags) -> int:
+    """Tensors one norm_partials_multi dispatch reads (flag xK), 0 without one."""
+    f = [f for f in flags if f[:1] == "x" and f[1:].isdigit()]
+    return int(f[0][1:]) if f else 0
+
+
+def pick_norm_multi(cands, limit: int):
+    """The norm_partials_multi variant for a device whose dispatches may bind `limit` storage buffers: the
+    one reading the most tensors (K, flag xK) whose K + 2 bindings fit, so the number of tensors a dispatch
+    reads is bounded by the limit (8 on every desktop GPU and lavapipe; 2 at Vulkan's minimum of 4). None
+    where no multi variant fits (below 4): then each tensor gets its own norm_partials dispatch
+    (3 bindings), the same partials."""
+    ok = [v for v in cands if not binding_errors(v, limit)]
+    return max(ok, key=lambda v: multi_slots(v.flags)) if ok else None
 
 
 # -- elementwise ---------------------------------------------------------------------------------------
@@ -708,15 +769,20 @@ def attention_launch_errors(spec: dict, stage: str, S: int, D: int, shared_memor
 
 
 def pick_attention(cands, stage: str, S: int, D: int, groups_per_row_tile: int, device_type: str,
-                   shared_memory: int, subgroup_size: int, forced: str = ""):
+                   shared_memory: int, subgroup_size: int, forced: str = "", *, max_bindings: int):
     """The fused variant for one pass, or None where none may run (the caller then takes the matmul path).
 
+    A variant binding more storage buffers than the device allows a dispatch (max_bindings: the forward
+    binds 5, the backward passes 8) is never picked, forced or not: where any pass has none that fits,
+    attention takes the matmul path for every pass, the other documented path (strided matmul and row
+    softmax kernels, 2-3 bindings each).
     A forced configuration (EVERMIND_VK_ATTENTION_VARIANT: the name's tail, e.g. `d64_p2_r64x64`, the
     same for every pass) wins where its launch rules hold. Otherwise: the smallest HD that holds D; on CPU devices one thread per row (TPR 1: no exchange), on others
     split rows (TPR > 1); then the largest ROWS that still gives 128 workgroups (a GPU) or 4 (a CPU),
     else the smallest ROWS."""
     P = {v.name: attention_params(v) for v in cands}
-    ok = [v for v in cands if not attention_launch_errors(P[v.name], stage, S, D, shared_memory, subgroup_size)]
+    ok = [v for v in cands if not attention_launch_errors(P[v.name], stage, S, D, shared_memory, subgroup_size)
+          and not binding_errors(v, max_bindings)]
     hit = [v for v in ok if forced and v.name.endswith("_" + forced)]
     if hit:
         return hit[0]
@@ -750,5 +816,5 @@ def attention_path(forced: str, fused_available: bool, device_type: str = "cpu")
         return "matmul"
     if forced == "fused" and not fused_available:
         raise UnsupportedError("EVERMIND_VK_ATTENTION=fused, but no fused attention variant fits this launch "
-                         f"(head dim > {ATTENTION_MAX_HD}, shared memory or subgroup size)")
+                         f"(head dim > {ATTENTION_MAX_HD}, shared memory, subgroup size or storage-buffer bindings)")
     return "fused" if fused_available and (forced == "fused" or device_type == "cpu") else "matmul"

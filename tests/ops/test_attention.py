@@ -242,6 +242,7 @@ class V:
     def __init__(self, HD, ROWS, TILE, TPR):
         self.name, self.flags = f"a_d{HD}_p{TPR}_r{ROWS}x{TILE}", (f"d{HD}", f"p{TPR}")
         self.spec = dict(ROWS=ROWS, TILE=TILE, WG=ROWS * TPR)
+        self.bindings = ("q", "k", "v", "out", "lse")  # the forward's (runtime.variants.binding_count)
 
 
 CANDS = [V(hd, r, t, p)
@@ -250,16 +251,16 @@ CANDS = [V(hd, r, t, p)
 
 
 def test_rule_picks_by_device_and_head_dim():
-    assert variants.pick_attention(CANDS, "fwd", 128, 64, 4, "cpu", 32768, 8).flags[1] == "p1"
-    gpu = variants.pick_attention(CANDS, "fwd", 4096, 64, 16, "discrete_gpu", 49152, 32)
+    assert variants.pick_attention(CANDS, "fwd", 128, 64, 4, "cpu", 32768, 8, max_bindings=32).flags[1] == "p1"
+    gpu = variants.pick_attention(CANDS, "fwd", 4096, 64, 16, "discrete_gpu", 49152, 32, max_bindings=32)
     assert gpu.name == "a_d64_p2_r64x64"
-    few = variants.pick_attention(CANDS, "dkv", 1024, 64, 2, "discrete_gpu", 49152, 32)
+    few = variants.pick_attention(CANDS, "dkv", 1024, 64, 2, "discrete_gpu", 49152, 32, max_bindings=32)
     assert few.spec["ROWS"] == 32  # few workgroups: the smaller row tile
-    assert variants.pick_attention(CANDS, "fwd", 1024, 100, 16, "discrete_gpu", 49152, 32).flags[0] == "d128"
-    assert variants.pick_attention(CANDS, "fwd", 1024, 129, 16, "discrete_gpu", 49152, 32) is None
+    assert variants.pick_attention(CANDS, "fwd", 1024, 100, 16, "discrete_gpu", 49152, 32, max_bindings=32).flags[0] == "d128"
+    assert variants.pick_attention(CANDS, "fwd", 1024, 129, 16, "discrete_gpu", 49152, 32, max_bindings=32) is None
     # shared memory and subgroup limits are respected
-    assert variants.pick_attention(CANDS, "fwd", 1024, 64, 16, "discrete_gpu", 16384, 32) is None
-    assert variants.pick_attention(CANDS, "fwd", 1024, 64, 16, "discrete_gpu", 49152, 1) is None
+    assert variants.pick_attention(CANDS, "fwd", 1024, 64, 16, "discrete_gpu", 16384, 32, max_bindings=32) is None
+    assert variants.pick_attention(CANDS, "fwd", 1024, 64, 16, "discrete_gpu", 49152, 1, max_bindings=32) is None
 
 
 def test_rule_refuses_loops_past_the_limit():
@@ -270,7 +271,7 @@ def test_rule_refuses_loops_past_the_limit():
 
 
 def test_rule_forced_variant_and_kill_switch():
-    forced = variants.pick_attention(CANDS, "fwd", 4096, 64, 16, "discrete_gpu", 49152, 32, forced="d64_p2_r32x64")
+    forced = variants.pick_attention(CANDS, "fwd", 4096, 64, 16, "discrete_gpu", 49152, 32, forced="d64_p2_r32x64", max_bindings=32)
     assert forced.name.endswith("d64_p2_r32x64")
     assert variants.attention_path("matmul", True) == "matmul"
     assert variants.attention_path("", True) == "fused" and variants.attention_path("", False) == "matmul"

@@ -34,7 +34,9 @@ def test_f16_variants_declare_their_feature():
 
 class FakeDevice:
     def __init__(self, **features):
-        self.info = DeviceInfo(0, "fake", "cpu", 8, 32768, 128, 1 << 27, features=features)
+        self.info = DeviceInfo(0, "fake", "cpu", 8, 32768, 128, 1 << 27, features=features,
+                               max_per_stage_descriptor_storage_buffers=32, max_descriptor_set_storage_buffers=256,
+                               max_per_stage_resources=128)
 
     def has(self, f):
         return bool(self.info.features.get(f))

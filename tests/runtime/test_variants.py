@@ -67,7 +67,9 @@ def test_v4_for_aligned_products_on_cpu(device):
 def _fake_gpu(features=()):
     from types import SimpleNamespace
     from evermind_vk.runtime.device import DeviceInfo
-    info = DeviceInfo(0, "fake gpu", "discrete_gpu", 32, 49152, 128, 2 ** 31, {f: True for f in features})
+    info = DeviceInfo(0, "fake gpu", "discrete_gpu", 32, 49152, 128, 2 ** 31, {f: True for f in features},
+                      max_per_stage_descriptor_storage_buffers=2 ** 20, max_descriptor_set_storage_buffers=2 ** 20,
+                      max_per_stage_resources=2 ** 20)
     return SimpleNamespace(info=info, has=lambda f: bool(info.features.get(f)))
 
 

@@ -1,5 +1,7 @@
 #version 450
 #extension GL_EXT_control_flow_attributes : enable
+// f16 storage with f32 arithmetic: needs storageBuffer16BitAccess only (no shaderFloat16).
+#extension GL_EXT_shader_16bit_storage : require
 
 // An L2 norm that cannot overflow for finite inputs: pass 0 finds m = max |x| (NaN
 // propagates), pass 1 sums (x / m)^2 <= 1 per element, so the sum is at most the element count, and
@@ -7,14 +9,14 @@
 // into part[poff + g]; norm_final: one workgroup combines part[0..n) into acc[oidx]). Pass 0 leaves m
 // in acc[oidx], which pass 1 reads and replaces with the norm. Fixed order: same inputs, same bits.
 layout(constant_id = 0) const uint WG = 256;
-layout(std430, binding = 0) readonly buffer Buf_x0 { float x0[]; };
-layout(std430, binding = 1) readonly buffer Buf_x1 { float x1[]; };
-layout(std430, binding = 2) readonly buffer Buf_x2 { float x2[]; };
-layout(std430, binding = 3) readonly buffer Buf_x3 { float x3[]; };
-layout(std430, binding = 4) readonly buffer Buf_x4 { float x4[]; };
-layout(std430, binding = 5) readonly buffer Buf_x5 { float x5[]; };
-layout(std430, binding = 6) readonly buffer Buf_x6 { float x6[]; };
-layout(std430, binding = 7) readonly buffer Buf_x7 { float x7[]; };
+layout(std430, binding = 0) readonly buffer Buf_x0 { float16_t x0[]; };
+layout(std430, binding = 1) readonly buffer Buf_x1 { float16_t x1[]; };
+layout(std430, binding = 2) readonly buffer Buf_x2 { float16_t x2[]; };
+layout(std430, binding = 3) readonly buffer Buf_x3 { float16_t x3[]; };
+layout(std430, binding = 4) readonly buffer Buf_x4 { float16_t x4[]; };
+layout(std430, binding = 5) readonly buffer Buf_x5 { float16_t x5[]; };
+layout(std430, binding = 6) readonly buffer Buf_x6 { float16_t x6[]; };
+layout(std430, binding = 7) readonly buffer Buf_x7 { float16_t x7[]; };
 layout(std430, binding = 8) writeonly buffer Buf_part { float part[]; };
 layout(std430, binding = 9) readonly buffer Buf_acc { float acc[]; };
 layout(push_constant) uniform Push {
@@ -72,7 +74,8 @@ void main() {
     const uint g = (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x);
     const float m = p.pass_ == 0 ? 0.0 : acc[p.oidx];
     float s = 0.0;
-    // Up to eight tensors in one dispatch: tensor j owns the workgroups g_j <= g < g_{j+1} (g_0 = 0,
+    // Up to 8 tensors in one dispatch (flag x8; runtime.variants.pick_norm_multi bounds it by
+    // the device's storage-buffer limit): tensor j owns the workgroups g_j <= g < g_{j+1} (g_0 = 0,
     // unused slots 0xffffffff), each the same chunk of the same tensor as in norm_partials, so the
     // partials part[poff + g] are the ones a dispatch per tensor writes: same bits.
     uint jx = 0;
