@@ -237,8 +237,8 @@ def matmul_tile(M: int, N: int, K: int, tiles, shared_memory: int, device_type: 
 V4_MIN_WORK = 1
 
 # The v4 workgroup CPU devices take when a variant has it: 8 x 1 threads, as wide as one 256-bit vector of
-# lavapipe's (llvmpipe runs a workgroup's invocations that many at a time along x; 4 x 4 threads leave half of
-# each vector idle) with 8-16 rows x 8 columns a thread. On lavapipe the default LM step's 39 products took
+# lavapipe's (its subgroup size; 4 x 4 threads likely fill half of each vector along x) with 8-16 rows x 8
+# columns a thread. On lavapipe the default LM step's 39 products took
 # 42.7 ms as 16x64 blocks on 8x1 threads against 64.4 ms as 128x64 on 4x4 (interleaved, loaded 2-core machine),
 # and 256^3 .. 1024x256x256 and 512^3 were no slower (bench/results/lavapipe-step-round5.txt).
 CPU_V4_THREADS = (8, 1)
