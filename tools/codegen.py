@@ -136,8 +136,11 @@ VARIANTS = [
     *(matmul(dt, bm, bn, bk, wx, wy) for dt in F for (bm, bn, bk, wx, wy) in ((32, 32, 16, 16, 16), (64, 64, 16, 16, 16))),
     # One-row tiles for decoding (M = 1 token per step with a KV cache): 64 threads, one output column each.
     *(matmul(dt, 1, 64, 16, 64, 1) for dt in F),
-    # CPU devices (lavapipe): large register blocks from 16-byte loads, aligned shapes only.
-    *(matmul(dt, bm, bn, 4, wx, wy, ["v4"]) for dt in F for (bm, bn, wx, wy) in ((64, 64, 4, 4), (128, 64, 4, 4))),
+    # CPU devices (lavapipe): large register blocks from 16-byte loads, aligned shapes only. 8x1 threads
+    # (one 256-bit vector of lavapipe's), 8-16 rows x 8 columns a thread: the CPU default
+    # (variants.CPU_V4_THREADS; bench/results/lavapipe-step-round5.txt).
+    *(matmul(dt, bm, bn, 4, wx, wy, ["v4"]) for dt in F
+      for (bm, bn, wx, wy) in ((64, 64, 4, 4), (128, 64, 4, 4), (16, 64, 8, 1), (8, 64, 8, 1))),
     # GPUs, 16-byte-aligned layouts: an RMxRN register block per thread.
     *(matmul(dt, rm * wy, rn * wx, bk, wx, wy, [f"rb{rm}x{rn}"]) for dt in F
       for (rm, rn, bk, wx, wy) in ((8, 8, 8, 16, 16), (8, 4, 16, 16, 16), (4, 4, 16, 16, 16))),

@@ -322,6 +322,13 @@ def matmul_tile(M: int, N: int, K: int, tiles, shared_memory: int, device_type: 
 # down to 32x64x512 (bench/results/lavapipe-iree.txt), so every aligned product takes them.
 V4_MIN_WORK = 1
 
+# The v4 workgroup CPU devices take when a variant has it: 8 x 1 threads, as wide as one 256-bit vector of
+# lavapipe's (its subgroup size; 4 x 4 threads likely fill half of each vector along x) with 8-16 rows x 8
+# columns a thread. On lavapipe the default LM step's 39 products took
+# 42.7 ms as 16x64 blocks on 8x1 threads against 64.4 ms as 128x64 on 4x4 (interleaved, loaded 2-core machine),
+# and 256^3 .. 1024x256x256 and 512^3 were no slower (bench/results/lavapipe-step-round5.txt).
+CPU_V4_THREADS = (8, 1)
+
 
 # Cooperative-matrix variants in the order measured on an NVIDIA H200 at 4096^3 and 8192^3
 # (bench/results/h200-matmul-variants.txt, round 3); unlisted ones come after, largest tile first.
@@ -415,6 +422,7 @@ def pick_matmul(cands, M: int, N: int, K: int, lay: Layout, device_type: str, sh
         return hit or (min(big, key=rank) if big else min(cm, key=lambda v: v.spec["BM"]))
     if device_type == "cpu" and M * N * K * batch >= V4_MIN_WORK:
         v4 = sorted((v for v in by_kind.get("v4", ()) if ok(v)), key=lambda v: v.spec["BM"] * v.spec["BN"])
+        v4 = [v for v in v4 if (v.spec["WG_X"], v.spec["WG_Y"]) == CPU_V4_THREADS] or v4
         if v4:  # the largest block that still gives both cores work
             big = [v for v in v4 if -(-M // v.spec["BM"]) * -(-N // v.spec["BN"]) * batch >= 2]
             return big[-1] if big else v4[0]

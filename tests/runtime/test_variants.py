@@ -58,7 +58,13 @@ def test_v4_for_aligned_products_on_cpu(device):
     assert "v4" in pick("f32", 256, 256, 256, device).flags
     assert "v4" in pick("f32", 64, 64, 64, device).flags  # built once per device: small products too
     assert "v4" in pick("f32", 32, 64, 512, device, variants.Layout((1, 32), (64, 1), (64, 1))).flags  # dW: A m-contiguous
-    assert pick("f32", 512, 64, 64, device).name == "matmul_f32_v4_t128x64"  # 4 groups: both cores busy
+    # 8x1 threads (CPU_V4_THREADS) where a row has them: the largest such block with both cores busy
+    assert pick("f32", 512, 64, 64, device).name == "matmul_f32_v4_t16x64"
+    assert pick("f32", 16, 64, 512, device, variants.Layout((1, 16), (64, 1), (64, 1))).name == "matmul_f32_v4_t8x64"
+    old = [v for v in kernels.usable("matmul", "f32", device)
+           if not ("v4" in v.flags and (v.spec["WG_X"], v.spec["WG_Y"]) == variants.CPU_V4_THREADS)]
+    assert variants.pick_matmul(old, 512, 64, 64, ALIGNED, "cpu", device.info.shared_memory).name == \
+        "matmul_f32_v4_t128x64"  # without them: 4x4 threads, 4 groups
     assert "v4" not in pick("f32", 256, 256, 256, device, UNALIGNED).flags  # not aligned
     assert "v4" not in pick("f32", 30, 64, 512, device, variants.Layout((1, 32), (64, 1), (64, 1))).flags  # M % 4
     assert "v4" not in pick("f32", 256, 256, 256, device, variants.Layout((2, 256), (256, 1), (256, 1))).flags  # no unit stride in A
