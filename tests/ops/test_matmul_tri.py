@@ -16,6 +16,7 @@ ALL = [v for dt in ("f32", "f16") for v in kernels.variants_of("matmul", dt) if 
 
 def _force(monkeypatch, name):
     monkeypatch.setenv("EVERMIND_VK_MATMUL_VARIANT", name)
+    monkeypatch.setenv("EVERMIND_VK_MATMUL_SPLIT_K", "0")  # a GPU would split the single f16 products along K
     used = []
     real = kernels.dispatch
     monkeypatch.setattr(kernels, "dispatch", lambda v, *a, **k: (used.append(v.name), real(v, *a, **k)))
