@@ -16,7 +16,7 @@ import time
 import numpy as np
 
 import evermind_vk as ev
-from evermind_vk.runtime import kernels
+from matmul_variants import gemm_logged  # bench/ is this script's directory
 
 # (M, N, K, trans_a, trans_b, count in the step)
 SHAPES = [(512, 64, 64, 0, 1, 4), (512, 32, 64, 0, 1, 4), (512, 256, 64, 0, 1, 3), (512, 64, 128, 0, 1, 2),
@@ -41,13 +41,7 @@ def main():
     for name in args.variants:
         os.environ["EVERMIND_VK_MATMUL_VARIANT"] = "" if name == "auto" else name
         for i, (m, n, k, ta, tb, cnt, A, B, C, want) in enumerate(cases):
-            used = []
-            real = kernels.dispatch
-            kernels.dispatch = lambda v, *a, **kw: (used.append(v.name), real(v, *a, **kw))[1]
-            try:
-                ev.ops.gemm(A, B, C, m, n, k, trans_a=ta, trans_b=tb)
-            finally:
-                kernels.dispatch = real
+            used = gemm_logged(A, B, C, m, n, k, ta, tb)
             err = np.abs(C.numpy() - want).max() / np.abs(want).max()
             if err > 1e-5:
                 raise SystemExit(f"{name} on {m}x{n}x{k}: relative error {err:.2e}")

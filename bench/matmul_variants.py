@@ -128,13 +128,7 @@ def run_case(label, m, n, k, ta, tb, a_shape, b_shape, dtype, cands, dev, rng, s
         os.environ["EVERMIND_VK_MATMUL_VARIANT"] = forced
         os.environ["EVERMIND_VK_MATMUL_SPLIT_K"] = split
         try:
-            used = []
-            real = kernels.dispatch
-            kernels.dispatch = lambda v, *a, **kw: (used.append(v.name), real(v, *a, **kw))[1]
-            try:
-                ev.ops.gemm(A, B, C, m, n, k, trans_a=ta, trans_b=tb)
-            finally:
-                kernels.dispatch = real
+            used = gemm_logged(A, B, C, m, n, k, ta, tb)
             if not forced:
                 name = f"{name} = {'+'.join(x.replace('matmul_', '') for x in used)}"
             err = np.abs(C.numpy().astype(np.float64) - want).max() / scale
@@ -154,6 +148,18 @@ def run_case(label, m, n, k, ta, tb, a_shape, b_shape, dtype, cands, dev, rng, s
         summary[-1][4:] = [best[0], tt and tt / best[1]]
     os.environ.pop("EVERMIND_VK_MATMUL_VARIANT", None)
     os.environ.pop("EVERMIND_VK_MATMUL_SPLIT_K", None)
+
+
+def gemm_logged(A, B, C, m, n, k, ta, tb) -> list:
+    """C = op(A) op(B) (ev.ops.gemm), returning the names of the variants it dispatched."""
+    used = []
+    real = kernels.dispatch
+    kernels.dispatch = lambda v, *a, **kw: (used.append(v.name), real(v, *a, **kw))[1]
+    try:
+        ev.ops.gemm(A, B, C, m, n, k, trans_a=ta, trans_b=tb)
+    finally:
+        kernels.dispatch = real
+    return used
 
 
 def main(argv=None):

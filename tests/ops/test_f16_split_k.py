@@ -11,7 +11,7 @@ import evermind_vk as ev
 from evermind_vk.errors import UnsupportedError
 from evermind_vk.runtime import kernels, variants
 from oracle import U16, assert_within, dot_bound, rounded
-from test_matmul import STRIDED, kind_names, strided_case
+from test_matmul import STRIDED, coopmat_strided, kind_names, strided_case
 
 
 def log_dispatches(monkeypatch) -> list:
@@ -125,12 +125,7 @@ CM32 = [v for v in kernels.variants_of("matmul", "f16") if "cm" in v.flags and "
 @pytest.mark.parametrize("a_kmajor,b_nmajor,beta", [(False, True, 0.0), (True, False, 0.5)])
 def test_c32_coopmat_twins_strided(device, monkeypatch, variant, a_kmajor, b_nmajor, beta):
     """The tensor-core c32 twins (skipped where the device lacks cooperative matrices: run on the H200)."""
-    missing = [f for f in variant.features if not device.has(f)]
-    if missing:
-        pytest.skip(f"{device.info.name} lacks {', '.join(missing)}")
-    bm, bn, bk = variant.spec["BM"], variant.spec["BN"], variant.spec["BK"]
-    strided_case(device, monkeypatch, variant.name, bm, 2 * bn, 2 * bk, a_kmajor, b_nmajor, 2, 2, 2, 3, True, beta,
-                 bm + bn, align=8)
+    coopmat_strided(device, monkeypatch, variant, a_kmajor, b_nmajor, beta)
 
 
 def test_forced_variant_runs_the_split_chunks_on_its_c32_twin(device, monkeypatch):

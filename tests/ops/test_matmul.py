@@ -278,6 +278,12 @@ def test_coopmat_variants_strided(device, monkeypatch, variant, a_kmajor, b_nmaj
     """Tensor-core variants through gemm_strided: A k- or m-contiguous (attention's dS^T Q and P^T dO,
     the weight gradients X^T dY), B n- or k-contiguous, beta (attention's group sums accumulate), a
     two-level batch with a shared B, padded strides and offsets that are multiples of 8 halves."""
+    coopmat_strided(device, monkeypatch, variant, a_kmajor, b_nmajor, beta)
+
+
+def coopmat_strided(device, monkeypatch, variant, a_kmajor, b_nmajor, beta):
+    """One tensor-core variant through strided_case on tile-multiple shapes (skipped without cooperative
+    matrices)."""
     missing = [f for f in variant.features if not device.has(f)]
     if missing:
         pytest.skip(f"{device.info.name} lacks {', '.join(missing)}")
