@@ -451,7 +451,7 @@ def cmd_profile(args) -> int:
     trainer.train(ids, epochs=1, seq_len=args.seq_len, batch_size=args.batch_size, lr=args.lr,
                   max_grad_norm=args.max_grad_norm)  # records the step and runs it (pipelines built)
     prog = trainer.step_program(args.seq_len, args.batch_size, args.max_grad_norm)
-    prof = profile(prog, repeats=args.repeats)
+    prof = profile(prog, repeats=args.repeats, serialize=args.serialize)
     tokens = args.batch_size * args.seq_len
     print(f"one training step ({args.precision}): {model.num_parameters():,} parameters, batch {args.batch_size} x "
           f"{args.seq_len} tokens, {len(prog)} operations, one submit")
@@ -476,6 +476,9 @@ def _add_profile_parser(sub) -> None:
     p.add_argument("--d-ff", type=POS_INT, default=128, help="MLP hidden width")
     p.add_argument("--seed", type=NONNEG_INT, default=0, help="initialisation seed")
     p.add_argument("--repeats", type=POS_INT, default=3, help="timed runs of the step (median per operation)")
+    p.add_argument("--serialize", action="store_true",
+                   help="time each kernel with a barrier before every dispatch (clean per-kernel times; the "
+                        "recorded step lets independent dispatches overlap)")
     p.add_argument("--precision", choices=("f32", "f16"), default="f32",
                    help="f16: mixed precision (f16 activations and matmuls, f32 master weights, loss scaling)")
     p.add_argument("--device", default=None, help="index or name substring")

@@ -34,13 +34,15 @@ class Profile:
     repeats: int
     device: str
     per_op_ms: list = field(default_factory=list)  # (name, ms) per operation, in program order
+    serialized: bool = False  # timed with a barrier before every dispatch (profile(serialize=True))
 
     def table(self) -> str:
         w = max([len("kernel variant")] + [len(r.name) for r in self.rows])
         lines = [f"{'kernel variant':<{w}}  {'count':>6}  {'total ms':>10}  {'% step':>7}"]
         for r in self.rows:
             lines.append(f"{r.name:<{w}}  {r.count:>6}  {r.total_ms:>10.3f}  {r.percent:>6.1f}%")
-        lines.append(f"{'GPU total':<{w}}  {sum(r.count for r in self.rows):>6}  {self.gpu_ms:>10.3f}  {100.0:>6.1f}%")
+        lines.append(f"{'GPU total':<{w}}  {sum(r.count for r in self.rows):>6}  {self.gpu_ms:>10.3f}  {100.0:>6.1f}%"
+                     + ("  (serialized: a barrier before every dispatch)" if self.serialized else ""))
         lines.append(f"host time per step: {self.host_ms:.3f} ms (median of {self.repeats} runs, one submit each) "
                      f"on {self.device}")
         return "\n".join(lines)
@@ -110,4 +112,4 @@ def profile(program, repeats: int = 3, serialize: bool = False) -> Profile:
     rows = [ProfileRow(n, c, t, 100.0 * t / gpu if gpu > 0 else 0.0) for n, (c, t) in groups.items()]
     rows.sort(key=lambda r: (-r.total_ms, r.name))
     return Profile(rows=rows, gpu_ms=gpu, host_ms=_median(host), repeats=repeats, device=dev.info.name,
-                   per_op_ms=list(zip(labels, per_op)))
+                   per_op_ms=list(zip(labels, per_op)), serialized=serialize)

@@ -147,3 +147,4 @@ def test_serialized_profile_times_every_dispatch_apart_and_keeps_the_plan(device
         prof = ev.profile(prog, repeats=2, serialize=serialize)
         assert [r.count for r in prof.rows] == [3] and prof.gpu_ms > 0
         assert [op.barrier for op in prog._ops] == before  # the recorded program is unchanged
+        assert prof.serialized == serialize and ("serialized" in prof.table()) == serialize
