@@ -289,8 +289,7 @@ def matmul_tile(M: int, N: int, K: int, tiles, shared_memory: int, device_type: 
     (b) still yields enough workgroups to fill the device (128 on a GPU: one per multiprocessor of an
     H200 with 132, where 64 left half of it idle, bench/results/h200-matmul-lm.txt; twice that for tiles of
     BIG_TILE_AREA unless they make one wave; 4 on a CPU device such as lavapipe), ordered by tile_preference;
-    otherwise the tile with
-    the least padded work, smallest first.
+    otherwise the tile with the least padded work, smallest first.
     """
     fits = [t for t in tiles if buffers * 4 * t[2] * (t[0] + t[1] + 8) <= shared_memory]
     if not fits:
