@@ -3,11 +3,6 @@ barrier before a dispatch that reads or writes what was written, or writes what 
 barrier; independent dispatches go without. Checked by the plan's rules, by the flags a recording sets, by
 results (bit-identical training with and without elision), and by Khronos synchronization validation over
 whole training steps (with a positive control: a plan that drops every barrier is reported)."""
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 
@@ -15,9 +10,9 @@ import evermind_vk as ev
 from evermind_vk.models import LMConfig, TransformerLM
 from evermind_vk.runtime.program import BarrierPlan
 from evermind_vk.train import Trainer
+from test_sync import LAYER_JSON, validated
 
 KILL = "EVERMIND_VK_DISABLE_BARRIER_ELISION"
-LAYER_JSON = Path("/usr/share/vulkan/explicit_layer.d/VkLayer_khronos_validation.json")
 
 
 class Buf:  # identity is what the plan compares
@@ -110,16 +105,7 @@ print("DONE")
 
 
 def _validated(drop_all: bool) -> list:
-    env = dict(os.environ, VK_INSTANCE_LAYERS="VK_LAYER_KHRONOS_validation", **{KILL: "0"},
-               VK_LAYER_ENABLES="VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT")
-    proc = subprocess.run([sys.executable, "-c", STEPS.format(drop_all=drop_all)], env=env, capture_output=True,
-                          text=True, timeout=900)
-    out = proc.stdout + proc.stderr
-    assert proc.returncode == 0 and "DONE" in out, out[-4000:]
-    msgs = [m for m in out.split("\n") if "SYNC-HAZARD" in m or "Validation Error" in m]
-    if ev.get_device().manager.get_device_capabilities()["cooperative_matrix"]:
-        msgs = [m for m in msgs if "VUID-VkDeviceCreateInfo-pNext-pNext" not in m]
-    return msgs
+    return validated(STEPS.format(drop_all=drop_all), timeout=900, **{KILL: "0"})[1]
 
 
 @pytest.mark.skipif(not LAYER_JSON.exists(), reason="Khronos validation layer not installed (ci/setup.sh installs it)")
