@@ -60,8 +60,7 @@ class BarrierPlan:
         self.elide = elide
         self.written: set = set()  # buffers written since the last barrier
         self.read: set = set()  # buffers read since the last barrier
-        self.started = False  # a barrier has been placed (the program's first dispatch)
-        self.barriers = 0
+        self.barriers = 0  # placed so far (the program's first dispatch always gets one)
         self.dispatches = 0
 
     def dispatch(self, touches) -> bool:
@@ -69,10 +68,9 @@ class BarrierPlan:
         reads = {b for b, a in touches if "r" in a}
         writes = {b for b, a in touches if "w" in a}
         self.dispatches += 1
-        need = (not self.elide or not self.started or not self.written.isdisjoint(reads | writes)
+        need = (not self.elide or self.barriers == 0 or not self.written.isdisjoint(reads | writes)
                 or not self.read.isdisjoint(writes))
         if need:
-            self.started = True
             self.barriers += 1
             self.written, self.read = writes, reads
         else:
