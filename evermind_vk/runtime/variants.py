@@ -399,6 +399,9 @@ def pick_matmul(cands, M: int, N: int, K: int, lay: Layout, device_type: str, sh
 
     cands = [v for v in cands if ("c32" in v.flags) == out32]
 
+    def groups(bm: int, bn: int) -> int:  # workgroups of a bm x bn tile over the whole launch
+        return -(-M // bm) * -(-N // bn) * batch
+
     if forced:
         hit = [v for v in cands if v.name.replace("_c32", "") == forced.replace("_c32", "") and ok(v)]
         if hit:
@@ -409,21 +412,18 @@ def pick_matmul(cands, M: int, N: int, K: int, lay: Layout, device_type: str, sh
     cm = [v for v in by_kind.get("cm", ()) if ok(v)
           and cm_shared_bytes(v.spec["BM"], v.spec["BN"], v.spec["BK"]) <= shared_memory]
     if cm:
-        big = [v for v in cm if -(-M // v.spec["BM"]) * -(-N // v.spec["BN"]) * batch >= 128]
+        big = [v for v in cm if groups(v.spec["BM"], v.spec["BN"]) >= 128]
 
         def rank(v):
             short = v.name.split("_", 2)[2].replace("_c32", "")  # a c32 twin ranks as its row
             return (CM_ORDER.index(short), 0) if short in CM_ORDER else (len(CM_ORDER), -v.spec["BM"] * v.spec["BN"])
-
-        def cm_groups(v):
-            return -(-M // v.spec["BM"]) * -(-N // v.spec["BN"]) * batch
-        hit = split_tile(sorted(cm, key=rank), cm_groups, K) if split else None
+        hit = split_tile(sorted(cm, key=rank), lambda v: groups(v.spec["BM"], v.spec["BN"]), K) if split else None
         return hit or (min(big, key=rank) if big else min(cm, key=lambda v: v.spec["BM"]))
     if device_type == "cpu" and M * N * K * batch >= V4_MIN_WORK:
         v4 = sorted((v for v in by_kind.get("v4", ()) if ok(v)), key=lambda v: v.spec["BM"] * v.spec["BN"])
         v4 = [v for v in v4 if (v.spec["WG_X"], v.spec["WG_Y"]) == CPU_V4_THREADS] or v4
         if v4:  # the largest block that still gives both cores work
-            big = [v for v in v4 if -(-M // v.spec["BM"]) * -(-N // v.spec["BN"]) * batch >= 2]
+            big = [v for v in v4 if groups(v.spec["BM"], v.spec["BN"]) >= 2]
             return big[-1] if big else v4[0]
     kind = "rb" if device_type != "cpu" and lay.wide_loads and by_kind.get("rb") else "tiled"
     pool = by_kind.get(kind, [])
@@ -434,7 +434,7 @@ def pick_matmul(cands, M: int, N: int, K: int, lay: Layout, device_type: str, sh
     if split and kind == "rb":
         fits = [t for t in tiles if 2 * 4 * t[2] * (t[0] + t[1] + 8) <= shared_memory]
         tile = split_tile(sorted(fits, key=lambda t: tile_preference(t, device_type != "cpu"), reverse=True),
-                          lambda t: -(-M // t[0]) * -(-N // t[1]) * batch, K)
+                          lambda t: groups(t[0], t[1]), K)
     tile = tile or matmul_tile(M, N, K, tiles, shared_memory, device_type, batch, buffers=MATMUL_BUFFERS[kind])
     return next(v for v in pool if (v.spec["BM"], v.spec["BN"], v.spec["BK"]) == tile)
 
