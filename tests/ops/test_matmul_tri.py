@@ -10,17 +10,9 @@ from hypothesis import given, settings, strategies as st
 import evermind_vk as ev
 from evermind_vk.ops.matmul import gemm_strided
 from evermind_vk.runtime import kernels, variants
+from test_matmul import force
 
 ALL = [v for dt in ("f32", "f16") for v in kernels.variants_of("matmul", dt) if v.spec.get("BM", 1) > 1]
-
-
-def _force(monkeypatch, name):
-    monkeypatch.setenv("EVERMIND_VK_MATMUL_VARIANT", name)
-    monkeypatch.setenv("EVERMIND_VK_MATMUL_SPLIT_K", "0")  # a GPU would split the single f16 products along K
-    used = []
-    real = kernels.dispatch
-    monkeypatch.setattr(kernels, "dispatch", lambda v, *a, **k: (used.append(v.name), real(v, *a, **k)))
-    return used
 
 
 def _case(device, monkeypatch, v, S, N, z, seed, hint, triangular=True):
@@ -45,7 +37,8 @@ def _case(device, monkeypatch, v, S, N, z, seed, hint, triangular=True):
         gemm_strided(ta, tb, c, S, N, K, a_strides=(K, 1), b_strides=(N, 1), c_strides=(N, 1), batch=z,
                      a_batch=(0, S * K), b_batch=(0, K * N, 1), c_batch=(0, S * N), tri=h)
         return c.numpy().reshape(z, S, N)
-    used = _force(monkeypatch, v.name)
+    used = force(monkeypatch, v.name)
+    monkeypatch.setenv("EVERMIND_VK_MATMUL_SPLIT_K", "0")  # a GPU would split the single f16 products along K
     got, full = run(hint), run("")  # the same variant both times: the same summation order
     assert used and set(used) == {v.name}, (used, v.name)
     return got, full, a, b
