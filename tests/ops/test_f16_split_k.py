@@ -11,14 +11,7 @@ import evermind_vk as ev
 from evermind_vk.errors import UnsupportedError
 from evermind_vk.runtime import kernels, variants
 from oracle import U16, assert_within, dot_bound, rounded
-from test_matmul import STRIDED, coopmat_strided, kind_names, strided_case
-
-
-def log_dispatches(monkeypatch) -> list:
-    used = []
-    real = kernels.dispatch
-    monkeypatch.setattr(kernels, "dispatch", lambda v, *a, **k: (used.append(v.name), real(v, *a, **k)))
-    return used
+from test_matmul import STRIDED, coopmat_strided, kind_names, log_dispatches, strided_case
 
 
 @settings(max_examples=25, deadline=None)

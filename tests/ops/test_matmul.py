@@ -18,13 +18,18 @@ SCALAR, V4, RB = kind_names("tiled"), kind_names("v4"), kind_names("rb")
 dims = st.integers(1, 80)
 
 
-def force(monkeypatch, name: str) -> list:
-    """Force matmul variant `name`; returns the names of the variants dispatched from then on."""
-    monkeypatch.setenv("EVERMIND_VK_MATMUL_VARIANT", name)
+def log_dispatches(monkeypatch) -> list:
+    """The names of the variants dispatched from now on (the list fills as they run)."""
     used = []
     real = kernels.dispatch
     monkeypatch.setattr(kernels, "dispatch", lambda v, *a, **k: (used.append(v.name), real(v, *a, **k)))
     return used
+
+
+def force(monkeypatch, name: str) -> list:
+    """Force matmul variant `name`; returns the names of the variants dispatched from then on."""
+    monkeypatch.setenv("EVERMIND_VK_MATMUL_VARIANT", name)
+    return log_dispatches(monkeypatch)
 
 
 @pytest.mark.parametrize("name", SCALAR)
