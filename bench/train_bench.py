@@ -103,6 +103,7 @@ def bench_ev(precision, cfg, ids, B, L, steps, warmup, repeats):
     # step as recorded, independent dispatches overlapping
     prof = ev.profile(tr.step_program(L, B), repeats=repeats, serialize=True)
     out["profile"] = prof.table()
+    out["profile_by_shape"] = prof.table(by="shape", top=25)
     out["gpu_ms"], out["host_ms"] = prof.gpu_ms, prof.host_ms
     del tr, model
     gc.collect()
@@ -178,6 +179,8 @@ def main(argv=None):
         if e in ok:
             print(f"\nprofile of our {e[3:]} step ({res['params']:,} parameters, batch {B} x {L}):")
             print(ok[e]["profile"])
+            print(f"\nthe same step's 25 costliest (kernel variant, launch sizes) pairs:")
+            print(ok[e]["profile_by_shape"])
     with open(a.json, "w") as f:
         json.dump(res, f, indent=1)
     print(f"\nwrote {a.json}")

@@ -456,6 +456,9 @@ def cmd_profile(args) -> int:
     print(f"one training step ({args.precision}): {model.num_parameters():,} parameters, batch {args.batch_size} x "
           f"{args.seq_len} tokens, {len(prog)} operations, one submit")
     print(prof.table())
+    if args.by_shape:
+        print()
+        print(prof.table(by="shape", top=args.by_shape))
     print(f"throughput: {tokens / (prof.host_ms / 1e3):,.0f} tokens/s (host time), "
           f"{tokens / (prof.gpu_ms / 1e3):,.0f} tokens/s (GPU time)")
     return 0
@@ -481,6 +484,8 @@ def _add_profile_parser(sub) -> None:
                         "recorded step lets independent dispatches overlap)")
     p.add_argument("--precision", choices=("f32", "f16"), default="f32",
                    help="f16: mixed precision (f16 activations and matmuls, f32 master weights, loss scaling)")
+    p.add_argument("--by-shape", type=POS_INT, default=0, metavar="N",
+                   help="also print the N costliest (kernel variant, launch sizes) pairs: which products cost what")
     p.add_argument("--device", default=None, help="index or name substring")
     p.set_defaults(fn=cmd_profile)
 

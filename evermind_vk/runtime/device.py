@@ -241,18 +241,18 @@ class Device:
             self._algorithms.pop(key, None)
 
     # -- submission --------------------------------------------------------------------------
-    def _record_or_run(self, op, keep, label: str = "", touches=None, transfer: str = "") -> None:
+    def _record_or_run(self, op, keep, label: str = "", touches=None, transfer: str = "", shape: str = "") -> None:
         """Append a kp operation to the recording (keeping `keep` alive with it), or submit it now."""
         if self.recording is not None:
-            self.recording._append(op, keep, label, touches, transfer)
+            self.recording._append(op, keep, label, touches, transfer, shape)
         else:
             self._eager.eval(op)
             self.submits += 1
 
-    def submit(self, algo, push_words: np.ndarray, label: str = "", tensors=(), access=None) -> None:
+    def submit(self, algo, push_words: np.ndarray, label: str = "", tensors=(), access=None, shape: str = "") -> None:
         """Dispatch (or record) algo; a recording keeps it and the device buffers of `tensors` alive.
         access: per tensor "r", "w" or "rw" (the bindings' qualifiers; default "rw"), for the recording's
-        barrier plan (runtime/program.py)."""
+        barrier plan (runtime/program.py); shape: the launch's sizes, for the profiler."""
         if self.recording is None:
             if self._paused is not None:
                 self._pin(tensors)
@@ -261,7 +261,7 @@ class Device:
             access = access or ("rw",) * len(tensors)
             self._record_or_run(kp_module().OpAlgoDispatch(algo, push_words),
                                 (algo, tuple(t._buffer for t in tensors)), label,
-                                touches=[(t._buffer, a) for t, a in zip(tensors, access)])
+                                touches=[(t._buffer, a) for t, a in zip(tensors, access)], shape=shape)
 
     def _pin(self, tensors) -> None:
         """An eager dispatch inside a recording sets up state once (device.eager()): a buffer of the paused

@@ -144,7 +144,21 @@ def dispatch(variant: Variant, tensors: list, push: dict, groups: tuple) -> None
     if loops:
         raise variants.LoopLimitError(f"{variant.name}: " + "; ".join(loops))
     algo = device.algorithm(variant, tensors, tuple(int(g) for g in groups), spirv(variant.spirv))
-    device.submit(algo, pack_push(variant, push), variant.name, tensors, [b[2] for b in variant.bindings])
+    device.submit(algo, pack_push(variant, push), variant.name, tensors, [b[2] for b in variant.bindings],
+                  launch_shape(push, groups))
+
+
+# Push constants that are sizes, in the order a launch's shape is written (matmul: M, N, K).
+SHAPE_FIELDS = ("M", "N", "K", "rows", "cols", "n")
+
+
+def launch_shape(push: dict, groups) -> str:
+    """A launch's sizes for the profiler's per-shape rows: its size push constants, and the batch (the
+    workgroup grid's z) when there is one, e.g. "M=4096 N=512 K=512" or "M=256 N=256 K=64 z=128"."""
+    parts = [f"{k}={int(push[k])}" for k in SHAPE_FIELDS if k in push]
+    if groups[2] > 1:
+        parts.append(f"z={int(groups[2])}")
+    return " ".join(parts) or "groups=" + "x".join(str(int(g)) for g in groups)
 
 
 # -- elementwise launches, and the runtime's own word kernels -----------------------------------------

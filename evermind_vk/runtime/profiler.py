@@ -35,13 +35,35 @@ class Profile:
     device: str
     per_op_ms: list = field(default_factory=list)  # (name, ms) per operation, in program order
     serialized: bool = False  # timed with a barrier before every dispatch (profile(serialize=True))
+    shapes: list = field(default_factory=list)  # per operation, in program order: its launch sizes
 
-    def table(self) -> str:
-        w = max([len("kernel variant")] + [len(r.name) for r in self.rows])
-        lines = [f"{'kernel variant':<{w}}  {'count':>6}  {'total ms':>10}  {'% step':>7}"]
-        for r in self.rows:
+    def by_shape(self) -> list:
+        """ProfileRows per (kernel variant, launch sizes), largest total first: which products of a step
+        cost what (the sizes as runtime/kernels.launch_shape writes them)."""
+        groups: dict[str, list] = {}
+        for (name, ms), shape in zip(self.per_op_ms, self.shapes):
+            g = groups.setdefault(f"{name}  {shape}" if shape else name, [0, 0.0])
+            g[0] += 1
+            g[1] += ms
+        return _rows(groups, self.gpu_ms)
+
+    def table(self, by: str = "variant", top: int | None = None) -> str:
+        """The rows per kernel variant (by="variant") or per variant and launch sizes (by="shape"),
+        the `top` largest only when given, then the GPU total and the host time."""
+        if by not in ("variant", "shape"):
+            raise EvermindError(f"Profile.table: by must be 'variant' or 'shape', got {by!r}")
+        rows = self.rows if by == "variant" else self.by_shape()
+        shown = rows[:top] if top is not None else rows
+        head = "kernel variant" if by == "variant" else "kernel variant  launch sizes"
+        w = max([len(head)] + [len(r.name) for r in shown])
+        lines = [f"{head:<{w}}  {'count':>6}  {'total ms':>10}  {'% step':>7}"]
+        for r in shown:
             lines.append(f"{r.name:<{w}}  {r.count:>6}  {r.total_ms:>10.3f}  {r.percent:>6.1f}%")
-        lines.append(f"{'GPU total':<{w}}  {sum(r.count for r in self.rows):>6}  {self.gpu_ms:>10.3f}  {100.0:>6.1f}%"
+        if len(shown) < len(rows):
+            rest = rows[len(shown):]
+            lines.append(f"{f'({len(rest)} more)':<{w}}  {sum(r.count for r in rest):>6}  "
+                         f"{sum(r.total_ms for r in rest):>10.3f}  {sum(r.percent for r in rest):>6.1f}%")
+        lines.append(f"{'GPU total':<{w}}  {sum(r.count for r in rows):>6}  {self.gpu_ms:>10.3f}  {100.0:>6.1f}%"
                      + ("  (serialized: a barrier before every dispatch)" if self.serialized else ""))
         lines.append(f"host time per step: {self.host_ms:.3f} ms (median of {self.repeats} runs, one submit each) "
                      f"on {self.device}")
@@ -49,6 +71,13 @@ class Profile:
 
     def __str__(self) -> str:
         return self.table()
+
+
+def _rows(groups: dict, gpu: float) -> list:
+    """ProfileRows from {name: [count, ms]}, largest total first."""
+    rows = [ProfileRow(n, c, t, 100.0 * t / gpu if gpu > 0 else 0.0) for n, (c, t) in groups.items()]
+    rows.sort(key=lambda r: (-r.total_ms, r.name))
+    return rows
 
 
 def _median(xs: list) -> float:
@@ -109,7 +138,5 @@ def profile(program, repeats: int = 3, serialize: bool = False) -> Profile:
         g = groups.setdefault(name, [0, 0.0])
         g[0] += 1
         g[1] += ms
-    rows = [ProfileRow(n, c, t, 100.0 * t / gpu if gpu > 0 else 0.0) for n, (c, t) in groups.items()]
-    rows.sort(key=lambda r: (-r.total_ms, r.name))
-    return Profile(rows=rows, gpu_ms=gpu, host_ms=_median(host), repeats=repeats, device=dev.info.name,
-                   per_op_ms=list(zip(labels, per_op)), serialized=serialize)
+    return Profile(rows=_rows(groups, gpu), gpu_ms=gpu, host_ms=_median(host), repeats=repeats, device=dev.info.name,
+                   per_op_ms=list(zip(labels, per_op)), serialized=serialize, shapes=program.shapes)

@@ -89,6 +89,7 @@ class Program:
         self._ops = []
         self._keep = []  # algorithms and device buffers (never Tensors) the sequence uses stay alive with it
         self._labels = []  # per op: the kernel variant's name, or "upload" / "download" (the profiler's rows)
+        self._shapes = []  # per op: its launch's sizes (kernels.launch_shape), "" for transfers
         self._seq = None
         self.reuse = record_reuse_enabled()
         self._free: dict[int, list] = {}  # byte size -> buffers of tensors that died in this recording
@@ -113,10 +114,11 @@ class Program:
         if self._seq is None and self.device.recording is self:
             self._free.setdefault(buf.nbytes, []).append(buf)
 
-    def _append(self, op, keep, label: str = "", touches=None, transfer: str = "") -> None:
+    def _append(self, op, keep, label: str = "", touches=None, transfer: str = "", shape: str = "") -> None:
         """Add a kp operation; `keep` (its algorithm or tensor) lives as long as the program; `label`
-        names it (the kernel variant) for the profiler. A dispatch gives `touches`, its (buffer, access)
-        pairs; a transfer gives its buffer as `keep` and `transfer` "w" (upload) or "r" (download)."""
+        names it (the kernel variant) and `shape` its sizes, for the profiler. A dispatch gives `touches`,
+        its (buffer, access) pairs; a transfer gives its buffer as `keep` and `transfer` "w" (upload) or
+        "r" (download)."""
         if self._seq is not None:
             raise EvermindError("this Program is already recorded")
         if touches is not None:
@@ -126,11 +128,17 @@ class Program:
         self._ops.append(op)
         self._keep.append(keep)
         self._labels.append(label or type(op).__name__)
+        self._shapes.append(shape)
 
     @property
     def labels(self) -> list[str]:
         """What each recorded operation is, in order: a kernel variant's name, "upload" or "download"."""
         return list(self._labels)
+
+    @property
+    def shapes(self) -> list[str]:
+        """Each recorded operation's launch sizes (kernels.launch_shape; "" for uploads and downloads)."""
+        return list(self._shapes)
 
     def __len__(self) -> int:
         return len(self._ops)

@@ -1,5 +1,6 @@
 """The profiler: GPU time per kernel variant of a recorded Program from Vulkan timestamps."""
 import numpy as np
+import pytest
 
 import evermind_vk as ev
 from evermind_vk.cli import main
@@ -35,8 +36,32 @@ def test_profile_counts_each_variant(device, rng):
     assert add in table and "GPU total" in table and "host time per step" in table
 
 
+def test_profile_by_shape(device, rng):
+    """Rows per (variant, launch sizes): two products of one variant with different sizes are two rows."""
+    x = ev.tensor(rng.standard_normal((32, 48)).astype(np.float32))
+    w1 = ev.tensor(rng.standard_normal((48, 16)).astype(np.float32))
+    w2 = ev.tensor(rng.standard_normal((48, 24)).astype(np.float32))
+    with ev.record() as prog:
+        ev.matmul(x, w1)
+        ev.matmul(x, w1)
+        ev.matmul(x, w2)
+        ev.add(x, x)
+    assert prog.shapes[0] == prog.shapes[1] == "M=32 N=16 K=48" and prog.shapes[2] == "M=32 N=24 K=48"
+    assert prog.shapes[3] == f"n={32 * 48}"
+    prof = ev.profile(prog, repeats=1)
+    rows = {r.name: r.count for r in prof.by_shape()}
+    names = prog.labels
+    assert rows[f"{names[0]}  M=32 N=16 K=48"] == 2 and rows[f"{names[2]}  M=32 N=24 K=48"] == 1
+    assert sum(rows.values()) == len(prog) and abs(sum(r.total_ms for r in prof.by_shape()) - prof.gpu_ms) < 1e-9
+    top = prof.table(by="shape", top=1)
+    assert "launch sizes" in top and "(2 more)" in top and "GPU total" in top
+    with pytest.raises(ev.EvermindError):
+        prof.table(by="kernel")
+
+
 def test_profile_command(capsys):
     assert main(["profile", "--d-model", "16", "--layers", "1", "--heads", "2", "--kv-heads", "1", "--d-ff", "32",
-                 "--seq-len", "8", "--batch-size", "2", "--repeats", "1"]) == 0
+                 "--seq-len", "8", "--batch-size", "2", "--repeats", "1", "--by-shape", "3"]) == 0
     out = capsys.readouterr().out
     assert "GPU total" in out and "rms_norm_f32" in out and "tokens/s" in out
+    assert "launch sizes" in out and "M=16 N=" in out
