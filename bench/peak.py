@@ -1,0 +1,184 @@
+#!/usr/bin/env python3
+"""The device's own ceilings for our two matmul families, measured with kernels that do nothing else:
+
+  fma   f32 vec4 fused multiply-adds, 16 independent chains per invocation (the register-block
+        kernels' instruction: matmul_rb reaches at most this rate)
+  mma   16x16x16 cooperative-matrix multiply-adds, f16 A/B and f32 accumulators, FM x FN independent
+        accumulators per subgroup (the matmul_cm kernels' instruction and fragment grid)
+
+No memory traffic inside the loops, so each rate is what the ALUs / tensor cores give through this
+driver and compiler; a matmul kernel's rate over it is that kernel's efficiency. With --torch the same
+run measures PyTorch's 4096^3 matmul (cuBLAS, TF32 off, and f16) to give the ceilings as fractions of it.
+
+    python bench/peak.py [--torch]     # compiles into bench/.peak-spv/ first if needed (glslang as codegen finds it)
+
+The shaders are rendered from the strings below (bench-only; not kernels of the library).
+"""
+import argparse
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+SPV = HERE / ".peak-spv"
+WG = 256
+MMA_GRIDS = [(2, 2), (4, 2), (2, 4), (4, 4)]
+
+
+def fma_glsl() -> str:
+    xs = [f"x{i}" for i in range(16)]
+    init = " ".join(f"vec4 {x} = vec4(float(i) + {k}.0);" for k, x in enumerate(xs))
+    step = " ".join(f"{x} = fma({x}, a, b);" for x in xs)
+    total = " + ".join(xs)
+    return f"""#version 450
+layout(local_size_x = {WG}) in;
+layout(std430, binding = 0) buffer Out {{ float o[]; }};
+layout(push_constant) uniform P {{ uint iters; float a; float b; }} p;
+void main() {{
+    const uint i = gl_GlobalInvocationID.x;
+    {init}
+    const vec4 a = vec4(p.a), b = vec4(p.b);
+    for (uint t = 0; t < p.iters; ++t) {{ {step} }}
+    vec4 s = {total};
+    o[i] = s.x + s.y + s.z + s.w;
+}}
+"""
+
+
+def mma_glsl(fm: int, fn: int) -> str:
+    cm = "coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>"
+    lines = []
+    for i in range(fm):
+        lines.append(f"coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> a{i}; "
+                     f"coopMatLoad(a{i}, x, {i * 256}, 16, gl_CooperativeMatrixLayoutRowMajor);")
+    for j in range(fn):
+        lines.append(f"coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB> b{j}; "
+                     f"coopMatLoad(b{j}, x, {(8 + j) * 256}, 16, gl_CooperativeMatrixLayoutRowMajor);")
+    acc = [(i, j) for i in range(fm) for j in range(fn)]
+    lines += [f"{cm} c{i}_{j} = {cm}(0.0);" for i, j in acc]
+    step = " ".join(f"c{i}_{j} = coopMatMulAdd(a{i}, b{j}, c{i}_{j});" for i, j in acc)
+    store = "\n    ".join(f"coopMatStore(c{i}_{j}, o, (sg * {fm * fn} + {k}) * 256, 16, gl_CooperativeMatrixLayoutRowMajor);"
+                          for k, (i, j) in enumerate(acc))
+    body = "\n    ".join(lines)
+    return f"""#version 450
+#extension GL_KHR_cooperative_matrix : require
+#extension GL_KHR_memory_scope_semantics : require
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+layout(local_size_x = {WG}) in;
+layout(std430, binding = 0) readonly buffer In {{ float16_t x[]; }};
+layout(std430, binding = 1) writeonly buffer Out {{ float o[]; }};
+layout(push_constant) uniform P {{ uint iters; }} p;
+void main() {{
+    const uint sg = gl_WorkGroupID.x * {WG // 32} + gl_SubgroupID;
+    {body}
+    for (uint t = 0; t < p.iters; ++t) {{ {step} }}
+    {store}
+}}
+"""
+
+
+def shaders() -> dict:
+    out = {"fma": fma_glsl()}
+    out.update({f"mma_{fm}x{fn}": mma_glsl(fm, fn) for fm, fn in MMA_GRIDS})
+    return out
+
+
+def compile_all() -> None:
+    sys.path.insert(0, str(HERE.parent / "tools"))
+    from codegen import find_glslang  # the compiler codegen uses
+    glslang = find_glslang()
+    SPV.mkdir(exist_ok=True)
+    for name, src in shaders().items():
+        comp = SPV / f"{name}.comp"
+        comp.write_text(src)
+        proc = subprocess.run([glslang, "-V", "--target-env", "vulkan1.1", "-o", str(SPV / f"{name}.spv"), str(comp)],
+                              capture_output=True, text=True)
+        if proc.returncode != 0 or "WARNING" in proc.stdout:
+            sys.exit(f"peak: {name}: {proc.stdout}{proc.stderr}")
+        print(f"compiled {name}")
+
+
+def timed_rate(mgr, kp, algo, flop: float, reps: int) -> float:
+    """FLOP/s of `algo`: the median of 3 timings of a sequence of `reps` dispatches (one submit each)."""
+    seq = mgr.sequence()
+    for _ in range(reps):
+        seq.record(kp.OpAlgoDispatch(algo))
+    seq.eval()  # warm-up
+    times = []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        seq.eval()
+        times.append((time.perf_counter() - t0) / reps)
+    return flop / statistics.median(times)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--compile", action="store_true", help="render and compile the shaders into bench/.peak-spv/")
+    ap.add_argument("--torch", action="store_true", help="also measure PyTorch 4096^3 matmuls (cuBLAS) in this run")
+    ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--quick", action="store_true", help="a few workgroups and iterations (a CPU driver: checks it runs)")
+    args = ap.parse_args(argv)
+    if args.compile or not all((SPV / f"{n}.spv").exists() for n in shaders()):
+        compile_all()
+        if args.compile:
+            return 0
+    import evermind_vk as ev
+    from evermind_vk.runtime.device import kp_module
+    kp = kp_module()
+    dev = ev.get_device()
+    mgr = dev.manager
+    print(f"# {dev.info.name}")
+    groups = 8 if args.quick else 132 * 16  # enough workgroups to fill any current GPU several times over
+    rates = {}
+    out = mgr.tensor_t(np.zeros(groups * WG, dtype=np.float32), kp.TensorTypes.device)
+    iters, mma_iters = (64, 16) if args.quick else (4096, 1024)
+    spv = (SPV / "fma.spv").read_bytes()
+    push = np.array([iters, 0, 0], dtype=np.uint32)
+    push[1:] = np.array([0.999999, 1e-6], dtype=np.float32).view(np.uint32)  # x -> a x + b stays finite
+    # kp 0.9.0 picks the push-constant type from the spec-constant dtype: both uint32 here.
+    algo = mgr.algorithm([out], spv, [groups, 1, 1], np.zeros(1, dtype=np.uint32), push)
+    rates["fma"] = timed_rate(mgr, kp, algo, groups * WG * iters * 16 * 4 * 2.0, args.reps)
+    print(f"fma  f32 vec4 FMA              {rates['fma'] / 1e12:9.2f} TFLOP/s")
+    if dev.info.coopmat:
+        x = mgr.tensor_t(np.full(16 * 256, 0.001, dtype=np.float16).view(np.uint32), kp.TensorTypes.device)
+        for fm, fn in MMA_GRIDS:
+            name = f"mma_{fm}x{fn}"
+            o = mgr.tensor_t(np.zeros(groups * (WG // 32) * fm * fn * 256, dtype=np.float32), kp.TensorTypes.device)
+            algo = mgr.algorithm([x, o], (SPV / f"{name}.spv").read_bytes(), [groups, 1, 1],
+                                 np.zeros(1, dtype=np.uint32), np.array([mma_iters], dtype=np.uint32))
+            flop = groups * (WG // 32) * mma_iters * fm * fn * 2.0 * 16 ** 3
+            rates[name] = timed_rate(mgr, kp, algo, flop, args.reps)
+            print(f"{name}  16x16x16 f16->f32 MMA       {rates[name] / 1e12:9.2f} TFLOP/s")
+    else:
+        print("mma: this device has no cooperative matrices")
+    if args.torch:
+        import torch
+        torch.backends.cuda.matmul.allow_tf32 = False
+        for dt, key in ((torch.float32, "fma"), (torch.float16, None)):
+            a = torch.randn(4096, 4096, device="cuda", dtype=dt)
+            b = torch.randn(4096, 4096, device="cuda", dtype=dt)
+            a @ b
+            ts = []
+            for _ in range(3):
+                e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                e0.record()
+                for _ in range(10):
+                    a @ b
+                e1.record()
+                torch.cuda.synchronize()
+                ts.append(e0.elapsed_time(e1) / 1e3 / 10)
+            r = 2 * 4096 ** 3 / statistics.median(ts)
+            ceil = rates.get("fma") if key else max((v for k, v in rates.items() if k.startswith("mma")), default=None)
+            frac = f"   our ceiling = {ceil / r:.3f} of it" if ceil else ""
+            print(f"torch {str(dt):14s} 4096^3   {r / 1e12:9.2f} TFLOP/s{frac}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
