@@ -197,11 +197,27 @@ def test_f16_split_k_takes_the_first_cm_tile_that_split_fills_the_device():
     assert v.name == "matmul_f16_cm_rb4x2_w2x4_t128x128"  # 44 tiles, split 8 ways
     assert variants.matmul_split_k(512, 1408, 4096, 44, "discrete_gpu", "f16", 1, 0.0, True) == 8
     assert pick("f16", 512, 1408, 4096, gpu, dw).name == "matmul_f16_cm_rb2x2_t64x64k32"  # no split: 176 tiles
-    assert pick_split(4096, 1408, 512, ALIGNED).name == "matmul_f16_cm_rb4x2_w2x4_t128x128"  # 352 whole
+    assert pick_split(4096, 1408, 512, ALIGNED).name == "matmul_f16_cm_rb2x2_w4x4_t128x128k32"  # 352 whole: CM_FEW
     assert pick_split(4096, 256, 512, ALIGNED).name == "matmul_f16_cm_rb2x2_t64x64k32"  # K too short to split
-    # the partials' launch (batch S, C in f32) takes the c32 twin of the same tile
+    # the partials' launch (batch S, C in f32): a c32 row of the same 128x128 tile (352 workgroups: CM_FEW's)
     assert variants.pick_matmul(cands, 512, 1408, 512, dw, "discrete_gpu", 49152, 8,
-                                out32=True).name == "matmul_f16_cm_rb4x2_w2x4_c32_t128x128"
+                                out32=True).name == "matmul_f16_cm_rb2x2_w4x4_c32_t128x128k32"
+
+
+@pytest.mark.parametrize("M, N, K, batch, want", [
+    (4096, 512, 512, 1, "cm_rb2x2_w4x4_t128x128k32"),     # 128 workgroups
+    (4096, 1408, 512, 1, "cm_rb2x2_w4x4_t128x128k32"),    # 352
+    (256, 256, 64, 64, "cm_rb2x2_w4x4_t128x128k32"),      # 256, batched
+    (256, 256, 64, 128, "cm_rb4x2_w2x4_t128x128"),        # 512: CM_ORDER's first
+    (4096, 2816, 512, 1, "cm_rb4x2_w2x4_t128x128"),       # 704
+    (4096, 4096, 4096, 1, "cm_rb4x2_w2x4_t128x128"),      # 1024
+])
+def test_cm_few_workgroups_take_the_deeper_k_row(M, N, K, batch, want):
+    """variants.CM_FEW: below 512 workgroups of 128x128, 16 subgroups on BK 32 come before CM_ORDER's first."""
+    gpu = _fake_gpu(["storage_buffer_16bit_access", *variants.FLAG_FEATURES["cm"]])
+    cands = kernels.usable("matmul", "f16", gpu)
+    v = variants.pick_matmul(cands, M, N, K, ALIGNED, gpu.info.type, gpu.info.shared_memory, batch)
+    assert v.name == "matmul_f16_" + want
 
 
 def test_tile_preference_orders_area_then_squareness():
