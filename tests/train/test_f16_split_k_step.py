@@ -43,7 +43,8 @@ def test_h200_like_selection_splits_the_f16_weight_gradients(device, monkeypatch
     n_split = sum(1 for _, s in splits if s > 1)
     assert names.count("colsum_cast_f16") == n_split > 0
     c32 = [n for n in names if n.startswith("matmul") and "c32" in n.split("_")]
-    assert len(c32) == n_split and all("_cm_" in n and n.endswith("t128x128") for n in c32), set(c32)
+    # 128x128 tiles; the partial launches (batch S) have fewer than 512 workgroups: variants.CM_FEW's row
+    assert len(c32) == n_split and all("_cm_" in n and n.endswith("t128x128k32") for n in c32), set(c32)
 
 
 def test_f16_step_with_split_k_forced_matches_the_unsplit_step(device, monkeypatch):
