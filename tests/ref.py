@@ -145,6 +145,25 @@ def attention_bwd(q, k, v, do, causal, scale, rnd=same):
     return dq, dk, dv
 
 
+def attention_bwd_mag(q, k, v, do, causal, scale):
+    """The size of the terms that cancel in attention_bwd's dq, dk, dv: dS = P (dP - rowsum(P dP)) sums to
+    zero along each row, so dq and dk can be far smaller than the |P| (|dP| + |rowsum|) |K| (|Q|) their
+    rounding errors scale with (an f16 output O or dO moves the rowsum by ~U16 |dO| |O|)."""
+    S, H, D = q.shape
+    G = H // k.shape[1]
+    _, P = attention(q, k, v, causal, scale)
+    mq, mk, mv = np.zeros_like(q), np.zeros_like(k), np.zeros_like(v)
+    for h in range(H):
+        kv = h // G
+        a = np.abs(P[h])
+        adp = np.abs(do[:, h]) @ np.abs(v[:, kv]).T  # dP's terms
+        t = a * (adp + (a * adp).sum(-1, keepdims=True))
+        mq[:, h] = scale * t @ np.abs(k[:, kv])
+        mk[:, kv] += scale * t.T @ np.abs(q[:, h])
+        mv[:, kv] += a.T @ np.abs(do[:, h])
+    return mq, mk, mv
+
+
 # -- selective scan (Mamba-1), a plain sequential recurrence (issue 12) --------------------------------
 def softplus(x):
     return np.maximum(x, 0) + np.log1p(np.exp(-np.abs(x)))

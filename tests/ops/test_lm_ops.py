@@ -289,6 +289,7 @@ GQA = st.sampled_from([(1, 1), (2, 1), (4, 2), (4, 4), (3, 1)])
 @pytest.mark.parametrize("path", ["matmul", "fused"])
 @pytest.mark.parametrize("dtype", F)
 @given(S=st.integers(1, 24), heads=GQA, D=st.integers(1, 16), causal=st.booleans(), recompute=st.booleans(), seed=seeds)
+@example(S=2, heads=(1, 1), D=2, causal=True, recompute=False, seed=1750174)  # f16 fused dq: 14% of a cancelled value
 def test_attention(device, monkeypatch, path, dtype, S, heads, D, causal, recompute, seed):
     monkeypatch.setenv("EVERMIND_VK_ATTENTION", path)
     H, KVH = heads
@@ -308,10 +309,11 @@ def test_attention(device, monkeypatch, path, dtype, S, heads, D, causal, recomp
     close(out.numpy(), wout, n, dtype, "attention out")
     dq, dk, dv = ops.attention_backward(qt, kt, vt, ev.tensor(do), probs, causal=causal)
     wdq, wdk, wdv = ref.attention_bwd(Q, K, Vv, DO, causal, scale, rnd)
+    mq, mk, mv = ref.attention_bwd_mag(Q, K, Vv, DO, causal, scale)
     n *= H // KVH
-    close(dq.numpy(), wdq, n, dtype, "dq")
-    close(dk.numpy(), wdk, n, dtype, "dk")
-    close(dv.numpy(), wdv, n, dtype, "dv")
+    close(dq.numpy(), wdq, n, dtype, "dq", mag=np.maximum(mq, np.abs(wdq).max()))
+    close(dk.numpy(), wdk, n, dtype, "dk", mag=np.maximum(mk, np.abs(wdk).max()))
+    close(dv.numpy(), wdv, n, dtype, "dv", mag=np.maximum(mv, np.abs(wdv).max()))
 
 
 @pytest.mark.parametrize("path", ["matmul", "fused"])
