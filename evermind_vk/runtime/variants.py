@@ -126,11 +126,9 @@ def raster_group(flags) -> int:
     return int(f[0][1:]) if f else 0
 
 
-def rb_shared_bytes(bm: int, bn: int, bk: int, flags=()) -> int:
-    """Shared memory of an rb tile: two buffers of BK rows of BM/4 + 1 and BN/4 + 1 vec4s (flag sw: BM/4 and
-    BN/4, the columns XOR-swizzled instead of the rows padded)."""
-    pad = 0 if "sw" in flags else 1
-    return 2 * bk * (bm // 4 + pad + bn // 4 + pad) * 16
+def rb_shared_bytes(bm: int, bn: int, bk: int) -> int:
+    """Shared memory of an rb tile: two buffers of BK rows of BM/4 + 1 and BN/4 + 1 vec4s."""
+    return 2 * bk * (bm // 4 + 1 + bn // 4 + 1) * 16
 
 
 def cm_shared_bytes(bm: int, bn: int, bk: int) -> int:
@@ -179,11 +177,8 @@ def matmul_row_errors(bm: int, bn: int, bk: int, wg_x: int, wg_y: int, flags) ->
             errs.append(f"rb block {blk} and BK {bk} must be multiples of 4")
         if la not in (1, 2, 3, 4) or lb not in (1, 2, 3, 4):
             errs.append(f"rb tile {bm}x{bn}x{bk} needs 1..4 whole 16-byte loads per thread, got {la}, {lb}")
-        if rb_shared_bytes(bm, bn, bk, flags) > 49152:  # 256x128x16 padded (50 KiB) lost the H200's device when forced
-            errs.append(f"rb tile {bm}x{bn}x{bk} needs {rb_shared_bytes(bm, bn, bk, flags)} bytes of shared memory (> 48 KiB)")
-        if "sw" in flags and (bk > 32 or bm < 32 or bn < 32):  # swz(k) = (k / 4) * (32 / BK) mod 8 spreads a
-            # warp's BK / 4 row groups over whole 8-vec4 column blocks
-            errs.append(f"rb flag sw needs BK <= 32 and rows of >= 8 vec4s (BM, BN >= 32), got {bm}x{bn}x{bk}")
+        if rb_shared_bytes(bm, bn, bk) > 49152:  # 256x128x16 (50 KiB) lost the H200's device when forced
+            errs.append(f"rb tile {bm}x{bn}x{bk} needs {rb_shared_bytes(bm, bn, bk)} bytes of shared memory (> 48 KiB)")
     elif kind == "v4":
         if bk != 4:
             errs.append(f"v4 reads k four at a time: BK must be 4, got {bk}")

@@ -52,9 +52,6 @@ layout(local_size_x_id = 0, local_size_y_id = 1) in;
 // sam == 1, B with sbn == 1 or sbk == 1, offsets and the other strides multiples of 4 (the selector
 // guarantees it); any M, N, K (edges load zeros). Thread (tx, ty) owns rows ty*4 + i*4*WG_Y + e and
 // columns tx*4 + j*4*WG_X + e: a half-warp reads 256 contiguous bytes of a B row and one A vector.
-// Shared rows are padded by one vec4 (so that the transposing scalar stores of a k-contiguous operand do
-// not fall into the same banks), or, flag sw, unpadded with the vec4 column of row k XOR-ed with
-// swz(k) (the same spread, 16 bytes a row less: 256x128 with BK 16 fits 48 KiB).
 layout(std430, binding = 0) readonly buffer Buf_a4 { uvec2 a4[]; };
 layout(std430, binding = 1) readonly buffer Buf_b4 { uvec2 b4[]; };
 layout(std430, binding = 2) writeonly buffer Buf_c4 { uvec2 c4[]; };

@@ -240,16 +240,6 @@ def test_gpu_tiles_for_the_lm_products(M, N, K, tile):
     assert variants.matmul_tile(M, N, K, rb, 49152, "discrete_gpu", buffers=2) == tile
 
 
-def test_rb_sw_rows_drop_the_padding():
-    """Flag sw: unpadded shared rows (XOR-swizzled columns), so 256x128 with BK 16 fits 48 KiB exactly."""
-    assert variants.rb_shared_bytes(256, 128, 16) == 50176 and variants.rb_shared_bytes(256, 128, 16, ["sw"]) == 49152
-    assert variants.matmul_row_errors(256, 128, 16, 16, 16, ["rb16x8"])          # padded: 49 KiB
-    assert not variants.matmul_row_errors(256, 128, 16, 16, 16, ["rb16x8", "sw"])
-    assert any("BK <= 32" in e for e in variants.matmul_row_errors(128, 128, 64, 16, 16, ["rb8x8", "sw"]))
-    assert variants.matmul_row_errors(64, 16, 16, 4, 16, ["rb4x4", "sw"])        # BN 16: rows of 4 vec4s
-    assert not variants.matmul_row_errors(64, 16, 16, 4, 16, ["rb4x4"])
-
-
 def test_rb_and_cm_rows_must_fit_48k_of_shared_memory():
     assert variants.matmul_row_errors(256, 128, 16, 16, 16, ["rb16x8"])  # 50,176 bytes
     assert not variants.matmul_row_errors(256, 128, 8, 16, 16, ["rb16x8"])
