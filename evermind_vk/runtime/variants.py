@@ -334,7 +334,7 @@ CPU_V4_THREADS = (8, 1)
 CM_ORDER = ("cm_rb4x2_w2x4_t128x128", "cm_rb4x4_t128x128", "cm_rb4x4_g8_t128x128", "cm_rb4x4_w2x4_g8_t128x256",
             "cm_rb4x4_w2x4_t128x256", "cm_rb2x2_w4x4_t128x128k32")
 # ... except on launches of few workgroups: there 16 subgroups on BK 32 (twice the k per barrier) beat CM_ORDER's
-# first row, whose edge is fitting more workgroups on an SM. H200, the LM's products whole (M 4096;
+# first row, which wins from about 700 workgroups up. H200, the LM's products whole (M 4096;
 # bench/results/round6-h200-matmul-f16-lm.txt), TFLOP/s of rb2x2_w4x4 k32 against rb4x2_w2x4: 128
 # workgroups 80.0/70.3 (4096x512x512), 149.3/121.6 (x2816), 123.2/102.1 (x1408), 52.4/46.4 (x256); 352:
 # 90.9/77.9 (4096x1408x512); 704: 94.7/97.7 (4096x2816x512); 1024: 162/180 (4096^3, round 3).
@@ -421,12 +421,13 @@ def pick_matmul(cands, M: int, N: int, K: int, lay: Layout, device_type: str, sh
     if cm:
         big = [v for v in cm if groups(v.spec["BM"], v.spec["BN"]) >= 128]
 
+        def row(v):  # the name CM_ORDER and CM_FEW use: a c32 twin ranks as its row
+            return v.name.split("_", 2)[2].replace("_c32", "")
+
         def rank(v):
-            short = v.name.split("_", 2)[2].replace("_c32", "")  # a c32 twin ranks as its row
-            return (CM_ORDER.index(short), 0) if short in CM_ORDER else (len(CM_ORDER), -v.spec["BM"] * v.spec["BN"])
+            return (CM_ORDER.index(row(v)), 0) if row(v) in CM_ORDER else (len(CM_ORDER), -v.spec["BM"] * v.spec["BN"])
         hit = split_tile(sorted(cm, key=rank), lambda v: groups(v.spec["BM"], v.spec["BN"]), K) if split else None
-        few = [v for v in big if v.name.split("_", 2)[2].replace("_c32", "") == CM_FEW[0]
-               and groups(v.spec["BM"], v.spec["BN"]) < CM_FEW[1]]
+        few = [v for v in big if row(v) == CM_FEW[0] and groups(v.spec["BM"], v.spec["BN"]) < CM_FEW[1]]
         return hit or (few[0] if few else min(big, key=rank) if big else min(cm, key=lambda v: v.spec["BM"]))
     if device_type == "cpu" and M * N * K * batch >= V4_MIN_WORK:
         v4 = sorted((v for v in by_kind.get("v4", ()) if ok(v)), key=lambda v: v.spec["BM"] * v.spec["BN"])
