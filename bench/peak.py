@@ -15,6 +15,7 @@ run measures PyTorch's 4096^3 matmul (cuBLAS, TF32 off, and f16) to give the cei
 The shaders are rendered from the strings below (bench-only; not kernels of the library).
 """
 import argparse
+import json
 import statistics
 import subprocess
 import sys
@@ -123,6 +124,7 @@ def main(argv=None) -> int:
     ap.add_argument("--torch", action="store_true", help="also measure PyTorch 4096^3 matmuls (cuBLAS) in this run")
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--quick", action="store_true", help="a few workgroups and iterations (a CPU driver: checks it runs)")
+    ap.add_argument("--json", default="peak.json", help="where the run is written (TFLOP/s per kernel)")
     args = ap.parse_args(argv)
     if args.compile or not all((SPV / f"{n}.spv").exists() for n in shaders()):
         compile_all()
@@ -174,9 +176,13 @@ def main(argv=None) -> int:
                 torch.cuda.synchronize()
                 ts.append(e0.elapsed_time(e1) / 1e3 / 10)
             r = 2 * 4096 ** 3 / statistics.median(ts)
+            rates[f"torch_{str(dt).split('.')[-1]}_4096"] = r
             ceil = rates.get("fma") if key else max((v for k, v in rates.items() if k.startswith("mma")), default=None)
             frac = f"   our ceiling = {ceil / r:.3f} of it" if ceil else ""
             print(f"torch {str(dt):14s} 4096^3   {r / 1e12:9.2f} TFLOP/s{frac}")
+    with open(args.json, "w") as f:
+        json.dump({"device": dev.info.name, "tflops": {k: v / 1e12 for k, v in rates.items()}}, f, indent=1)
+    print(f"wrote {args.json}")
     return 0
 
 
