@@ -40,12 +40,8 @@ class Profile:
     def by_shape(self) -> list:
         """ProfileRows per (kernel variant, launch sizes), largest total first: which products of a step
         cost what (the sizes as runtime/kernels.launch_shape writes them)."""
-        groups: dict[str, list] = {}
-        for (name, ms), shape in zip(self.per_op_ms, self.shapes):
-            g = groups.setdefault(f"{name}  {shape}" if shape else name, [0, 0.0])
-            g[0] += 1
-            g[1] += ms
-        return _rows(groups, self.gpu_ms)
+        keyed = ((f"{name}  {shape}" if shape else name, ms) for (name, ms), shape in zip(self.per_op_ms, self.shapes))
+        return _rows(keyed, self.gpu_ms)
 
     def table(self, by: str = "variant", top: int | None = None) -> str:
         """The rows per kernel variant (by="variant") or per variant and launch sizes (by="shape"),
@@ -73,8 +69,13 @@ class Profile:
         return self.table()
 
 
-def _rows(groups: dict, gpu: float) -> list:
-    """ProfileRows from {name: [count, ms]}, largest total first."""
+def _rows(named_ms, gpu: float) -> list:
+    """ProfileRows from (name, ms) per operation: count and total per name, largest total first."""
+    groups: dict[str, list] = {}
+    for name, ms in named_ms:
+        g = groups.setdefault(name, [0, 0.0])
+        g[0] += 1
+        g[1] += ms
     rows = [ProfileRow(n, c, t, 100.0 * t / gpu if gpu > 0 else 0.0) for n, (c, t) in groups.items()]
     rows.sort(key=lambda r: (-r.total_ms, r.name))
     return rows
@@ -133,10 +134,5 @@ def profile(program, repeats: int = 3, serialize: bool = False) -> Profile:
         host.append((time.perf_counter() - t0) * 1e3)
     per_op = [_median([run[i] for run in per_op_runs]) for i in range(len(ops))]
     gpu = sum(per_op)
-    groups: dict[str, list] = {}
-    for name, ms in zip(labels, per_op):
-        g = groups.setdefault(name, [0, 0.0])
-        g[0] += 1
-        g[1] += ms
-    return Profile(rows=_rows(groups, gpu), gpu_ms=gpu, host_ms=_median(host), repeats=repeats, device=dev.info.name,
-                   per_op_ms=list(zip(labels, per_op)), serialized=serialize, shapes=program.shapes)
+    return Profile(rows=_rows(zip(labels, per_op), gpu), gpu_ms=gpu, host_ms=_median(host), repeats=repeats,
+                   device=dev.info.name, per_op_ms=list(zip(labels, per_op)), serialized=serialize, shapes=program.shapes)
