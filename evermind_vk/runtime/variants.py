@@ -442,7 +442,7 @@ def pick_matmul(cands, M: int, N: int, K: int, lay: Layout, device_type: str, sh
     tiles = sorted({(v.spec["BM"], v.spec["BN"], v.spec["BK"]) for v in pool})
     tile = None
     if split and kind == "rb":
-        fits = [t for t in tiles if 2 * 4 * t[2] * (t[0] + t[1] + 8) <= shared_memory]
+        fits = [t for t in tiles if rb_shared_bytes(*t) <= shared_memory]
         tile = split_tile(sorted(fits, key=lambda t: tile_preference(t, device_type != "cpu"), reverse=True),
                           lambda t: groups(t[0], t[1]), K)
     tile = tile or matmul_tile(M, N, K, tiles, shared_memory, device_type, batch, buffers=MATMUL_BUFFERS[kind])
