@@ -56,7 +56,7 @@ def gemm_strided(a: Tensor, b: Tensor, c: Tensor, M: int, N: int, K: int, *,
     v = variants.pick_matmul(kernels.usable("matmul", a.dtype, dev), M, N, K, lay, dev.info.type,
                              dev.info.shared_memory, nz, os.environ.get("EVERMIND_VK_MATMUL_VARIANT", "").strip(),
                              split=variants.split_allowed(a.dtype, nz, float(beta), c_dense, dev.info.type, forced_split),
-                             out32=out32)
+                             out32=out32, tri=tri)
     split = variants.matmul_split_k(M, N, K, -(-M // v.spec["BM"]) * -(-N // v.spec["BN"]) * nz, dev.info.type,
                                     a.dtype, nz, float(beta), c_dense, forced_split)
     if split > 1:  # parallel split-K: S chunks as one batched product into an f32 workspace, then a column
@@ -73,7 +73,7 @@ def gemm_strided(a: Tensor, b: Tensor, c: Tensor, M: int, N: int, K: int, *,
                                lay.c_batch, 1.0, lay.outer)
         v = variants.pick_matmul(kernels.usable("matmul", a.dtype, dev), M, N, K, lay1, dev.info.type,
                                  dev.info.shared_memory, nz, os.environ.get("EVERMIND_VK_MATMUL_VARIANT", "").strip(),
-                                 out32=out32)
+                                 out32=out32, tri=tri)
         splits = variants.matmul_k_splits(variants.matmul_kind(v.flags), v.spec, K, dev.info.type)
     groups = (-(-N // v.spec["BN"]), -(-M // v.spec["BM"]), nz)  # v4: BM = 4 WG_Y, BN = 4 WG_X
     for j, (k0, k1) in enumerate(splits):

@@ -348,6 +348,15 @@ CM_FEW = ("cm_rb2x2_w4x4_t128x128k32", 512)  # (the row, below how many workgrou
 # and dP = dO V^T, which the causal softmax and its backward mask): tiles wholly above the diagonal write
 # zeros. Skipping adds no term that is not an exact zero, so the result equals the full product's.
 TRI = {"": 0, "lower_a": 1, "upper_a": 2, "lower_c": 3}
+# The register-block tile (BM, BN, BK) a causal product takes on GPUs, where it pads at most 25%: smaller than
+# matmul_tile's, because fewer tiles straddle the diagonal, and a k range cut at the diagonal (the *_a hints)
+# leaves workgroups of unequal length that more, smaller tiles balance. Measured per product on an NVIDIA
+# H200 (bench/attention_products.py, f32, bench/results/round7-h200-attention-products-lm.txt, -bar.txt), ms of the
+# matmul_tile pick against this tile: B 16 x S 256, 8/4 heads, hd 64 (the 23.7M LM): scores 0.062/0.044, pv
+# 0.051/0.039, dp 0.047/0.040, dq 0.042/0.040, dk 0.057/0.049, dv 0.052/0.049; one sequence, 4/2 heads, S 4096,
+# hd 128: scores 0.327/0.291, pv 0.520/0.455, dp 0.316/0.284, dq 0.514/0.458, dk 0.612/0.595. lower_c: 64x64
+# was 2-8% faster again at S <= 1024 but 13-30% slower at S >= 2048; 128x128 held within 8% everywhere.
+TRI_TILES = {"lower_c": (128, 128, 8), "lower_a": (64, 64, 16), "upper_a": (64, 64, 16)}
 
 
 def tri_errors(tri: str, M: int, N: int, K: int, beta: float) -> list[str]:
@@ -385,7 +394,7 @@ def split_tile(order, groups, K: int):
 
 
 def pick_matmul(cands, M: int, N: int, K: int, lay: Layout, device_type: str, shared_memory: int,
-                batch: int = 1, forced: str = "", split: bool = False, out32: bool = False):
+                batch: int = 1, forced: str = "", split: bool = False, out32: bool = False, tri: str = ""):
     """The matmul variant for a launch, from the usable candidates (objects with .name, .flags, .spec).
 
     A forced name (EVERMIND_VK_MATMUL_VARIANT) wins where its launch rules hold (an f16 row's name
@@ -400,6 +409,8 @@ def pick_matmul(cands, M: int, N: int, K: int, lay: Layout, device_type: str, sh
     tiles lost to 128x64 whole on 4096x256x512, 0.68 against 0.75, and 256x128 only tied 128x128
     whole on 4096x512x512). Cooperative matrices split the same way (split_tile), walking their
     variants in CM_ORDER. out32: choose among the f16 rows' c32 twins (C in f32), else among the others.
+    tri: the product's causal hint (TRI); register blocks on GPUs then take TRI_TILES' tile where it pads at
+    most 25% and fits in shared memory.
     """
     def ok(v):
         return not matmul_launch_errors(matmul_kind(v.flags), v.spec, M, N, K, lay)
@@ -441,7 +452,11 @@ def pick_matmul(cands, M: int, N: int, K: int, lay: Layout, device_type: str, sh
         raise ValueError("no tiled matmul variant among the candidates")
     tiles = sorted({(v.spec["BM"], v.spec["BN"], v.spec["BK"]) for v in pool})
     tile = None
-    if split and kind == "rb":
+    want = TRI_TILES.get(tri) if kind == "rb" and device_type != "cpu" else None
+    if want in tiles and rb_shared_bytes(*want) <= shared_memory \
+            and -(-M // want[0]) * want[0] * -(-N // want[1]) * want[1] <= 1.25 * M * N:
+        tile = want
+    if tile is None and split and kind == "rb":
         fits = [t for t in tiles if rb_shared_bytes(*t) <= shared_memory]
         tile = split_tile(sorted(fits, key=lambda t: tile_preference(t, device_type != "cpu"), reverse=True),
                           lambda t: groups(t[0], t[1]), K)

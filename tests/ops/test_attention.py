@@ -178,6 +178,26 @@ def test_matmul_path_dispatches_once_per_product(device, monkeypatch, B, H, KVH)
 
 
 @pytest.mark.parametrize("causal", [False, True])
+def test_matmul_path_tells_the_selector_each_causal_hint(device, monkeypatch, causal):
+    """The tile rule for causal products (variants.TRI_TILES) sees each product's hint: scores and dP
+    lower_c, P V and dQ lower_a, dK and dV upper_a; none without causality."""
+    monkeypatch.setenv("EVERMIND_VK_ATTENTION", "matmul")
+    seen, pick = [], variants.pick_matmul
+
+    def spy(*a, **kw):
+        seen.append(kw.get("tri", ""))
+        return pick(*a, **kw)
+    monkeypatch.setattr(variants, "pick_matmul", spy)
+    rng = np.random.default_rng(0)
+    q, do = (ev.tensor(rng.standard_normal((16, 4, 8)).astype(np.float32)) for _ in range(2))
+    k, v = (ev.tensor(rng.standard_normal((16, 2, 8)).astype(np.float32)) for _ in range(2))
+    out, p = ops.attention(q, k, v, causal=causal)
+    ops.attention_backward(q, k, v, do, p, causal=causal, out=out)
+    want = ["lower_c", "lower_a", "lower_c", "lower_a"] + ["upper_a", "upper_a"] * 2
+    assert seen == (want if causal else [""] * len(want))
+
+
+@pytest.mark.parametrize("causal", [False, True])
 def test_fused_and_matmul_paths_agree(device, monkeypatch, causal):
     rng = np.random.default_rng(3)
     B, S, H, KVH, D = 2, 37, 4, 2, 16

@@ -79,6 +79,34 @@ def _fake_gpu(features=()):
     return SimpleNamespace(info=info, has=lambda f: bool(info.features.get(f)))
 
 
+@pytest.mark.parametrize("M, N, K, batch, tri, want", [
+    (256, 256, 64, 128, "lower_c", "rb8x8_t128x128"),         # the LM's scores: 256x128 without the hint
+    (4096, 4096, 128, 4, "lower_c", "rb8x8_t128x128"),
+    (256, 64, 256, 128, "lower_a", "rb4x4_t64x64k16"),        # P V, dS K: 256x64 without the hint
+    (4096, 128, 4096, 4, "lower_a", "rb4x4_t64x64k16"),
+    (256, 64, 256, 64, "upper_a", "rb4x4_t64x64k16"),         # dK, dV
+    (256, 256, 64, 128, "", "rb16x8_t256x128"),               # no hint: matmul_tile's pick
+    (200, 200, 64, 128, "lower_c", None),                     # 128x128 would pad 64%: matmul_tile's pick
+])
+def test_causal_products_take_the_tri_tile_on_gpus(M, N, K, batch, tri, want):
+    """variants.TRI_TILES: a causal hint picks the smaller register-block tile measured per product."""
+    gpu = _fake_gpu(["storage_buffer_16bit_access"])
+    cands = kernels.usable("matmul", "f32", gpu)
+    v = variants.pick_matmul(cands, M, N, K, ALIGNED, gpu.info.type, gpu.info.shared_memory, batch, tri=tri)
+    plain = variants.pick_matmul(cands, M, N, K, ALIGNED, gpu.info.type, gpu.info.shared_memory, batch)
+    if want is None:
+        assert v.name == plain.name and variants.TRI_TILES[tri][:2] != (v.spec["BM"], v.spec["BN"])
+    else:
+        assert v.name == "matmul_f32_" + want
+
+
+def test_causal_hint_changes_no_cpu_pick(device):
+    cands = kernels.usable("matmul", "f32", device)
+    for tri in variants.TRI_TILES:
+        assert variants.pick_matmul(cands, 256, 256, 64, ALIGNED, "cpu", device.info.shared_memory, 16, tri=tri) == \
+            variants.pick_matmul(cands, 256, 256, 64, ALIGNED, "cpu", device.info.shared_memory, 16)
+
+
 def test_register_blocks_on_gpus_for_aligned_layouts():
     gpu = _fake_gpu(["storage_buffer_16bit_access"])
     assert pick("f32", 4096, 4096, 4096, gpu).name == "matmul_f32_rb16x8_t256x128"
