@@ -5,6 +5,7 @@ numpy (CPU) always, PyTorch when importable (CUDA if a GPU is visible to it, els
     python bench/bench.py                       # lavapipe-sized defaults
     python bench/bench.py --matmul 4096 8192 --attn 2048 --adam 100000000 --json out.json
     python bench/bench.py --matmul --adam 0 --attn 1024 2048 4096 --attn-hd 64 128 --attn-path fused matmul
+    python bench/bench.py --matmul --attn --adam 0 --softmax 32768x256 16384x1024 16384x4096
 
 Device timings replay a recorded sequence of --reps dispatches with one submit (after a warm-up
 run), so they measure the kernels, not the per-submit cost.
@@ -175,6 +176,51 @@ def bench_attention(S: int, H: int, KVH: int, D: int, reps: int, paths=("default
     return rows
 
 
+def bench_softmax(rows: int, cols: int, reps: int) -> list[dict]:
+    """Causal softmax forward + backward over [rows, cols] (attention's probabilities: rows of `cols` keys),
+    the rule's pick and each rows-a-workgroup forced (EVERMIND_VK_SOFTMAX_ROWS), beside torch's
+    softmax + _softmax_backward_data on the same data (masked to the same causal pattern)."""
+    import os
+    from evermind_vk.runtime import kernels, variants
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((rows, cols)).astype(np.float32)
+    dy = rng.standard_normal((rows, cols)).astype(np.float32)
+    tx, tdy = ev.tensor(x), ev.tensor(dy)
+    base = {"bench": "softmax_fwd_bwd", "rows": rows, "cols": cols, "causal": True, "dtype": "f32"}
+    if torch is not None:
+        td = torch_dev()
+        X = torch.tensor(x, device=td) + torch.triu(torch.full((cols, cols), float("-inf"), device=td), 1).repeat(
+            rows // cols + 1, 1)[:rows]
+        DY = torch.tensor(dy, device=td)
+
+        def t_step():
+            y = torch.softmax(X, -1)
+            torch._softmax_backward_data(DY, y, -1, y.dtype)
+        base[f"torch_{td}_ms"] = torch_time(t_step, max(5, reps)) * 1e3
+    picked = variants.pick_softmax(kernels.usable("softmax", "f32", ev.get_device()), cols, ev.get_device().info.type)
+    rows_out = []
+    for forced in ["", *sorted({str(v.spec["ROWS"]) for v in kernels.usable("softmax", "f32", ev.get_device())}, key=int)]:
+        old = os.environ.get("EVERMIND_VK_SOFTMAX_ROWS")
+        os.environ["EVERMIND_VK_SOFTMAX_ROWS"] = forced
+        try:
+            def step():
+                y = ops.softmax(tx, causal=True, seq=cols)
+                ops.softmax_backward(y, tdy)
+            t = device_time(step, reps)
+        finally:
+            if old is None:
+                os.environ.pop("EVERMIND_VK_SOFTMAX_ROWS", None)
+            else:
+                os.environ["EVERMIND_VK_SOFTMAX_ROWS"] = old
+        row = dict(base, rows_a_workgroup=forced or f"auto ({picked.spec['ROWS']})", evermind_ms=t * 1e3,
+                   evermind_gbs=5 * 4.0 * rows * cols / t / 1e9)  # read x; write y; read y, dy; write dx
+        tkey = next((k_ for k_ in row if k_.startswith("torch_")), None)
+        if tkey:
+            row["ratio_vs_torch"] = row[tkey] / row["evermind_ms"]
+        rows_out.append(row)
+    return rows_out
+
+
 def bench_adam(n_params: int, reps: int) -> dict:
     dev = ev.get_device()
     cap = min(dev.info.max_storage_buffer_range // 4, 1 << 25)
@@ -212,6 +258,8 @@ def main(argv=None) -> int:
     ap.add_argument("--attn-path", nargs="*", default=["default"], choices=["default", "fused", "matmul"],
                     help="attention paths to time (EVERMIND_VK_ATTENTION), each beside the same torch SDPA")
     ap.add_argument("--attn-dtype", default="f32", choices=["f32", "f16"])
+    ap.add_argument("--softmax", nargs="*", default=[], metavar="ROWSxCOLS",
+                    help="causal softmax fwd + bwd shapes, e.g. 32768x256 (the 23.7M LM's attention)")
     ap.add_argument("--adam", type=int, default=1_000_000, help="parameters in the AdamW step")
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--json", default="bench.json")
@@ -229,6 +277,11 @@ def main(argv=None) -> int:
             for row in bench_attention(S, *args.attn_heads, D, args.reps, args.attn_path, args.attn_dtype):
                 info["results"].append(row)
                 print(json.dumps(row))
+    for shape in args.softmax:
+        r, c = (int(n) for n in shape.lower().split("x"))
+        for row in bench_softmax(r, c, args.reps):
+            info["results"].append(row)
+            print(json.dumps(row))
     if args.adam:
         row = bench_adam(args.adam, args.reps)
         info["results"].append(row)

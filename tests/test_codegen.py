@@ -25,7 +25,8 @@ def test_names_are_derived_from_the_table():
     for v in manifest["variants"]:
         spec = dict(v["spec_constants"])
         tile = (f"t{spec['BM']}x{spec['BN']}" if "BM" in spec else f"t{spec['WG']}x{spec['VEC']}" if "VEC" in spec
-                else f"r{spec['ROWS']}x{spec['TILE']}" if "ROWS" in spec
+                else f"r{spec['ROWS']}x{spec['TILE']}" if "TILE" in spec
+                else (f"r{spec['ROWS']}" if spec["ROWS"] > 1 else None) if "ROWS" in spec  # softmax rows a workgroup
                 else f"wg{spec['WG']}" if set(spec) == {"WG"} and v["name"].endswith(f"_wg{spec['WG']}")  # CPU row sizes
                 else None)
         if "BM" in spec:  # the k-step too where it differs from the algorithm's usual one (cm 16, rb 8)

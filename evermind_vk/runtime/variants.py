@@ -555,6 +555,29 @@ def pick_row_wg(cands, cols: int, device_type: str, forced: int = 0):
 CPU_ROW_ELEMS = 8
 
 
+def pick_softmax(cands, cols: int, device_type: str, forced: int = 0):
+    """The softmax (or softmax_backward) variant for rows of `cols`: ROWS rows a workgroup of WG threads, so
+    WG / ROWS threads a row. The forced ROWS (EVERMIND_VK_SOFTMAX_ROWS; an error if no variant has it); else
+    on CPU devices the most rows a workgroup (lavapipe, causal fwd + bwd, 16 rows against 1: 7.4 against 75 ms
+    at 8192x64, 10.6/47 at 4096x256, 10.4/23 at 512x4096: a workgroup's threads run in turn around each
+    barrier), and on GPUs the fewest threads a row that leave each at most SOFTMAX_ROW_ELEMS elements, or
+    one row a workgroup for longer rows (bench/bench.py --softmax)."""
+    by_rows = sorted(cands, key=lambda v: v.spec["ROWS"])
+    if forced:
+        hit = [v for v in by_rows if v.spec["ROWS"] == forced]
+        if not hit:
+            raise UnsupportedError(f"EVERMIND_VK_SOFTMAX_ROWS={forced}: no softmax variant with that many rows a "
+                                   f"workgroup (have {[v.spec['ROWS'] for v in by_rows]})")
+        return hit[0]
+    if device_type == "cpu":
+        return by_rows[-1]
+    fit = [v for v in by_rows if cols <= SOFTMAX_ROW_ELEMS * (v.spec["WG"] // v.spec["ROWS"])]
+    return fit[-1] if fit else by_rows[0]
+
+
+SOFTMAX_ROW_ELEMS = 8
+
+
 def embedding_backward_cols(D: int, transpose: bool) -> int:
     """Table columns one embedding_backward thread sums: 4 for a [V, D] table with D % 4 == 0 (each id
     test over the tokens then serves four sums: ~4x less work on lavapipe, same order, same bits), else 1."""
@@ -619,7 +642,7 @@ def matmul_k_splits(kind: str, spec: dict, K: int, device_type: str) -> list[tup
 # refuses, before recording, any launch whose count (launch_loop_count) could pass the device's cap.
 DEVICE_LOOP_CAP = {"cpu": 65535}
 
-# Row kernels (one workgroup per row): loops over the row per op (templates/norms, softmax, cross_entropy).
+# Row kernels (one workgroup per row, or softmax's ROWS): loops over the row per op (templates/norms, softmax, cross_entropy).
 ROW_PASSES = {"rms_norm": 2, "rms_norm_backward": 2, "layer_norm": 3, "layer_norm_backward": 2,
               "softmax": 3, "softmax_backward": 2, "cross_entropy": 2, "cross_entropy_backward": 3}
 
@@ -629,8 +652,8 @@ def launch_loop_count(op: str, spec: dict, flags, push: dict) -> int | None:
     workgroup reductions' log2(WG) steps included), or None for ops whose loops do not grow with the
     problem (elementwise maps) or are not described here."""
     wg = spec.get("WG", 1)
-    if op in ROW_PASSES:
-        return ROW_PASSES[op] * (-(-push["cols"] // wg) + 1) + 32
+    if op in ROW_PASSES:  # WG / ROWS threads a row (softmax's ROWS; one row a workgroup elsewhere)
+        return ROW_PASSES[op] * (-(-push["cols"] // (wg // spec.get("ROWS", 1))) + 1) + 32
     if op in ("colsum", "colsum_cast"):
         return push["chunk"] + 1
     if op == "embedding_backward":

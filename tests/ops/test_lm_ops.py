@@ -30,9 +30,11 @@ def data(rng, shape, dtype, s=1.0):
     return (rng.standard_normal(shape) * s).astype(NP[dtype])
 
 
+@pytest.mark.parametrize("rows_wg", ["", "1", "4", "16"])  # the rule's pick, then each rows-a-workgroup forced
 @pytest.mark.parametrize("dtype", F)
 @given(rows=small, cols=st.integers(1, 130), causal=st.booleans(), seed=seeds)
-def test_softmax(device, dtype, rows, cols, causal, seed):
+def test_softmax(device, monkeypatch, rows_wg, dtype, rows, cols, causal, seed):
+    monkeypatch.setenv("EVERMIND_VK_SOFTMAX_ROWS", rows_wg)
     rng = np.random.default_rng(seed)
     x = data(rng, (rows, cols), dtype, 3)
     dy = data(rng, (rows, cols), dtype)

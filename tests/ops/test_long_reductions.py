@@ -9,6 +9,7 @@ from hypothesis import given, strategies as st
 import evermind_vk as ev
 from evermind_vk import ops
 from evermind_vk.runtime import variants
+import ref
 from oracle import U16, U32, rounded
 
 F = ["f32", "f16"]
@@ -135,7 +136,7 @@ def test_loop_rules():
 def test_launch_past_the_device_loop_cap_is_refused(device):
     if device.info.type != "cpu":
         pytest.skip("only CPU devices (lavapipe) have a loop cap")
-    x = ev.tensor(np.zeros((1, 3_000_000), np.float32))  # softmax: 3 passes of 3e6 / 128 iterations
+    x = ev.tensor(np.zeros((1, 3_000_000), np.float32))  # softmax: 3 passes of 3e6 / (128 / ROWS) iterations
     with pytest.raises(variants.LoopLimitError, match="cap of 65535"):
         ops.softmax(x)
     spec = {"BM": 32, "BN": 32, "BK": 16, "WG_X": 16, "WG_Y": 16}
@@ -148,3 +149,18 @@ def test_colsum_stage_counts():
     assert [c for _, c in variants.colsum_plan(200)] == [200]
     assert [c for _, c in variants.colsum_plan(4096)] == [64, 64]  # the LM's norm gradients: 2 stages
     assert len(variants.colsum_plan(65536)) == 2
+
+
+@pytest.mark.parametrize("rows_wg", ["1", "16"])
+def test_softmax_past_65535_workgroups(device, monkeypatch, rows_wg):
+    """More workgroups than one grid dimension holds (a 2-D grid): 65,537 of them, one or 16 rows each, the
+    last only partly filled (its empty rows still take part in the barriers); causal, so row r sees r % 3 + 1 keys."""
+    monkeypatch.setenv("EVERMIND_VK_SOFTMAX_ROWS", rows_wg)
+    rows = 65_536 * int(rows_wg) + 1
+    x = np.random.default_rng(4).standard_normal((rows, 3)).astype(np.float32)
+    y = ops.softmax(ev.tensor(x), causal=True).numpy()
+    want = ref.softmax(x.astype(np.float64), True)
+    np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-7)
+    dy = np.ones_like(x)  # softmax rows sum to 1, so the gradient of sum(y) is 0 up to rounding
+    dx = ops.softmax_backward(ev.tensor(y), ev.tensor(dy)).numpy()
+    assert np.abs(dx).max() < 1e-6

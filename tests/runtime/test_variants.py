@@ -275,6 +275,20 @@ def test_rb_and_cm_rows_must_fit_48k_of_shared_memory():
     assert variants.matmul_row_errors(128, 256, 32, 256, 1, ["cm", "rb4x4", "w2x4"])  # 61 KiB
 
 
+def test_softmax_rows_rule(device):
+    """softmax / softmax_backward: on CPU devices the most rows a workgroup, on GPUs the fewest threads a row with
+    at most SOFTMAX_ROW_ELEMS elements each (one row a workgroup beyond); a forced count must exist."""
+    for op in ("softmax", "softmax_backward"):
+        cands = kernels.usable(op, "f32", device)
+        assert sorted(v.spec["ROWS"] for v in cands) == [1, 4, 16] and {v.spec["WG"] for v in cands} == {128}
+        rows = lambda cols, typ="discrete_gpu": variants.pick_softmax(cands, cols, typ).spec["ROWS"]
+        assert (rows(1), rows(64), rows(65), rows(256), rows(257), rows(4096)) == (16, 16, 4, 4, 1, 1)
+        assert (rows(1, "cpu"), rows(256, "cpu"), rows(4096, "cpu")) == (16, 16, 16)
+        assert variants.pick_softmax(cands, 64, "cpu", forced=4).spec["ROWS"] == 4
+        with pytest.raises(UnsupportedError):
+            variants.pick_softmax(cands, 64, "cpu", forced=8)
+
+
 def test_row_workgroup_rule(device):
     """rms_norm / cross_entropy rows: on CPU devices the smallest workgroup with at most CPU_ROW_ELEMS elements a thread,
     on GPUs the largest; a forced size must exist."""
