@@ -26,6 +26,7 @@ from ..errors import ShapeError, UnsupportedError
 from ..runtime import kernels, variants
 from ..runtime.tensor import Tensor, empty
 from .matmul import gemm_strided
+from .reduce import colsum
 from .activations import launch_softmax, softmax, softmax_backward
 
 __all__ = ["attention", "attention_backward", "attention_cached"]
@@ -199,19 +200,27 @@ def attention_backward(q: Tensor, k: Tensor, v: Tensor, dout: Tensor, probs: Ten
                  b_strides=(KVH * D, 1), b_batch=(0, D, G),
                  c_strides=(H * D, 1), c_batch=(0, D), alpha=scale, tri=_tri("lower_a", causal))
     # dK_bg = scale sum_{h in g} dS_bh^T Q_bh ; dV_bg = sum_{h in g} P_bh^T dO_bh. Batch (b, kv head g); the G
-    # heads of a group are G dispatches in all (member j of every group), accumulating (beta = 1): no two
-    # threads write one element. (Folding the group into K would need one k-stride over (head, token),
-    # which q's token-major layout does not have.)
+    # heads of a group are G dispatches in all (member j of every group). (Folding the group into K would need
+    # one k-stride over (head, token), which q's token-major layout does not have.) With G > 1 each member
+    # writes its own f32 partial (f16 operands through the c32 rows), so the 2G dispatches depend on nothing
+    # but ds and probs and may run side by side (runtime/program.py), and a column sum adds the G partials in
+    # member order, rounded once into dk and dv. (Accumulating in C, beta = 1, ordered each member's dispatch
+    # after the previous one's, one triangular launch at a time.)
+    n = dk.numel
+    parts = (empty((G, n), "f32", q.device), empty((G, n), "f32", q.device)) if G > 1 else (dk, dv)
     for j in range(G):
-        beta = 0.0 if j == 0 else 1.0
-        gemm_strided(ds, q, dk, S, D, S, batch=KVH, outer=(B, ss, sq, sk),
+        off = j * n if G > 1 else 0
+        gemm_strided(ds, q, parts[0], S, D, S, batch=KVH, outer=(B, ss, sq, sk),
                      a_strides=(1, S), a_batch=(j * S * S, G * S * S),
                      b_strides=(H * D, 1), b_batch=(j * D, G * D, 1),
-                     c_strides=(KVH * D, 1), c_batch=(0, D), alpha=scale, beta=beta, tri=_tri("upper_a", causal))
-        gemm_strided(probs, dout, dv, S, D, S, batch=KVH, outer=(B, ss, sq, sk),
+                     c_strides=(KVH * D, 1), c_batch=(off, D), alpha=scale, tri=_tri("upper_a", causal))
+        gemm_strided(probs, dout, parts[1], S, D, S, batch=KVH, outer=(B, ss, sq, sk),
                      a_strides=(1, S), a_batch=(j * S * S, G * S * S),
                      b_strides=(H * D, 1), b_batch=(j * D, G * D, 1),
-                     c_strides=(KVH * D, 1), c_batch=(0, D), beta=beta, tri=_tri("upper_a", causal))
+                     c_strides=(KVH * D, 1), c_batch=(off, D), tri=_tri("upper_a", causal))
+    if G > 1:
+        colsum(parts[0], out=dk)
+        colsum(parts[1], out=dv)
     return dq, dk, dv
 
 
