@@ -72,8 +72,7 @@ void main() {
     const uint tid = gl_LocalInvocationID.y * WG_X + gl_LocalInvocationID.x;
     const uint sg = gl_SubgroupID;
     const uint wm0 = (sg / 2) * (BM / 2), wn0 = (sg % 2) * (BN / 2);
-    const uint m0 = (p.tri == 1u ? gl_NumWorkGroups.y - 1u - gl_WorkGroupID.y : gl_WorkGroupID.y) * BM;
-    const uint n0 = gl_WorkGroupID.x * BN, z = gl_WorkGroupID.z;
+    const uint m0 = gl_WorkGroupID.y * BM, n0 = gl_WorkGroupID.x * BN, z = gl_WorkGroupID.z;
 
     const uint z1_ = z / p.Z2, z2_ = z % p.Z2;
     const uint aoff = p.aoff + z1_ * p.sao + z2_ * p.sab;

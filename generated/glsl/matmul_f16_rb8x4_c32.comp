@@ -93,8 +93,7 @@ void store(uint gm, uint gn, vec4 acc, uint coff, bool wide) {
 void main() {
     const uint tx = gl_LocalInvocationID.x, ty = gl_LocalInvocationID.y;
     const uint tid = ty * WG_X + tx;
-    const uint m0 = (p.tri == 1u ? gl_NumWorkGroups.y - 1u - gl_WorkGroupID.y : gl_WorkGroupID.y) * BM;
-    const uint n0 = gl_WorkGroupID.x * BN, z = gl_WorkGroupID.z;
+    const uint m0 = gl_WorkGroupID.y * BM, n0 = gl_WorkGroupID.x * BN, z = gl_WorkGroupID.z;
 
     const uint z1_ = z / p.Z2, z2_ = z % p.Z2;
     const uint aoff = p.aoff + z1_ * p.sao + z2_ * p.sab;
