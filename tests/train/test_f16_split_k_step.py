@@ -1,6 +1,7 @@
 """f16 split-K in the mixed-precision step (issue 13, items 4-5): the selection rule on an H200-like device
 (as bench/matmul_selection.py fakes one) splits the under-filled weight gradients of the 23.7M LM and
 nothing else, and a step with the split forced matches the unsplit f16 step."""
+import collections
 import dataclasses
 
 import numpy as np
@@ -41,10 +42,15 @@ def test_h200_like_selection_splits_the_f16_weight_gradients(device, monkeypatch
     assert split == {(256, 512, 4096): 16, (512, 512, 4096): 16, (2816, 512, 4096): 4, (512, 1408, 4096): 8}, split
     assert {p for p, s in splits if s == 1} >= {(4096, 512, 512), (4096, 2816, 512), (4096, 512, 1408)}  # filled
     n_split = sum(1 for _, s in splits if s > 1)
-    assert names.count("colsum_cast_f16") == n_split > 0
+    # and attention's dK and dV (matmul path on a GPU): each of a group's G = 2 heads writes an f32 partial
+    # through a c32 row, one column sum per layer and gradient (ops/attention.py)
+    G, attn = cfg.n_heads // cfg.n_kv_heads, 2 * cfg.n_layers
+    assert names.count("colsum_cast_f16") == n_split + attn and n_split > 0
     c32 = [n for n in names if n.startswith("matmul") and "c32" in n.split("_")]
     # 128x128 tiles; the partial launches (batch S) have fewer than 512 workgroups: variants.CM_FEW's row
-    assert len(c32) == n_split and all("_cm_" in n and n.endswith("t128x128k32") for n in c32), set(c32)
+    split_c32 = [n for n in c32 if n.endswith("t128x128k32")]
+    assert len(split_c32) == n_split and all("_cm_" in n for n in split_c32), set(split_c32)
+    assert len(c32) - len(split_c32) == G * attn, collections.Counter(c32)
 
 
 def test_f16_step_with_split_k_forced_matches_the_unsplit_step(device, monkeypatch):
