@@ -532,6 +532,15 @@ def colsum_plan(rows: int, cols: int = 1) -> list[tuple[int, int]]:
             return plan
 
 
+def forced_variant(cands, spec: str, value: int, env: str):
+    """The candidate whose specialization constant `spec` is `value`, as the variable `env` asked for: an
+    error naming the values there are if none has it."""
+    hit = [v for v in cands if v.spec[spec] == value]
+    if not hit:
+        raise UnsupportedError(f"{env}={value}: no variant with {spec} {value} (have {sorted(v.spec[spec] for v in cands)})")
+    return hit[0]
+
+
 def pick_row_wg(cands, cols: int, device_type: str, forced: int = 0):
     """The variant of a one-workgroup-per-row kernel (rms_norm, cross_entropy, their backwards) for rows of `cols`: the
     forced workgroup size (EVERMIND_VK_ROW_WG; an error if no variant has it); else on CPU devices the
@@ -540,11 +549,7 @@ def pick_row_wg(cands, cols: int, device_type: str, forced: int = 0):
     measured on the 90k model's 64-wide rows, 128 threads 27 ms per step, 32 threads 6 ms, 8 threads
     2.7 ms), and on GPUs the largest."""
     if forced:
-        hit = [v for v in cands if v.spec["WG"] == forced]
-        if not hit:
-            raise UnsupportedError(f"EVERMIND_VK_ROW_WG={forced}: no variant with that workgroup size "
-                                   f"(have {sorted(v.spec['WG'] for v in cands)})")
-        return hit[0]
+        return forced_variant(cands, "WG", forced, "EVERMIND_VK_ROW_WG")
     by_wg = sorted(cands, key=lambda v: v.spec["WG"])
     if device_type != "cpu":
         return by_wg[-1]
@@ -564,13 +569,9 @@ def pick_softmax(cands, cols: int, device_type: str, forced: int = 0):
     one row a workgroup for longer rows: NVIDIA H200, causal fwd + bwd, ms with 1 / 4 / 16 rows a workgroup,
     0.184 / 0.134 / 0.175 at 32768x256, 0.188 / 0.222 / 0.321 at 16384x1024, 0.577 / 0.691 / 1.035 at 16384x4096
     (bench/bench.py --softmax; bench/results/round7-h200-softmax.txt)."""
-    by_rows = sorted(cands, key=lambda v: v.spec["ROWS"])
     if forced:
-        hit = [v for v in by_rows if v.spec["ROWS"] == forced]
-        if not hit:
-            raise UnsupportedError(f"EVERMIND_VK_SOFTMAX_ROWS={forced}: no softmax variant with that many rows a "
-                                   f"workgroup (have {[v.spec['ROWS'] for v in by_rows]})")
-        return hit[0]
+        return forced_variant(cands, "ROWS", forced, "EVERMIND_VK_SOFTMAX_ROWS")
+    by_rows = sorted(cands, key=lambda v: v.spec["ROWS"])
     if device_type == "cpu":
         return by_rows[-1]
     fit = [v for v in by_rows if cols <= SOFTMAX_ROW_ELEMS * (v.spec["WG"] // v.spec["ROWS"])]
