@@ -867,7 +867,12 @@ def attention_path(forced: str, fused_available: bool, device_type: str = "cpu")
     """'fused' or 'matmul'. forced (EVERMIND_VK_ATTENTION) is '', 'matmul' or 'fused'; a forced fused
     path where no fused variant may run is an error, not a silent fallback. Unforced, the fused kernels
     run on CPU devices only: measured on an NVIDIA H200 (bench/results/h200-attention.txt) they take
-    1.5-2.6x the time of the matmul path (S 1024-4096, hd 64/128), on lavapipe 0.3-0.8x."""
+    1.5-2.6x the time of the matmul path (S 1024-4096, hd 64/128), and in the 23.7M LM's step (S 256) the
+    step ran at 0.91x (f32) and 0.77x (f16) of its matmul-path speed (round7-h200-train-23.7m-fused.txt).
+    On lavapipe they took 0.3-0.8x until softmax ran 16 rows a workgroup (round 7); since then attention
+    alone is 1.3-3x faster on the matmul path (S 64-1024, hd 32-128, round7-lavapipe-attention.txt), but the
+    small config's training step showed no steady difference (three interleaved pairs went to fused, one
+    earlier to matmul), so CPU devices keep the fused kernels and their O(S hd) memory."""
     if forced and forced not in ATTENTION_PATHS:
         raise UnsupportedError(f"EVERMIND_VK_ATTENTION={forced!r}: want one of {', '.join(ATTENTION_PATHS)}")
     if forced == "matmul":
