@@ -159,10 +159,10 @@ VARIANTS = [
           (4, 4, 2, 2, 32, ["g8"]),
           # p2: two register sets, each tile loaded two steps before it is stored
           (4, 4, 2, 2, 16, ["p2"]), (4, 2, 2, 4, 16, ["p2"]), (4, 4, 2, 2, 32, ["p2"]), (4, 4, 2, 4, 16, ["p2"]))),
-    # One workgroup per row.
     # Softmax: ROWS rows a workgroup, several for short rows (runtime.variants.pick_softmax); same modules.
     *(Variant("softmax", op, dt, (("WG", 128), ("ROWS", rows)), tile=f"r{rows}" if rows > 1 else "")
       for op in ("softmax", "softmax_backward") for dt in F for rows in (1, 4, 16)),
+    # One workgroup per row.
     *(simple("norms", op, dt, 128)
       for op in ("rms_norm", "rms_norm_backward", "layer_norm", "layer_norm_backward") for dt in F),
     *(simple("cross_entropy", op, dt, 128) for op in ("cross_entropy", "cross_entropy_backward") for dt in F),

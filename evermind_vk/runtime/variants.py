@@ -537,7 +537,8 @@ def forced_variant(cands, spec: str, value: int, env: str):
     error naming the values there are if none has it."""
     hit = [v for v in cands if v.spec[spec] == value]
     if not hit:
-        raise UnsupportedError(f"{env}={value}: no variant with {spec} {value} (have {sorted(v.spec[spec] for v in cands)})")
+        raise UnsupportedError(f"{env}={value}: no variant with {spec} {value} "
+                               f"(have {sorted(v.spec[spec] for v in cands)})")
     return hit[0]
 
 
@@ -645,7 +646,8 @@ def matmul_k_splits(kind: str, spec: dict, K: int, device_type: str) -> list[tup
 # refuses, before recording, any launch whose count (launch_loop_count) could pass the device's cap.
 DEVICE_LOOP_CAP = {"cpu": 65535}
 
-# Row kernels (one workgroup per row, or softmax's ROWS): loops over the row per op (templates/norms, softmax, cross_entropy).
+# Row kernels (one workgroup per row, or softmax's ROWS rows): loops over the row per op (templates/norms,
+# softmax, cross_entropy).
 ROW_PASSES = {"rms_norm": 2, "rms_norm_backward": 2, "layer_norm": 3, "layer_norm_backward": 2,
               "softmax": 3, "softmax_backward": 2, "cross_entropy": 2, "cross_entropy_backward": 3}
 
