@@ -280,6 +280,15 @@ def tile_preference(t, gpu: bool = False) -> tuple:
     return (t[0] * t[1], gpu and tuple(t) in GPU_FIRST_AMONG_EQUALS, -max(t[0], t[1]) / min(t[0], t[1]), t[0], -t[2])
 
 
+# A tile may waste at most this share of its area on padding (matmul_tile's rule, and TRI_TILES').
+MAX_PADDED = 1.25
+
+
+def padded_area(M: int, N: int, bm: int, bn: int) -> int:
+    """The outputs a bm x bn tiling of an M x N product computes, padding included."""
+    return -(-M // bm) * bm * -(-N // bn) * bn
+
+
 def matmul_tile(M: int, N: int, K: int, tiles, shared_memory: int, device_type: str, batch: int = 1,
                 buffers: int = 1):
     """Pick a (BM, BN, BK) tile from `tiles` for an MxK . KxN product.
@@ -300,19 +309,16 @@ def matmul_tile(M: int, N: int, K: int, tiles, shared_memory: int, device_type: 
     def groups(t):
         return math.ceil(M / t[0]) * math.ceil(N / t[1]) * batch
 
-    def padded(t):
-        return math.ceil(M / t[0]) * t[0] * math.ceil(N / t[1]) * t[1]
-
     def enough(t):
         g = groups(t)
         if gpu and t[0] * t[1] >= BIG_TILE_AREA:
             return want_groups <= g <= 1.05 * want_groups or g >= 2 * want_groups
         return g >= want_groups
 
-    good = [t for t in fits if padded(t) <= 1.25 * M * N and enough(t)]
+    good = [t for t in fits if padded_area(M, N, t[0], t[1]) <= MAX_PADDED * M * N and enough(t)]
     if good:
         return max(good, key=lambda t: tile_preference(t, gpu))
-    return min(fits, key=lambda t: (padded(t), t[0] * t[1]))
+    return min(fits, key=lambda t: (padded_area(M, N, t[0], t[1]), t[0] * t[1]))
 
 
 # The smallest product (M*N*K*batch) given the v4 blocks on CPU devices. It was 256^3 while every tensor set built
@@ -454,7 +460,7 @@ def pick_matmul(cands, M: int, N: int, K: int, lay: Layout, device_type: str, sh
     tile = None
     want = TRI_TILES.get(tri) if kind == "rb" and device_type != "cpu" else None
     if want in tiles and rb_shared_bytes(*want) <= shared_memory \
-            and -(-M // want[0]) * want[0] * -(-N // want[1]) * want[1] <= 1.25 * M * N:
+            and padded_area(M, N, want[0], want[1]) <= MAX_PADDED * M * N:
         tile = want
     if tile is None and split and kind == "rb":
         fits = [t for t in tiles if rb_shared_bytes(*t) <= shared_memory]
