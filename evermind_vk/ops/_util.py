@@ -32,15 +32,30 @@ def per_thread(op: str, dtype: str, tensors: list, push: dict, n_threads: int, f
     kernels.dispatch(v, tensors, push, kernels.grid(-(-max(1, n_threads) // v.spec["WG"])))
 
 
+def _forced_count(env: str, what: str) -> int:
+    """The count an environment variable forces (0: unset)."""
+    forced = os.environ.get(env, "").strip()
+    if forced and not forced.isdigit():
+        raise UnsupportedError(f"{env}={forced!r}: want {what}")
+    return int(forced or 0)
+
+
 def run_rows(op: str, dtype: str, tensors: list, push: dict, rows: int, cols: int) -> None:
     """A one-workgroup-per-row kernel (rms_norm, cross_entropy and their backwards) over `rows` rows of
     `cols`, its workgroup size picked by runtime.variants.pick_row_wg (EVERMIND_VK_ROW_WG forces one)."""
     dev = tensors[0].device
-    forced = os.environ.get("EVERMIND_VK_ROW_WG", "").strip()
-    if forced and not forced.isdigit():
-        raise UnsupportedError(f"EVERMIND_VK_ROW_WG={forced!r}: want a workgroup size")
-    v = variants.pick_row_wg(kernels.usable(op, dtype, dev), cols, dev.info.type, int(forced or 0))
+    v = variants.pick_row_wg(kernels.usable(op, dtype, dev), cols, dev.info.type,
+                             _forced_count("EVERMIND_VK_ROW_WG", "a workgroup size"))
     kernels.dispatch(v, tensors, push, kernels.grid(rows))
+
+
+def run_softmax(op: str, tensors: list, push: dict, rows: int, cols: int) -> None:
+    """softmax or softmax_backward over `rows` rows of `cols`, ROWS rows a workgroup as
+    runtime.variants.pick_softmax picks (EVERMIND_VK_SOFTMAX_ROWS forces a count)."""
+    dev = tensors[0].device
+    v = variants.pick_softmax(kernels.usable(op, tensors[0].dtype, dev), cols, dev.info.type,
+                              _forced_count("EVERMIND_VK_SOFTMAX_ROWS", "a number of rows"))
+    kernels.dispatch(v, tensors, push, kernels.grid(-(-rows // v.spec["ROWS"])))
 
 
 def like(t: Tensor, shape=None, dtype=None) -> Tensor:

@@ -3,12 +3,10 @@ row-split gated activation (SwiGLU / GeGLU with the SwiGLU limit)."""
 from __future__ import annotations
 
 import math
-import os
 
 from ..errors import ShapeError, UnsupportedError
-from ..runtime import kernels, variants
 from ..runtime.tensor import Tensor, empty
-from ._util import FLOATS, like, per_thread, rows_cols, want
+from ._util import FLOATS, like, per_thread, rows_cols, run_softmax, want
 
 __all__ = ["softmax", "softmax_backward", "silu", "gelu", "silu_backward", "gelu_backward", "glu", "glu_backward"]
 
@@ -22,7 +20,7 @@ def softmax(x: Tensor, causal: bool = False, seq: int | None = None) -> Tensor:
     if causal and not 1 <= seq <= cols:
         raise ShapeError(f"softmax: causal seq {seq} must be in 1..{cols}")
     y = like(x)
-    launch_softmax("softmax", [x, y], dict(rows=rows, cols=cols, causal=int(causal), seq=seq), rows, cols)
+    run_softmax("softmax", [x, y], dict(rows=rows, cols=cols, causal=int(causal), seq=seq), rows, cols)
     return y
 
 
@@ -31,18 +29,8 @@ def softmax_backward(y: Tensor, dy: Tensor) -> Tensor:
     want(dy, "dy", shape=y.shape, dtype=y.dtype)
     rows, cols = rows_cols(y)
     dx = like(y)
-    launch_softmax("softmax_backward", [y, dy, dx], dict(rows=rows, cols=cols), rows, cols)
+    run_softmax("softmax_backward", [y, dy, dx], dict(rows=rows, cols=cols), rows, cols)
     return dx
-
-
-def launch_softmax(op: str, tensors: list, push: dict, rows: int, cols: int) -> None:
-    """Dispatch a softmax kernel over `rows` rows, its rows a workgroup picked by runtime.variants.pick_softmax."""
-    dev = tensors[0].device
-    forced = os.environ.get("EVERMIND_VK_SOFTMAX_ROWS", "").strip()
-    if forced and not forced.isdigit():
-        raise UnsupportedError(f"EVERMIND_VK_SOFTMAX_ROWS={forced!r}: want a number of rows")
-    v = variants.pick_softmax(kernels.usable(op, tensors[0].dtype, dev), cols, dev.info.type, int(forced or 0))
-    kernels.dispatch(v, tensors, push, kernels.grid(-(-rows // v.spec["ROWS"])))
 
 
 def _act(op: str, x: Tensor) -> Tensor:

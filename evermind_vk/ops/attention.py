@@ -27,7 +27,8 @@ from ..runtime import kernels, variants
 from ..runtime.tensor import Tensor, empty
 from .matmul import gemm_strided
 from .reduce import colsum
-from .activations import launch_softmax, softmax, softmax_backward
+from .activations import softmax, softmax_backward
+from ._util import run_softmax
 
 __all__ = ["attention", "attention_backward", "attention_cached"]
 
@@ -255,7 +256,7 @@ def attention_cached(q: Tensor, k_cache: Tensor, v_cache: Tensor, start_pos: int
     gemm_strided(q, k_cache, s, Q, kv, D, batch=H, a_strides=(H * D, 1), a_batch=(0, D),
                  b_strides=(1, KVH * D), b_batch=(0, D, G), c_strides=(kv, 1), c_batch=(0, Q * kv), alpha=scale)
     # row r = h*Q + i is query i: the causal softmax kernel shows it keys j <= i + (kv - Q) = start_pos + i
-    launch_softmax("softmax", [s, p], dict(rows=H * Q, cols=kv, causal=1, seq=Q), H * Q, kv)
+    run_softmax("softmax", [s, p], dict(rows=H * Q, cols=kv, causal=1, seq=Q), H * Q, kv)
     out = empty((Q, H, D), q.dtype, q.device) if out is None else out
     if out.shape != (Q, H, D) or out.dtype != q.dtype:
         raise ShapeError(f"attention_cached: out is {out.shape}/{out.dtype}, want {(Q, H, D)}/{q.dtype}")
