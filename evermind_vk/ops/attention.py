@@ -210,7 +210,7 @@ def attention_backward(q: Tensor, k: Tensor, v: Tensor, dout: Tensor, probs: Ten
     n = dk.numel
     parts = (empty((G, n), "f32", q.device), empty((G, n), "f32", q.device)) if G > 1 else (dk, dv)
     for j in range(G):
-        off = j * n if G > 1 else 0
+        off = j * n  # 0 for the one member when G is 1 (parts are dk, dv then)
         gemm_strided(ds, q, parts[0], S, D, S, batch=KVH, outer=(B, ss, sq, sk),
                      a_strides=(1, S), a_batch=(j * S * S, G * S * S),
                      b_strides=(H * D, 1), b_batch=(j * D, G * D, 1),
