@@ -5,10 +5,13 @@ profile (runtime/profiler.py: a barrier before every dispatch) of one recorded f
 
     python bench/attention_products.py --batch 16 --seq 256 --heads 8 4 --hd 64          # the 23.7M LM's
     python bench/attention_products.py --batch 1 --seq 1024 2048 4096 --heads 4 2 --hd 64 128
+    python bench/attention_products.py --batch 1 --seq 2048 --heads 4 2 --hd 128 --only zzz --split 1 2 4 8
 
 Products (ops/attention.py): scores = Q K^T (causal: lower_c), pv = P V (lower_a), dp = dO V^T (lower_c),
 dq = dS K (lower_a), then dk = dS^T Q and dv = P^T dO (upper_a) once per member of a kv-head group. The
-summary gives, per product, the fastest variant against auto.
+causal *_a products may run in K chunks (variants.tri_split; --split forces counts through
+EVERMIND_VK_TRI_SPLIT): a product's time is then its chunks' sum, and "sums" the column sums that add
+them. The summary gives, per product, the fastest variant against auto.
 """
 import argparse
 import os
@@ -22,8 +25,12 @@ from evermind_vk.runtime import kernels, variants
 KINDS = {"f32": "rb", "f16": "cm"}
 
 
-def product_names(G: int) -> list[str]:
-    return ["scores", "pv", "dp", "dq"] + ["dk", "dv"] * G
+def product_names(G: int, launches: int) -> list[str]:
+    """The product of each matmul launch, in order: w chunks of each *_a product (w from the count)."""
+    w, rest = divmod(launches - 2, 2 + 2 * G)
+    if rest or w < 1:
+        raise SystemExit(f"{launches} matmul launches are not 2 + (2 + 2G) w for G = {G} (batch chunks?)")
+    return ["scores"] + ["pv"] * w + ["dp"] + ["dq"] * w + ["dk"] * (G * w) + ["dv"] * (G * w)
 
 
 def one_step(tq, tk, tv, tdo, B, repeats):
@@ -34,13 +41,12 @@ def one_step(tq, tk, tv, tdo, B, repeats):
     prog.run()  # warm-up
     prof = ev.profile(prog, repeats=repeats, serialize=True)
     mm = [(name, ms) for name, ms in prof.per_op_ms if name.startswith("matmul")]
-    names = product_names(tq.shape[1] // tk.shape[1])
-    if len(mm) != len(names):
-        raise SystemExit(f"expected {len(names)} products, the step has {len(mm)} matmul launches (batch chunks?)")
+    names = product_names(tq.shape[1] // tk.shape[1], len(mm))
     ms, picked = {}, {}
     for n, (v, t) in zip(names, mm):
         ms[n] = ms.get(n, 0.0) + t
         picked[n] = v
+    ms["sums"] = sum(t for name, t in prof.per_op_ms if name.startswith("colsum"))
     return ms, picked, prof.gpu_ms
 
 
@@ -53,6 +59,7 @@ def main(argv=None) -> int:
     ap.add_argument("--dtype", choices=["f32", "f16"], default="f32")
     ap.add_argument("--only", default="", help="forced variants whose name contains this")
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--split", nargs="+", default=[""], help="EVERMIND_VK_TRI_SPLIT values to run (default: the rule)")
     args = ap.parse_args(argv)
     os.environ["EVERMIND_VK_ATTENTION"] = "matmul"
     dev = ev.get_device()
@@ -72,19 +79,24 @@ def main(argv=None) -> int:
                                for shape in ((B * S, H, D), (B * S, KVH, D), (B * S, KVH, D), (B * S, H, D)))
             print(f"## B={B} S={S} H={H} KVH={KVH} hd={D}")
             results = {}
-            for forced in ["auto"] + cands:
-                if forced == "auto":
-                    os.environ.pop("EVERMIND_VK_MATMUL_VARIANT", None)
-                else:
-                    os.environ["EVERMIND_VK_MATMUL_VARIANT"] = forced
-                ms, picked, total = one_step(tq, tk, tv, tdo, B, args.repeats)
-                results[forced] = (ms, picked)
-                cells = "  ".join(f"{n} {t:7.3f}" for n, t in ms.items())
-                print(f"  {forced:<36} {cells}  | products {sum(ms.values()):7.3f}  step {total:7.3f} ms")
+            for split in args.split:
+                os.environ["EVERMIND_VK_TRI_SPLIT"] = split
+                if split:
+                    print(f"  EVERMIND_VK_TRI_SPLIT={split}")
+                for forced in ["auto"] + cands:
+                    if forced == "auto":
+                        os.environ.pop("EVERMIND_VK_MATMUL_VARIANT", None)
+                    else:
+                        os.environ["EVERMIND_VK_MATMUL_VARIANT"] = forced
+                    ms, picked, total = one_step(tq, tk, tv, tdo, B, args.repeats)
+                    results[forced] = (ms, picked)
+                    cells = "  ".join(f"{n} {t:7.3f}" for n, t in ms.items())
+                    print(f"  {forced:<36} {cells}  | products {sum(ms.values()):7.3f}  step {total:7.3f} ms")
+            os.environ.pop("EVERMIND_VK_TRI_SPLIT", None)
             os.environ.pop("EVERMIND_VK_MATMUL_VARIANT", None)
             auto_ms, auto_v = results["auto"]
             best_sum = 0.0
-            for n in auto_ms:
+            for n in (n for n in auto_ms if n != "sums"):
                 best = min(((r[0][n], f) for f, r in results.items() if f != "auto" and r[1][n] == f), default=None)
                 if best is None:
                     continue

@@ -25,7 +25,7 @@ import os
 from ..errors import ShapeError, UnsupportedError
 from ..runtime import kernels, variants
 from ..runtime.tensor import Tensor, empty
-from .matmul import gemm_strided
+from .matmul import gemm_chunks, gemm_strided
 from .reduce import colsum
 from .activations import softmax, softmax_backward
 from ._util import run_softmax
@@ -77,6 +77,24 @@ def _tri(hint: str, causal: bool) -> str:
     """The causal hint of a matmul-path product (runtime/variants.py TRI): causal probabilities and their
     gradients are zero above the diagonal, so the products skip those tiles and k ranges."""
     return hint if causal else ""
+
+
+def _chunks(tri: str, S: int, D: int, nz: int, dev) -> list:
+    """The K chunks of a causal S x D x S product of nz heads (variants.tri_split; one: unsplit)."""
+    ways = variants.tri_split(tri, S, D, S, nz, dev.info.type, os.environ.get("EVERMIND_VK_TRI_SPLIT", "").strip())
+    return variants.tri_chunks(S, ways)
+
+
+def _product_a(a, b, c, S, D, nz, tri, **kw):
+    """c = the S x D x S product of a causal (lower_a) P V or dS K: whole, or in K chunks whose f32 partials
+    a column sum adds in chunk order (rounded once into an f16 c)."""
+    chunks = _chunks(tri, S, D, nz, a.device)
+    if len(chunks) == 1:
+        gemm_strided(a, b, c, S, D, S, tri=tri, **kw)
+        return c
+    work = empty((len(chunks), c.numel), "f32", a.device)
+    gemm_chunks(a, b, work, 0, chunks, S, D, tri=tri, **kw)
+    return colsum(work, out=c)
 
 
 _STAGES = {"fwd": ("attention", None), "dq": ("attention_backward", "dq"), "dkv": ("attention_backward", "dkv")}
@@ -140,10 +158,10 @@ def attention(q: Tensor, k: Tensor, v: Tensor, causal: bool = True, scale: float
     p = softmax(_scores(q, k, B, S, H, KVH, D, scale, causal), causal=causal, seq=S)
     out = empty((Sall, H, D), q.dtype, q.device)
     sq, sk, ss = _bh(S, H, KVH, D)
-    gemm_strided(p, v, out, S, D, S, batch=H, outer=(B, ss, sk, sq),
-                 a_strides=(S, 1), a_batch=(0, S * S),
-                 b_strides=(KVH * D, 1), b_batch=(0, D, H // KVH),
-                 c_strides=(H * D, 1), c_batch=(0, D), tri=_tri("lower_a", causal))
+    _product_a(p, v, out, S, D, B * H, _tri("lower_a", causal), batch=H, outer=(B, ss, sk, sq),
+               a_strides=(S, 1), a_batch=(0, S * S),
+               b_strides=(KVH * D, 1), b_batch=(0, D, H // KVH),
+               c_strides=(H * D, 1), c_batch=(0, D))
     return out, (p if save_probs else None)
 
 
@@ -196,32 +214,32 @@ def attention_backward(q: Tensor, k: Tensor, v: Tensor, dout: Tensor, probs: Ten
     dk = empty(k.shape, k.dtype, k.device)
     dv = empty(v.shape, v.dtype, v.device)
     # dQ_bh = scale dS_bh K_bh  (token-major out)
-    gemm_strided(ds, k, dq, S, D, S, batch=H, outer=(B, ss, sk, sq),
-                 a_strides=(S, 1), a_batch=(0, S * S),
-                 b_strides=(KVH * D, 1), b_batch=(0, D, G),
-                 c_strides=(H * D, 1), c_batch=(0, D), alpha=scale, tri=_tri("lower_a", causal))
+    _product_a(ds, k, dq, S, D, B * H, _tri("lower_a", causal), batch=H, outer=(B, ss, sk, sq),
+               a_strides=(S, 1), a_batch=(0, S * S),
+               b_strides=(KVH * D, 1), b_batch=(0, D, G),
+               c_strides=(H * D, 1), c_batch=(0, D), alpha=scale)
     # dK_bg = scale sum_{h in g} dS_bh^T Q_bh ; dV_bg = sum_{h in g} P_bh^T dO_bh. Batch (b, kv head g); the G
-    # heads of a group are G dispatches in all (member j of every group). (Folding the group into K would need
-    # one k-stride over (head, token), which q's token-major layout does not have.) With G > 1 each member
-    # writes its own f32 partial (f16 operands through the c32 rows), so the 2G dispatches depend on nothing
-    # but ds and probs and may run side by side (runtime/program.py), and a column sum adds the G partials in
-    # member order, rounded once into dk and dv. (Accumulating in C, beta = 1, ordered each member's dispatch
-    # after the previous one's, one triangular launch at a time.)
-    n = dk.numel
-    parts = (empty((G, n), "f32", q.device), empty((G, n), "f32", q.device)) if G > 1 else (dk, dv)
-    for j in range(G):
-        off = j * n  # 0 for the one member when G is 1 (parts are dk, dv then)
-        gemm_strided(ds, q, parts[0], S, D, S, batch=KVH, outer=(B, ss, sq, sk),
-                     a_strides=(1, S), a_batch=(j * S * S, G * S * S),
-                     b_strides=(H * D, 1), b_batch=(j * D, G * D, 1),
-                     c_strides=(KVH * D, 1), c_batch=(off, D), alpha=scale, tri=_tri("upper_a", causal))
-        gemm_strided(probs, dout, parts[1], S, D, S, batch=KVH, outer=(B, ss, sq, sk),
-                     a_strides=(1, S), a_batch=(j * S * S, G * S * S),
-                     b_strides=(H * D, 1), b_batch=(j * D, G * D, 1),
-                     c_strides=(KVH * D, 1), c_batch=(off, D), tri=_tri("upper_a", causal))
-    if G > 1:
-        colsum(parts[0], out=dk)
-        colsum(parts[1], out=dv)
+    # heads of a group are G launches in all (member j of every group). (Folding the group into K would need
+    # one k-stride over (head, token), which q's token-major layout does not have.) With G > 1, or with the
+    # product split along K (_chunks), each member's chunk writes its own f32 row of a partial buffer (f16
+    # operands through the c32 rows), so the launches depend on nothing but ds and probs and may run side by
+    # side (runtime/program.py), and a column sum adds the rows in (member, chunk) order, rounded once into dk
+    # and dv. (Accumulating in C, beta = 1, ordered each member's launch after the previous one's.)
+    tri = _tri("upper_a", causal)
+    chunks = _chunks(tri, S, D, B * KVH, q.device)
+    n, rows = dk.numel, G * len(chunks)
+    for out_, a, alpha in ((dk, ds, scale), (dv, probs, 1.0)):
+        b_ = q if out_ is dk else dout
+        kw = dict(batch=KVH, outer=(B, ss, sq, sk), a_strides=(1, S), b_strides=(H * D, 1),
+                  c_strides=(KVH * D, 1), alpha=alpha, tri=tri)
+        if rows == 1:
+            gemm_strided(a, b_, out_, S, D, S, a_batch=(0, G * S * S), b_batch=(0, G * D, 1), c_batch=(0, D), **kw)
+            continue
+        work = empty((rows, n), "f32", q.device)
+        for j in range(G):
+            gemm_chunks(a, b_, work, j * len(chunks), chunks, S, D, a_batch=(j * S * S, G * S * S),
+                        b_batch=(j * D, G * D, 1), c_batch=(0, D), **kw)
+        colsum(work, out=out_)
     return dq, dk, dv
 
 

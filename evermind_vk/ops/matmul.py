@@ -9,13 +9,14 @@ from ..runtime import kernels, variants
 from ..runtime.tensor import Tensor, empty
 from .reduce import colsum
 
-__all__ = ["gemm_strided", "gemm", "matmul", "matmul_backward"]
+__all__ = ["gemm_strided", "gemm_chunks", "gemm", "matmul", "matmul_backward"]
 
 
 def gemm_strided(a: Tensor, b: Tensor, c: Tensor, M: int, N: int, K: int, *,
                  a_strides: tuple, b_strides: tuple, c_strides: tuple, batch: int = 1,
                  a_batch: tuple = (0, 0), b_batch: tuple = (0, 0, 1), c_batch: tuple = (0, 0),
-                 alpha: float = 1.0, beta: float = 0.0, outer: tuple = (1, 0, 0, 0), tri: str = "") -> Tensor:
+                 alpha: float = 1.0, beta: float = 0.0, outer: tuple = (1, 0, 0, 0), tri: str = "",
+                 kd: int = 0) -> Tensor:
     """The general product over a two-level batch: for z1 in range(Z1), z2 in range(batch),
     C_z[m,n] = alpha * sum_k A_z[m,k] B_z[k,n] + beta * C_z[m,n] with
     A_z[m,k] = a[aoff + z1*sao + z2*sab + m*sam + k*sak]            a_strides = (sam, sak), a_batch = (aoff, sab)
@@ -24,8 +25,9 @@ def gemm_strided(a: Tensor, b: Tensor, c: Tensor, M: int, N: int, K: int, *,
     outer = (Z1, sao, sbo, sco); the default (1, 0, 0, 0) is a one-level batch over z2. One dispatch for
     all Z1 * batch products (several where they pass kernels.MAX_GROUPS workgroups along z).
     tri: a causal hint (runtime/variants.py TRI) for square products whose operands are zero, or whose
-    output is unused, on one side of the diagonal; the result equals the full product's. A launch split
-    along K (its chunks no longer start at k = 0) computes the full product instead.
+    output is unused, on one side of the diagonal; the result equals the full product's. kd (lower_a and
+    upper_a): this product's k = 0 is column kd of the square A, whose diagonal the hint describes (a
+    chunk of a product split along K, gemm_chunks); the parallel split below computes the full product.
     a, b and c share a dtype, except that f16 a and b may write an f32 c (the c32 variants).
     """
     if a.dtype != b.dtype or c.dtype not in (a.dtype, "f32"):
@@ -33,7 +35,7 @@ def gemm_strided(a: Tensor, b: Tensor, c: Tensor, M: int, N: int, K: int, *,
                                "and c have it too or be f32")
     if len(outer) != 4:
         raise ShapeError(f"matmul: outer is (Z1, sao, sbo, sco), got {outer}")
-    errs = variants.tri_errors(tri, M, N, K, float(beta))
+    errs = variants.tri_errors(tri, M, N, K, float(beta), int(kd))
     if errs:
         raise ShapeError("matmul: " + "; ".join(errs))
     Z1, Z2, bdiv = int(outer[0]), int(batch), int(b_batch[2])
@@ -46,7 +48,7 @@ def gemm_strided(a: Tensor, b: Tensor, c: Tensor, M: int, N: int, K: int, *,
                          a_batch=(a_batch[0] + z1 * outer[1] + z2 * a_batch[1], a_batch[1]),
                          b_batch=(b_batch[0] + z1 * outer[2] + (z2 // bdiv) * b_batch[1], b_batch[1], bdiv),
                          c_batch=(c_batch[0] + z1 * outer[3] + z2 * c_batch[1], c_batch[1]),
-                         alpha=alpha, beta=beta, outer=(n1, *outer[1:]), tri=tri)
+                         alpha=alpha, beta=beta, outer=(n1, *outer[1:]), tri=tri, kd=kd)
         return c
     nz = Z1 * Z2
     dev = a.device
@@ -88,9 +90,30 @@ def gemm_strided(a: Tensor, b: Tensor, c: Tensor, M: int, N: int, K: int, *,
                     scm=c_strides[0], scn=c_strides[1], aoff=part.a_batch[0], sab=a_batch[1],
                     boff=part.b_batch[0], sbb=b_batch[1], bdiv=b_batch[2], coff=c_batch[0], scb=c_batch[1],
                     alpha=alpha, beta=part.beta, Z2=Z2, sao=outer[1], sbo=outer[2], sco=outer[3],
-                    tri=variants.TRI[tri] if len(splits) == 1 else 0)
+                    tri=variants.TRI[tri], kd=kd + k0)
         kernels.dispatch(v, [a, b, c], push, groups)
     return c
+
+
+def gemm_chunks(a: Tensor, b: Tensor, work: Tensor, row: int, chunks: list, M: int, N: int, *, a_strides: tuple,
+                b_strides: tuple, c_strides: tuple, batch: int = 1, a_batch: tuple = (0, 0),
+                b_batch: tuple = (0, 0, 1), c_batch: tuple = (0, 0), alpha: float = 1.0,
+                outer: tuple = (1, 0, 0, 0), tri: str = "") -> Tensor:
+    """gemm_strided's product split along K at `chunks` ((k0, k1) pairs, runtime.variants.tri_chunks): chunk
+    i writes its partial product into row `row + i` of `work` (f32, [rows, n]) with C's strides and batch
+    offsets taken within the row; a column sum of the rows is the product. The chunks depend on nothing
+    but a and b, so they may run side by side; a causal hint carries over, each chunk told where its k
+    range starts on A's diagonal (kd = k0): a chunk wholly past a row tile's diagonal runs no step there."""
+    if work.dtype != "f32" or work.ndim != 2 or row < 0 or row + len(chunks) > work.shape[0]:
+        raise ShapeError(f"gemm_chunks: work {work.shape}/{work.dtype} has no f32 rows {row}..{row + len(chunks) - 1}")
+    n = work.shape[1]
+    for i, (k0, k1) in enumerate(chunks):
+        gemm_strided(a, b, work, M, N, k1 - k0, a_strides=a_strides, b_strides=b_strides, c_strides=c_strides,
+                     batch=batch, a_batch=(a_batch[0] + k0 * a_strides[1], a_batch[1]),
+                     b_batch=(b_batch[0] + k0 * b_strides[0], b_batch[1], b_batch[2]),
+                     c_batch=((row + i) * n + c_batch[0], c_batch[1]), alpha=alpha, outer=outer, tri=tri,
+                     kd=k0 if tri else 0)
+    return work
 
 
 def gemm(a: Tensor, b: Tensor, c: Tensor, M: int, N: int, K: int, *, trans_a: bool = False,

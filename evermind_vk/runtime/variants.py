@@ -365,15 +365,52 @@ TRI = {"": 0, "lower_a": 1, "upper_a": 2, "lower_c": 3}
 TRI_TILES = {"lower_c": (128, 128, 8), "lower_a": (64, 64, 16), "upper_a": (64, 64, 16)}
 
 
-def tri_errors(tri: str, M: int, N: int, K: int, beta: float) -> list[str]:
-    """Why a causal hint cannot be given for this product (empty: it can)."""
+def tri_errors(tri: str, M: int, N: int, K: int, beta: float, kd: int = 0) -> list[str]:
+    """Why a causal hint cannot be given for this product (empty: it can). kd: the column of the square A
+    where this launch's k = 0 lies (a chunk of a product split along K, tri_chunks)."""
     if tri not in TRI:
         return [f"unknown causal hint {tri!r} (one of {sorted(TRI)})"]
-    if tri in ("lower_a", "upper_a") and M != K:
-        return [f"{tri} needs a square A (M == K), got M={M}, K={K}"]
+    if kd < 0 or (kd and tri not in ("lower_a", "upper_a")):
+        return [f"a diagonal offset kd={kd} needs a lower_a or upper_a hint and kd >= 0"]
+    if tri in ("lower_a", "upper_a") and kd + K > M:
+        return [f"{tri} needs A to be columns kd..kd+K-1 of a square A (kd + K <= M), got M={M}, K={K}, kd={kd}"]
     if tri == "lower_c" and (M != N or beta != 0.0):
         return [f"lower_c needs a square C (M == N) and beta 0, got M={M}, N={N}, beta={beta}"]
     return []
+
+
+# Causal *_a products (P V, dS K, dS^T Q, P^T dO) have an S x hd output, few tiles, and k ranges that grow
+# along the diagonal to S: at long S the launch is a few hundred workgroups whose longest runs S / BK steps
+# while the device idles. Split along K (gemm_chunks; chunks of whole 64s, each told its diagonal offset so
+# a chunk past a tile's diagonal runs no step there), the chunks' f32 partials summed by colsum.
+TRI_SPLIT_GROUPS = 1024  # split while the chunks' workgroups (TRI_TILES' tile, empty ones too) stay below this
+TRI_SPLIT_MIN_K = 256    # and each chunk keeps at least this many k
+
+
+def tri_split(tri: str, M: int, N: int, K: int, batch: int, device_type: str, forced: str = "") -> int:
+    """How many K chunks a causal lower_a / upper_a product of `batch` M x N outputs runs as (1: whole).
+    GPUs only; forced (EVERMIND_VK_TRI_SPLIT): '0' or '1' never splits, 'n' splits n ways (fewer where K
+    has fewer than n whole 64s)."""
+    if tri not in ("lower_a", "upper_a"):
+        return 1
+    if forced:
+        if not forced.isdigit():
+            raise UnsupportedError(f"EVERMIND_VK_TRI_SPLIT={forced!r}: want a chunk count (0 or 1: no split)")
+        return max(1, min(int(forced), -(-K // 64)))
+    if device_type == "cpu":
+        return 1
+    bm, bn, _ = TRI_TILES[tri]
+    groups = -(-M // bm) * -(-N // bn) * batch
+    s = 1
+    while groups * 2 * s <= TRI_SPLIT_GROUPS and K // (2 * s) >= TRI_SPLIT_MIN_K and s < 16:
+        s *= 2
+    return s
+
+
+def tri_chunks(K: int, ways: int) -> list[tuple[int, int]]:
+    """[(k0, k1)]: K cut into at most `ways` chunks of equal whole multiples of 64 (the last one shorter)."""
+    step = max(64, -(-K // (max(1, ways) * 64)) * 64)
+    return [(k0, min(K, k0 + step)) for k0 in range(0, K, step)]
 
 
 def split_ways(groups: int, K: int) -> int:

@@ -42,6 +42,7 @@ layout(push_constant) uniform Push {
     uint sbo;
     uint sco;
     uint tri;
+    uint kd;
 } p;
 layout(local_size_x_id = 0, local_size_y_id = 1) in;
 
@@ -70,8 +71,8 @@ void main() {
 
     const uint nk_ = (p.K + BK - 1) / BK;
     uint kb = 0u, ke = nk_;
-    if (p.tri == 1u) ke = min(nk_, (m0 + BM + BK - 1) / BK);
-    if (p.tri == 2u) kb = min(m0 / BK, nk_);
+    if (p.tri == 1u) ke = m0 + BM > p.kd ? min(nk_, (m0 + BM - p.kd + BK - 1) / BK) : 0u;
+    if (p.tri == 2u) kb = m0 > p.kd ? min((m0 - p.kd) / BK, nk_) : 0u;
     if (p.tri == 3u && n0 >= m0 + BM) ke = 0u;
     for (uint k0 = kb * BK; k0 < ke * BK; k0 += BK) {
         // Stage the A tile (BK x BM) and the B tile (BK x BN); out-of-range elements load as zero.

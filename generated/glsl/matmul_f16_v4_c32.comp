@@ -40,6 +40,7 @@ layout(push_constant) uniform Push {
     uint sbo;
     uint sco;
     uint tri;
+    uint kd;
 } p;
 layout(local_size_x_id = 0, local_size_y_id = 1) in;
 
@@ -72,8 +73,8 @@ void main() {
     [[unroll]] for (uint i = 0; i < R; ++i) [[unroll]] for (uint v = 0; v < CV; ++v) acc[i][v] = vec4(0.0);
     const uint nk_ = (p.K + 4 - 1) / 4;
     uint kb = 0u, ke = nk_;
-    if (p.tri == 1u) ke = min(nk_, (m0 + R + 4 - 1) / 4);
-    if (p.tri == 2u) kb = min(m0 / 4, nk_);
+    if (p.tri == 1u) ke = m0 + R > p.kd ? min(nk_, (m0 + R - p.kd + 4 - 1) / 4) : 0u;
+    if (p.tri == 2u) kb = m0 > p.kd ? min((m0 - p.kd) / 4, nk_) : 0u;
     if (p.tri == 3u && n0 >= m0 + R) ke = 0u;
     if (p.sbn == 1) {
         for (uint k = 4 * kb; k < 4 * ke; k += 4) {

@@ -39,6 +39,7 @@ layout(push_constant) uniform Push {
     uint sbo;
     uint sco;
     uint tri;
+    uint kd;
 } p;
 layout(local_size_x_id = 0, local_size_y_id = 1) in;
 
@@ -109,8 +110,8 @@ void main() {
 
     const uint nk_ = (p.K + BK - 1) / BK;
     uint kb = 0u, ke = nk_;
-    if (p.tri == 1u) ke = min(nk_, (m0 + BM + BK - 1) / BK);
-    if (p.tri == 2u) kb = min(m0 / BK, nk_);
+    if (p.tri == 1u) ke = m0 + BM > p.kd ? min(nk_, (m0 + BM - p.kd + BK - 1) / BK) : 0u;
+    if (p.tri == 2u) kb = m0 > p.kd ? min((m0 - p.kd) / BK, nk_) : 0u;
     if (p.tri == 3u && n0 >= m0 + BM) ke = 0u;
     for (uint t = kb; t <= ke; ++t) {
         // Stage 1: global loads of tile t into registers (A: vec4 along k or m; B: along n or k).

@@ -157,6 +157,38 @@ def test_matmul_path_vs_oracle(device, monkeypatch, dtype, B, S, heads, D, causa
     _check_matmul(dtype, B, S, *heads, D, causal, seed, recompute)
 
 
+@pytest.mark.parametrize("dtype", ["f32", "f16"])
+@settings(max_examples=4)
+@given(B=st.integers(1, 2), S=st.integers(65, 200), heads=GQA, D=st.sampled_from([8, 16]), ways=st.integers(2, 4),
+       recompute=st.booleans(), seed=st.integers(0, 2**31))
+def test_matmul_path_split_along_k_vs_oracle(device, monkeypatch, dtype, B, S, heads, D, ways, recompute, seed):
+    """Causal P V, dQ, dK and dV in K chunks (EVERMIND_VK_TRI_SPLIT; GPUs split long ones by variants.tri_split),
+    their f32 partials summed by colsum: the same oracle as unsplit."""
+    monkeypatch.setenv("EVERMIND_VK_ATTENTION", "matmul")
+    monkeypatch.setenv("EVERMIND_VK_TRI_SPLIT", str(ways))
+    _check_matmul(dtype, B, S, *heads, D, True, seed, recompute)
+
+
+@pytest.mark.parametrize("ways", [1, 2, 3])
+def test_split_products_launch_one_matmul_per_chunk(device, monkeypatch, ways):
+    """A forced split runs P V and dQ as one launch per chunk and dK, dV as one per (member, chunk), and adds
+    the partials with column sums (the scores and dP, K = head dim, stay whole); unsplit, dK and dV of a
+    group with G = 2 still sum two member partials."""
+    monkeypatch.setenv("EVERMIND_VK_ATTENTION", "matmul")
+    monkeypatch.setenv("EVERMIND_VK_TRI_SPLIT", str(ways))
+    rng = np.random.default_rng(1)
+    S, H, KVH, D = 150, 4, 2, 8
+    q, do = (ev.tensor(rng.standard_normal((S, H, D)).astype(np.float32)) for _ in range(2))
+    k, v = (ev.tensor(rng.standard_normal((S, KVH, D)).astype(np.float32)) for _ in range(2))
+    with ev.record(run=False) as prog:
+        out, p = ops.attention(q, k, v)
+        ops.attention_backward(q, k, v, do, p, out=out)
+    mm = [lb for lb in prog.labels if lb.startswith("matmul_")]
+    sums = [lb for lb in prog.labels if lb.startswith("colsum")]
+    assert len(mm) == 2 + 2 * ways + 2 * 2 * ways, prog.labels
+    assert len(sums) >= (4 if ways > 1 else 2), prog.labels
+
+
 @pytest.mark.parametrize("B,H,KVH", [(1, 4, 2), (3, 4, 2), (3, 3, 1), (2, 2, 2)])
 def test_matmul_path_dispatches_once_per_product(device, monkeypatch, B, H, KVH):
     """A recorded fwd + bwd on the matmul path makes one matmul dispatch per product for all B sequences

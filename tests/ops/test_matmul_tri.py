@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import evermind_vk as ev
-from evermind_vk.ops.matmul import gemm_strided
+from evermind_vk.ops.matmul import gemm_chunks, gemm_strided
 from evermind_vk.runtime import kernels, variants
 from test_matmul import force
 
@@ -83,6 +83,77 @@ def test_a_hint_really_skips_work(device, monkeypatch, hint):
     assert not np.array_equal(got, full)
     if hint == "lower_c":
         assert np.all(got[:, 0, 32:] == 0)  # the first tile row's tiles right of the diagonal block
+
+
+# One variant per (dtype, kind), for the split products below.
+KINDS = list({(v.dtype, variants.matmul_kind(v.flags)): v for v in ALL}.values())
+
+
+@pytest.mark.parametrize("v", KINDS, ids=lambda v: v.name)
+@pytest.mark.parametrize("hint", ["lower_a", "upper_a"])
+@settings(max_examples=3, deadline=None)
+@given(s=st.integers(2, 5), cuts=st.lists(st.integers(1, 7), min_size=1, max_size=3, unique=True),
+       z=st.integers(1, 2), seed=st.integers(0, 2**31))
+def test_chunks_told_their_diagonal_give_the_full_product(device, monkeypatch, v, hint, s, cuts, z, seed):
+    """gemm_chunks: a causal product cut along K, each chunk launched with its diagonal offset kd = k0, gives
+    per chunk exactly the unhinted chunk's partial (skipped terms are exact zeros), and the rows sum to the
+    float64 product. Chunks start at whole 16s (whole tiles' k for cm)."""
+    if [f for f in v.features if not device.has(f)]:
+        pytest.skip(f"{device.info.name} lacks {v.name}'s features")
+    kind = variants.matmul_kind(v.flags)
+    unit = v.spec["BK"] if kind == "cm" else 16
+    S = s * (v.spec["BM"] if kind == "cm" else 32) + (0 if kind == "cm" else 4)
+    N = v.spec["BN"] if kind == "cm" else 12
+    bounds = sorted({c * unit for c in cuts if c * unit < S})
+    chunks = list(zip([0] + bounds, bounds + [S]))
+    rng = np.random.default_rng(seed)
+    np_dt = np.float16 if v.dtype == "f16" else np.float32
+    a = rng.standard_normal((z, S, S)).astype(np_dt)
+    a = np.tril(a) if hint == "lower_a" else np.triu(a)
+    b = rng.standard_normal((z, S, N)).astype(np_dt)
+    ta, tb = ev.tensor(a.reshape(-1)), ev.tensor(b.reshape(-1))
+    kw = dict(a_strides=(S, 1), b_strides=(N, 1), c_strides=(N, 1), batch=z, a_batch=(0, S * S),
+              b_batch=(0, S * N, 1), c_batch=(0, S * N))
+
+    def run(h):
+        work = ev.tensor(np.full((len(chunks), z * S * N), np.nan, np.float32))
+        gemm_chunks(ta, tb, work, 0, chunks, S, N, tri=h, **kw)
+        return work.numpy()
+    used = force(monkeypatch, v.name)
+    monkeypatch.setenv("EVERMIND_VK_MATMUL_SPLIT_K", "0")
+    if variants.matmul_launch_errors(kind, v.spec, S, N, chunks[0][1], variants.Layout(
+            (S, 1), (N, 1), (N, 1), (0, S * S), (0, S * N, 1), (0, S * N))):
+        pytest.skip(f"{v.name} cannot run these chunks")
+    got, full = run(hint), run("")
+    assert used and set(used) == {v.name}, (used, v.name)
+    np.testing.assert_array_equal(got, full)
+    want = np.einsum("zmk,zkn->zmn", a.astype(np.float64), b.astype(np.float64)).reshape(-1)
+    tol = 4 * S * (2 ** -10 if v.dtype == "f16" else 2 ** -23)
+    mag = np.einsum("zmk,zkn->zmn", np.abs(a.astype(np.float64)), np.abs(b.astype(np.float64))).reshape(-1)
+    assert np.all(np.abs(got.astype(np.float64).sum(0) - want) <= tol * mag + 1e-6)
+
+
+@pytest.mark.parametrize("hint", ["lower_a", "upper_a"])
+def test_a_chunk_really_uses_its_diagonal_offset(device, monkeypatch, hint):
+    """With an A that is not triangular, a chunk's hinted partial differs from the unhinted one exactly where
+    its offset puts rows wholly before (lower_a) or after (upper_a) the chunk's k range: there it is zero."""
+    v = next(v for v in kernels.variants_of("matmul", "f32") if v.name == "matmul_f32_t32x32")
+    monkeypatch.setenv("EVERMIND_VK_MATMUL_SPLIT_K", "0")
+    force(monkeypatch, v.name)
+    S, N = 128, 32
+    a, b = np.ones((S, S), np.float32), np.ones((S, N), np.float32)
+    chunk = (32, 96) if hint == "lower_a" else (32, 64)
+    work = ev.tensor(np.full((1, S * N), np.nan, np.float32))
+    gemm_chunks(ev.tensor(a), ev.tensor(b), work, 0, [chunk], S, N, a_strides=(S, 1), b_strides=(N, 1),
+                c_strides=(N, 1), tri=hint)
+    got = work.numpy().reshape(S, N)
+    if hint == "lower_a":  # rows 0..31 end before k = 32: no step; rows 32.. run (whole 32-row tiles)
+        assert np.all(got[:32] == 0) and np.all(got[32:] > 0)
+    else:  # rows from 64 start after the chunk's last k, 63: no step
+        assert np.all(got[:64] > 0) and np.all(got[64:] == 0)
+    with pytest.raises(ev.ShapeError, match="square A"):
+        gemm_chunks(ev.tensor(a), ev.tensor(b), work, 0, [(100, 140)], S, N, a_strides=(S, 1), b_strides=(N, 1),
+                    c_strides=(N, 1), tri=hint)
 
 
 def test_hints_are_checked():

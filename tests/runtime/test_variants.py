@@ -100,6 +100,36 @@ def test_causal_products_take_the_tri_tile_on_gpus(M, N, K, batch, tri, want):
         assert v.name == "matmul_f32_" + want
 
 
+@pytest.mark.parametrize("tri, M, N, batch, want", [
+    ("lower_a", 256, 64, 128, 1),     # the 23.7M LM (16 x 8 heads, S 256): 512 workgroups whole, chunks < 256
+    ("upper_a", 256, 64, 64, 1),      # its dK, dV (16 x 4 kv heads)
+    ("lower_a", 1024, 64, 4, 4),      # one sequence, 4 heads, S 1024: 64 workgroups -> 4 chunks of 256
+    ("lower_a", 2048, 128, 4, 4),     # 256 workgroups -> 4 chunks (1,024 with the empty ones)
+    ("upper_a", 4096, 128, 2, 4),
+    ("lower_a", 4096, 64, 1, 16),     # 64 workgroups, at most 16 chunks
+    ("lower_c", 4096, 4096, 4, 1),    # the scores: K is the head dim
+    ("", 4096, 64, 1, 1),             # not causal
+])
+def test_causal_products_split_along_k_on_gpus(tri, M, N, batch, want):
+    """variants.tri_split: a causal *_a product of few workgroups runs in K chunks on GPUs, never on CPUs;
+    tri_chunks cuts K into whole 64s covering it exactly."""
+    assert variants.tri_split(tri, M, N, M, batch, "discrete_gpu") == want
+    assert variants.tri_split(tri, M, N, M, batch, "cpu") == 1
+    chunks = variants.tri_chunks(M, want)
+    assert len(chunks) == want and chunks[0][0] == 0 and chunks[-1][1] == M
+    assert all(a[1] == b[0] and a[0] % 64 == 0 for a, b in zip(chunks, chunks[1:]))
+
+
+def test_tri_split_can_be_forced_and_refuses_nonsense():
+    assert variants.tri_split("lower_a", 256, 64, 256, 128, "cpu", "3") == 3
+    assert variants.tri_split("upper_a", 100, 64, 100, 1, "discrete_gpu", "8") == 2  # 100 has two 64s
+    assert variants.tri_split("lower_a", 4096, 64, 4096, 1, "discrete_gpu", "0") == 1
+    assert variants.tri_split("lower_c", 256, 256, 64, 1, "cpu", "4") == 1
+    assert variants.tri_chunks(100, 2) == [(0, 64), (64, 100)] and variants.tri_chunks(130, 3) == [(0, 64), (64, 128), (128, 130)]
+    with pytest.raises(UnsupportedError, match="EVERMIND_VK_TRI_SPLIT"):
+        variants.tri_split("lower_a", 256, 64, 256, 1, "cpu", "two")
+
+
 def test_causal_hint_changes_no_cpu_pick(device):
     cands = kernels.usable("matmul", "f32", device)
     for tri in variants.TRI_TILES:
