@@ -213,32 +213,37 @@ def attention_backward(q: Tensor, k: Tensor, v: Tensor, dout: Tensor, probs: Ten
     dq = empty(q.shape, q.dtype, q.device)
     dk = empty(k.shape, k.dtype, k.device)
     dv = empty(v.shape, v.dtype, v.device)
-    # dQ_bh = scale dS_bh K_bh  (token-major out)
-    _product_a(ds, k, dq, S, D, B * H, _tri("lower_a", causal), batch=H, outer=(B, ss, sk, sq),
-               a_strides=(S, 1), a_batch=(0, S * S),
-               b_strides=(KVH * D, 1), b_batch=(0, D, G),
-               c_strides=(H * D, 1), c_batch=(0, D), alpha=scale)
-    # dK_bg = scale sum_{h in g} dS_bh^T Q_bh ; dV_bg = sum_{h in g} P_bh^T dO_bh. Batch (b, kv head g); the G
-    # heads of a group are G launches in all (member j of every group). (Folding the group into K would need
-    # one k-stride over (head, token), which q's token-major layout does not have.) With G > 1, or with the
-    # product split along K (_chunks), each member's chunk writes its own f32 row of a partial buffer (f16
-    # operands through the c32 rows), so the launches depend on nothing but ds and probs and may run side by
-    # side (runtime/program.py), and a column sum adds the rows in (member, chunk) order, rounded once into dk
-    # and dv. (Accumulating in C, beta = 1, ordered each member's launch after the previous one's.)
+    # dQ_bh = scale dS_bh K_bh (token-major out). dK_bg = scale sum_{h in g} dS_bh^T Q_bh ; dV_bg = sum_{h in g}
+    # P_bh^T dO_bh: batch (b, kv head g), the G heads of a group G launches (member j of every group); folding the
+    # group into K would need one k-stride over (head, token), which q's token-major layout does not have. With
+    # G > 1, or split along K (_chunks), each (member, chunk) launch writes its own f32 row of a workspace (f16
+    # operands through the c32 rows) and a column sum adds the rows in (member, chunk) order, rounded once.
+    # Every launch here reads only ds, probs and the inputs and writes its own rows, so all of them run side by
+    # side (runtime/program.py: disjoint ranges of one buffer need no barrier); the column sums come last.
+    sums = []
+    tri = _tri("lower_a", causal)
+    chunks = _chunks(tri, S, D, B * H, q.device)
+    kw = dict(batch=H, outer=(B, ss, sk, sq), a_strides=(S, 1), a_batch=(0, S * S), b_strides=(KVH * D, 1),
+              b_batch=(0, D, G), c_strides=(H * D, 1), c_batch=(0, D), alpha=scale, tri=tri)
+    if len(chunks) == 1:
+        gemm_strided(ds, k, dq, S, D, S, **kw)
+    else:
+        sums.append((gemm_chunks(ds, k, empty((len(chunks), dq.numel), "f32", q.device), 0, chunks, S, D, **kw), dq))
     tri = _tri("upper_a", causal)
     chunks = _chunks(tri, S, D, B * KVH, q.device)
-    n, rows = dk.numel, G * len(chunks)
-    for out_, a, alpha in ((dk, ds, scale), (dv, probs, 1.0)):
-        b_ = q if out_ is dk else dout
+    rows = G * len(chunks)
+    for out_, a, b_, alpha in ((dk, ds, q, scale), (dv, probs, dout, 1.0)):
         kw = dict(batch=KVH, outer=(B, ss, sq, sk), a_strides=(1, S), b_strides=(H * D, 1),
                   c_strides=(KVH * D, 1), alpha=alpha, tri=tri)
         if rows == 1:
             gemm_strided(a, b_, out_, S, D, S, a_batch=(0, G * S * S), b_batch=(0, G * D, 1), c_batch=(0, D), **kw)
             continue
-        work = empty((rows, n), "f32", q.device)
+        work = empty((rows, out_.numel), "f32", q.device)
         for j in range(G):
             gemm_chunks(a, b_, work, j * len(chunks), chunks, S, D, a_batch=(j * S * S, G * S * S),
                         b_batch=(j * D, G * D, 1), c_batch=(0, D), **kw)
+        sums.append((work, out_))
+    for work, out_ in sums:
         colsum(work, out=out_)
     return dq, dk, dv
 

@@ -78,6 +78,9 @@ def gemm_strided(a: Tensor, b: Tensor, c: Tensor, M: int, N: int, K: int, *,
                                  out32=out32, tri=tri)
         splits = variants.matmul_k_splits(variants.matmul_kind(v.flags), v.spec, K, dev.info.type)
     groups = (-(-N // v.spec["BN"]), -(-M // v.spec["BM"]), nz)  # v4: BM = 4 WG_Y, BN = 4 WG_X
+    # all of C the launch touches (the barrier plan lets launches on disjoint parts of one buffer overlap)
+    span = (Z1 - 1) * outer[3] + (Z2 - 1) * c_batch[1] + (M - 1) * c_strides[0] + (N - 1) * c_strides[1] + 1
+    writes = {2: (c_batch[0], c_batch[0] + span)} if M and N and nz else None
     for j, (k0, k1) in enumerate(splits):
         part = variants.Layout(lay.a_strides, lay.b_strides, lay.c_strides,
                                (a_batch[0] + k0 * a_strides[1], a_batch[1]),
@@ -91,7 +94,7 @@ def gemm_strided(a: Tensor, b: Tensor, c: Tensor, M: int, N: int, K: int, *,
                     boff=part.b_batch[0], sbb=b_batch[1], bdiv=b_batch[2], coff=c_batch[0], scb=c_batch[1],
                     alpha=alpha, beta=part.beta, Z2=Z2, sao=outer[1], sbo=outer[2], sco=outer[3],
                     tri=variants.TRI[tri], kd=kd + k0)
-        kernels.dispatch(v, [a, b, c], push, groups)
+        kernels.dispatch(v, [a, b, c], push, groups, writes)
     return c
 
 

@@ -249,10 +249,12 @@ class Device:
             self._eager.eval(op)
             self.submits += 1
 
-    def submit(self, algo, push_words: np.ndarray, label: str = "", tensors=(), access=None, shape: str = "") -> None:
+    def submit(self, algo, push_words: np.ndarray, label: str = "", tensors=(), access=None, shape: str = "",
+               ranges=None) -> None:
         """Dispatch (or record) algo; a recording keeps it and the device buffers of `tensors` alive.
         access: per tensor "r", "w" or "rw" (the bindings' qualifiers; default "rw"), for the recording's
-        barrier plan (runtime/program.py); shape: the launch's sizes, for the profiler."""
+        barrier plan (runtime/program.py); ranges: per tensor the byte range [lo, hi) that is all a written
+        binding touches, or None (all of it); shape: the launch's sizes, for the profiler."""
         if self.recording is None:
             if self._paused is not None:
                 self._pin(tensors)
@@ -261,7 +263,8 @@ class Device:
             access = access or ("rw",) * len(tensors)
             self._record_or_run(kp_module().OpAlgoDispatch(algo, push_words),
                                 (algo, tuple(t._buffer for t in tensors)), label,
-                                touches=[(t._buffer, a) for t, a in zip(tensors, access)], shape=shape)
+                                touches=[(t._buffer, a, r) for t, a, r in
+                                         zip(tensors, access, ranges or (None,) * len(tensors))], shape=shape)
 
     def _pin(self, tensors) -> None:
         """An eager dispatch inside a recording sets up state once (device.eager()): a buffer of the paused

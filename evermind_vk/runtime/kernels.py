@@ -11,7 +11,7 @@ from importlib import resources
 import numpy as np
 
 from ..errors import BindingLimitError, KernelError, ShapeError, UnsupportedError
-from . import variants
+from . import dtypes, variants
 
 SCHEMA = "evermind-vk.kernels/1"
 MAX_GROUPS = 65535  # the minimum maxComputeWorkGroupCount every Vulkan device supports
@@ -122,8 +122,11 @@ def grid(n_groups: int) -> tuple[int, int, int]:
     return (MAX_GROUPS, y, 1)
 
 
-def dispatch(variant: Variant, tensors: list, push: dict, groups: tuple) -> None:
-    """Run (or record, inside `record()`) one variant over tensors given in binding order."""
+def dispatch(variant: Variant, tensors: list, push: dict, groups: tuple, writes: dict | None = None) -> None:
+    """Run (or record, inside `record()`) one variant over tensors given in binding order. writes: {binding
+    index: (first, last + 1) element}: all that a written binding reads and writes lies in that range (a
+    recording then lets dispatches that touch disjoint ranges of one buffer run side by side,
+    runtime/program.py)."""
     if len(tensors) != len(variant.bindings):
         raise KernelError(f"{variant.name}: {len(tensors)} tensors for {len(variant.bindings)} bindings")
     device = tensors[0].device
@@ -143,9 +146,19 @@ def dispatch(variant: Variant, tensors: list, push: dict, groups: tuple) -> None
     loops = variants.launch_loop_errors(variant.op, variant.spec, variant.flags, push, device.info.type)
     if loops:
         raise variants.LoopLimitError(f"{variant.name}: " + "; ".join(loops))
+    ranges = None
+    if writes:
+        ranges = [None] * len(tensors)
+        for i, (lo, hi) in writes.items():
+            t = tensors[i]
+            if "w" not in variant.bindings[i][2] or not 0 <= lo < hi <= t.numel:
+                raise KernelError(f"{variant.name}: write range {lo}..{hi} of binding {variant.bindings[i][0]} "
+                                  f"(access {variant.bindings[i][2]}, {t.numel} elements)")
+            size = dtypes.DTYPES[t.dtype].itemsize
+            ranges[i] = (lo * size, hi * size)
     algo = device.algorithm(variant, tensors, tuple(int(g) for g in groups), spirv(variant.spirv))
     device.submit(algo, pack_push(variant, push), variant.name, tensors, [b[2] for b in variant.bindings],
-                  launch_shape(push, groups))
+                  launch_shape(push, groups), ranges)
 
 
 # Push constants that are sizes, in the order a launch's shape is written (matmul: M, N, K).

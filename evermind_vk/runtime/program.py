@@ -31,7 +31,10 @@ qualifier of each binding in the kernel's interface) and keeps the barrier (ci/p
 dispatch that reads or writes a buffer written, or writes a buffer read, since the last barrier (RAW, WAW,
 WAR); the first dispatch of a program always has it (it orders the program after earlier submits). An
 upload counts as a write of its buffer and a download as a read (each also records its own barrier for
-that buffer). Buffers are compared by identity, so views and reused buffers are covered. Kill switch:
+that buffer). Buffers are compared by identity, so views and reused buffers are covered. A dispatch may
+name the byte range a binding reads and writes (kernels.dispatch's `writes`: the chunk partials of a split
+product, each in its own rows of one workspace): dispatches that touch disjoint ranges of one buffer need
+no barrier between them; a binding without a range covers its whole buffer. Kill switch:
 EVERMIND_VK_DISABLE_BARRIER_ELISION=1 (a barrier before every dispatch, as before). With elision on,
 the profiler's per-kernel times of dispatches that overlap are split at the timestamps between them.
 """
@@ -53,34 +56,42 @@ def barrier_elision_enabled() -> bool:
     return os.environ.get("EVERMIND_VK_DISABLE_BARRIER_ELISION", "").strip() in ("", "0")
 
 
+def _meets(done, rng) -> bool:
+    """Whether byte range rng (None: a whole buffer) meets any of `done` (None entries: the whole buffer)."""
+    return any(r is None or rng is None or (r[0] < rng[1] and rng[0] < r[1]) for r in done)
+
+
 class BarrierPlan:
     """Which dispatches of a recording need the barrier before them (see the module doc)."""
 
     def __init__(self, elide: bool):
         self.elide = elide
-        self.written: set = set()  # buffers written since the last barrier
-        self.read: set = set()  # buffers read since the last barrier
+        self.written: dict = {}  # buffer -> byte ranges [lo, hi) written since the last barrier (None: all of it)
+        self.read: dict = {}  # buffer -> byte ranges read since the last barrier
         self.barriers = 0  # placed so far (the program's first dispatch always gets one)
         self.dispatches = 0
 
     def dispatch(self, touches) -> bool:
-        """A dispatch binding (buffer, access) pairs, access "r", "w" or "rw": whether it needs the barrier."""
-        reads = {b for b, a in touches if "r" in a}
-        writes = {b for b, a in touches if "w" in a}
+        """A dispatch binding (buffer, access[, byte range]) entries, access "r", "w" or "rw": whether it needs
+        the barrier. A range (lo, hi) is all the binding reads and writes of the buffer; None or none given:
+        the whole buffer."""
+        ts = [(t[0], t[1], t[2] if len(t) > 2 else None) for t in touches]
         self.dispatches += 1
-        need = (not self.elide or self.barriers == 0 or not self.written.isdisjoint(reads | writes)
-                or not self.read.isdisjoint(writes))
+        need = (not self.elide or self.barriers == 0
+                or any(_meets(self.written.get(b, ()), r) for b, a, r in ts)                  # RAW, WAW
+                or any(_meets(self.read.get(b, ()), r) for b, a, r in ts if "w" in a))       # WAR
         if need:
             self.barriers += 1
-            self.written, self.read = writes, reads
-        else:
-            self.written |= writes
-            self.read |= reads
+            self.written, self.read = {}, {}
+        for b, a, r in ts:
+            for kind, seen in (("w", self.written), ("r", self.read)):
+                if kind in a:
+                    seen.setdefault(b, []).append(r)
         return need
 
     def transfer(self, buf, access: str) -> None:
         """An upload ("w") or download ("r") of buf: later dispatches touching it wait for it."""
-        (self.written if access == "w" else self.read).add(buf)
+        (self.written if access == "w" else self.read).setdefault(buf, []).append(None)
 
 
 class Program:

@@ -173,7 +173,7 @@ def test_matmul_path_split_along_k_vs_oracle(device, monkeypatch, dtype, B, S, h
 def test_split_products_launch_one_matmul_per_chunk(device, monkeypatch, ways):
     """A forced split runs P V and dQ as one launch per chunk and dK, dV as one per (member, chunk), and adds
     the partials with column sums (the scores and dP, K = head dim, stay whole); unsplit, dK and dV of a
-    group with G = 2 still sum two member partials."""
+    group with G = 2 still sum two member partials. The partials' launches go without barriers between them."""
     monkeypatch.setenv("EVERMIND_VK_ATTENTION", "matmul")
     monkeypatch.setenv("EVERMIND_VK_TRI_SPLIT", str(ways))
     rng = np.random.default_rng(1)
@@ -187,6 +187,10 @@ def test_split_products_launch_one_matmul_per_chunk(device, monkeypatch, ways):
     sums = [lb for lb in prog.labels if lb.startswith("colsum")]
     assert len(mm) == 2 + 2 * ways + 2 * 2 * ways, prog.labels
     assert len(sums) >= (4 if ways > 1 else 2), prog.labels
+    # chunks and members write their own rows of a workspace: no barrier between them (runtime/program.py);
+    # at least every P V chunk after the first, every dQ chunk after the first and every dK and dV launch
+    free = [lb for op, lb in zip(prog._ops, prog.labels) if lb.startswith("matmul_") and not op.barrier]
+    assert len(free) >= 2 * (ways - 1) + 2 * 2 * ways, [(lb, op.barrier) for op, lb in zip(prog._ops, prog.labels)]
 
 
 @pytest.mark.parametrize("B,H,KVH", [(1, 4, 2), (3, 4, 2), (3, 3, 1), (2, 2, 2)])

@@ -37,6 +37,22 @@ def test_plan_rules():
     assert (p.dispatches, p.barriers) == (10, 6)
 
 
+def test_plan_ranges():
+    """A binding's byte range narrows what it touches: launches on disjoint rows of one workspace need no
+    barrier between them; overlap, a whole-buffer read after a ranged write, or a ranged write after a
+    whole read does."""
+    a, w = Buf(), Buf()
+    p = BarrierPlan(elide=True)
+    assert p.dispatch([(a, "r"), (w, "w", (0, 64))])
+    assert not p.dispatch([(a, "r"), (w, "w", (64, 128))])      # the next rows
+    assert not p.dispatch([(a, "r"), (w, "rw", (128, 192))])    # read-write, its own rows
+    assert p.dispatch([(a, "r"), (w, "w", (100, 140))])         # WAW: meets two earlier ranges
+    assert not p.dispatch([(w, "w", (0, 10))])                  # since that barrier only 100..140 is written
+    assert p.dispatch([(w, "r")])                               # a whole read meets every range
+    assert p.dispatch([(w, "w", (500, 600))])                   # WAR: w was read whole
+    assert (p.dispatches, p.barriers) == (7, 4)
+
+
 def test_plan_without_elision_keeps_every_barrier():
     p = BarrierPlan(elide=False)
     assert [p.dispatch([(Buf(), "r"), (Buf(), "w")]) for _ in range(4)] == [True] * 4
