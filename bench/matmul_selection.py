@@ -45,7 +45,7 @@ def main(argv=None):
                         kw.get("outer", (1,))[0]))
         return real(a_, b_, c_, M, N, K, **kw)
 
-    def dispatch(v, tensors, push, groups):
+    def dispatch(v, tensors, push, groups, *rest):
         count[v.name] += 1
         if v.op == "matmul" and current:
             products[v.name].add(current[-1])

@@ -383,8 +383,9 @@ def tri_errors(tri: str, M: int, N: int, K: int, beta: float, kd: int = 0) -> li
 # along the diagonal to S: at long S the launch is a few hundred workgroups whose longest runs S / BK steps
 # while the device idles. Split along K (gemm_chunks; chunks of whole 64s, each told its diagonal offset so
 # a chunk past a tile's diagonal runs no step there), the chunks' f32 partials summed by colsum.
-TRI_SPLIT_GROUPS = 1024  # split while the chunks' workgroups (TRI_TILES' tile, empty ones too) stay below this
-TRI_SPLIT_MIN_K = 256    # and each chunk keeps at least this many k
+TRI_SPLIT_BELOW = 256   # only launches of fewer workgroups (TRI_TILES' tile) split,
+TRI_SPLIT_GROUPS = 512  # into chunks while their workgroups (empty ones too) stay at most this many
+TRI_SPLIT_MIN_K = 256   # and each chunk keeps at least this many k
 
 
 def tri_split(tri: str, M: int, N: int, K: int, batch: int, device_type: str, forced: str = "") -> int:
@@ -401,6 +402,8 @@ def tri_split(tri: str, M: int, N: int, K: int, batch: int, device_type: str, fo
         return 1
     bm, bn, _ = TRI_TILES[tri]
     groups = -(-M // bm) * -(-N // bn) * batch
+    if groups >= TRI_SPLIT_BELOW:
+        return 1
     s = 1
     while groups * 2 * s <= TRI_SPLIT_GROUPS and K // (2 * s) >= TRI_SPLIT_MIN_K and s < 16:
         s *= 2

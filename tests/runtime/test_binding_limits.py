@@ -32,9 +32,9 @@ def spy(monkeypatch):
     """Record the variant name and tensor count of every dispatch."""
     seen, real = [], kernels.dispatch
 
-    def dispatch(v, tensors, push, groups):
+    def dispatch(v, tensors, push, groups, *rest):
         seen.append((v.name, len(tensors)))
-        return real(v, tensors, push, groups)
+        return real(v, tensors, push, groups, *rest)
     monkeypatch.setattr(kernels, "dispatch", dispatch)
     return seen
 

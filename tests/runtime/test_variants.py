@@ -104,9 +104,10 @@ def test_causal_products_take_the_tri_tile_on_gpus(M, N, K, batch, tri, want):
     ("lower_a", 256, 64, 128, 1),     # the 23.7M LM (16 x 8 heads, S 256): 512 workgroups whole, chunks < 256
     ("upper_a", 256, 64, 64, 1),      # its dK, dV (16 x 4 kv heads)
     ("lower_a", 1024, 64, 4, 4),      # one sequence, 4 heads, S 1024: 64 workgroups -> 4 chunks of 256
-    ("lower_a", 2048, 128, 4, 4),     # 256 workgroups -> 4 chunks (1,024 with the empty ones)
-    ("upper_a", 4096, 128, 2, 4),
-    ("lower_a", 4096, 64, 1, 16),     # 64 workgroups, at most 16 chunks
+    ("lower_a", 2048, 64, 4, 4),      # 128 workgroups -> 4 chunks (512 workgroups with the empty ones)
+    ("lower_a", 2048, 128, 4, 1),     # 256 workgroups: whole
+    ("upper_a", 4096, 128, 2, 1),
+    ("upper_a", 4096, 64, 1, 8),      # 64 workgroups, 8 chunks
     ("lower_c", 4096, 4096, 4, 1),    # the scores: K is the head dim
     ("", 4096, 64, 1, 1),             # not causal
 ])

@@ -24,7 +24,7 @@ def test_h200_like_selection_splits_the_f16_weight_gradients(device, monkeypatch
         device.info, type="discrete_gpu", shared_memory=49152, subgroup_size=32,
         features={k: True for k in device.info.features}))
     names, splits = [], []
-    monkeypatch.setattr(kernels, "dispatch", lambda v, tensors, push, groups: names.append(v.name))
+    monkeypatch.setattr(kernels, "dispatch", lambda v, tensors, push, groups, *rest: names.append(v.name))
     real = variants.matmul_split_k
 
     def split_k(M, N, K, groups, *args, **kw):
