@@ -205,7 +205,7 @@ def bench_softmax(rows: int, cols: int, reps: int) -> list[dict]:
         try:
             def step():
                 y = ops.softmax(tx, causal=True, seq=cols)
-                ops.softmax_backward(y, tdy)
+                ops.softmax_backward(y, tdy, causal=True, seq=cols)
             t = device_time(step, reps)
         finally:
             if old is None:

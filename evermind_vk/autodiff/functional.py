@@ -53,7 +53,7 @@ def layer_norm(x: Tensor, w: Tensor, b: Tensor, eps: float = 1e-5) -> Tensor:
 
 def softmax(x: Tensor, causal: bool = False) -> Tensor:
     y = ops.softmax(x, causal=causal)
-    return track("softmax", (x,), y, lambda g: (ops.softmax_backward(y, g),))
+    return track("softmax", (x,), y, lambda g: (ops.softmax_backward(y, g, causal=causal),))
 
 
 def silu(x: Tensor) -> Tensor:

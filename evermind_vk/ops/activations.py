@@ -16,20 +16,27 @@ def softmax(x: Tensor, causal: bool = False, seq: int | None = None) -> Tensor:
     to the number of columns) and sees keys j <= position + (cols - seq); masked entries are 0."""
     want(x, "x", dtype=FLOATS)
     rows, cols = rows_cols(x)
-    seq = cols if seq is None else int(seq)
-    if causal and not 1 <= seq <= cols:
-        raise ShapeError(f"softmax: causal seq {seq} must be in 1..{cols}")
+    seq = _seq("softmax", causal, seq, cols)
     y = like(x)
     run_softmax("softmax", [x, y], dict(rows=rows, cols=cols, causal=int(causal), seq=seq), rows, cols)
     return y
 
 
-def softmax_backward(y: Tensor, dy: Tensor) -> Tensor:
-    """dx = y * (dy - sum(y * dy)) from the softmax output y."""
+def _seq(op: str, causal: bool, seq, cols: int) -> int:
+    seq = cols if seq is None else int(seq)
+    if causal and not 1 <= seq <= cols:
+        raise ShapeError(f"{op}: causal seq {seq} must be in 1..{cols}")
+    return seq
+
+
+def softmax_backward(y: Tensor, dy: Tensor, causal: bool = False, seq: int | None = None) -> Tensor:
+    """dx = y * (dy - sum(y * dy)) from the softmax output y. causal and seq as the forward's: the masked
+    entries (y = 0, so dx = 0) are then written without reading y or dy there."""
     want(dy, "dy", shape=y.shape, dtype=y.dtype)
     rows, cols = rows_cols(y)
+    seq = _seq("softmax_backward", causal, seq, cols)
     dx = like(y)
-    run_softmax("softmax_backward", [y, dy, dx], dict(rows=rows, cols=cols), rows, cols)
+    run_softmax("softmax_backward", [y, dy, dx], dict(rows=rows, cols=cols, causal=int(causal), seq=seq), rows, cols)
     return dx
 
 

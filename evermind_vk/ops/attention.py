@@ -208,7 +208,7 @@ def attention_backward(q: Tensor, k: Tensor, v: Tensor, dout: Tensor, probs: Ten
                  a_strides=(H * D, 1), a_batch=(0, D),
                  b_strides=(1, KVH * D), b_batch=(0, D, G),
                  c_strides=(S, 1), c_batch=(0, S * S), tri=_tri("lower_c", causal))
-    ds = softmax_backward(probs, dp)  # masked entries: probs = 0 there, so ds = 0
+    ds = softmax_backward(probs, dp, causal=causal, seq=S)  # masked entries: probs = 0 there, so ds = 0
 
     dq = empty(q.shape, q.dtype, q.device)
     dk = empty(k.shape, k.dtype, k.device)

@@ -14,6 +14,8 @@ layout(std430, binding = 2) writeonly buffer Buf_dx { float16_t dx[]; };
 layout(push_constant) uniform Push {
     uint rows;
     uint cols;
+    uint causal;
+    uint seq;
 } p;
 layout(local_size_x_id = 0) in;
 const uint TPR = WG / ROWS;
@@ -37,8 +39,12 @@ void main() {
     // A row past the end still takes part in its workgroup's barriers, with no element of its own.
     const uint cols = row < p.rows ? p.cols : 0;
     const uint base = row * p.cols;
+    // Causal: row r is query position i = r % seq of a sequence with `cols` keys ending at i's own
+    // position, so key j is visible iff j <= i + (cols - seq). Masked entries are exactly 0 (the backward
+    // reads none of them: y is 0 there, so dx is).
+    const uint last = p.causal != 0 ? min(cols, (row % p.seq) + (p.cols - p.seq) + 1) : cols;
     float s = 0.0;
-    for (uint j = t; j < cols; j += TPR) s += float(y[base + j]) * float(dy[base + j]);
+    for (uint j = t; j < last; j += TPR) s += float(y[base + j]) * float(dy[base + j]);
     s = row_sum(s);
-    for (uint j = t; j < cols; j += TPR) dx[base + j] = float16_t(float(y[base + j]) * (float(dy[base + j]) - s));
+    for (uint j = t; j < cols; j += TPR) dx[base + j] = float16_t(j < last ? float(y[base + j]) * (float(dy[base + j]) - s) : 0.0);
 }

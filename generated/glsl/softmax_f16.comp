@@ -52,7 +52,8 @@ void main() {
     const uint cols = row < p.rows ? p.cols : 0;
     const uint base = row * p.cols;
     // Causal: row r is query position i = r % seq of a sequence with `cols` keys ending at i's own
-    // position, so key j is visible iff j <= i + (cols - seq). Masked entries are exactly 0.
+    // position, so key j is visible iff j <= i + (cols - seq). Masked entries are exactly 0 (the backward
+    // reads none of them: y is 0 there, so dx is).
     const uint last = p.causal != 0 ? min(cols, (row % p.seq) + (p.cols - p.seq) + 1) : cols;
     float m = -3.402823466e38;
     for (uint j = t; j < last; j += TPR) m = max(m, float(x[base + j]));

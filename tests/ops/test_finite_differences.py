@@ -50,7 +50,7 @@ def rnd(*shape, seed=1, s=1.0):
 def test_fd_softmax(device):
     for causal in (False, True):
         check(lambda x: ops.softmax(T(x), causal=causal).numpy(),
-              lambda x, g: [ops.softmax_backward(ops.softmax(T(x), causal=causal), T(g)).numpy()],
+              lambda x, g: [ops.softmax_backward(ops.softmax(T(x), causal=causal), T(g), causal=causal).numpy()],
               [rnd(3, 5)])
 
 

@@ -45,6 +45,26 @@ def test_softmax(device, monkeypatch, rows_wg, dtype, rows, cols, causal, seed):
     DY = rounded(dy, dtype)
     mag = yr * (np.abs(DY) + (yr * np.abs(DY)).sum(-1, keepdims=True))
     close(ops.softmax_backward(y, ev.tensor(dy)).numpy(), ref.softmax_bwd(yr, DY), cols, dtype, "softmax bwd", mag=mag)
+    # told the mask, the backward reads nothing past it (y is 0 there): the same result
+    close(ops.softmax_backward(y, ev.tensor(dy), causal=causal).numpy(), ref.softmax_bwd(yr, DY), cols, dtype,
+          "causal softmax bwd", mag=mag)
+
+
+def test_causal_softmax_backward_reads_nothing_past_the_mask(device):
+    """Given a y that is not 0 past the mask (a misuse), the causal backward still writes 0 there and sums
+    only the visible entries: it does skip them. seq < cols: rows are queries of a window ending at the
+    last key (keys j <= i + cols - seq)."""
+    rng = np.random.default_rng(0)
+    rows, cols, seq = 6, 9, 3
+    y, dy = rng.random((rows, cols)).astype(np.float32), rng.standard_normal((rows, cols)).astype(np.float32)
+    got = ops.softmax_backward(ev.tensor(y), ev.tensor(dy), causal=True, seq=seq).numpy()
+    vis = np.arange(cols)[None, :] <= (np.arange(rows) % seq)[:, None] + cols - seq
+    ym = np.where(vis, y, 0).astype(np.float64)
+    want = ym * (dy - (ym * dy).sum(-1, keepdims=True))
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    assert np.all(got[~vis] == 0)
+    with pytest.raises(ev.ShapeError, match="causal seq"):
+        ops.softmax_backward(ev.tensor(y), ev.tensor(dy), causal=True, seq=10)
 
 
 @pytest.mark.parametrize("wg", ["", "8", "32", "128"])  # the rule's pick, then each workgroup size forced
