@@ -209,8 +209,10 @@ def selective_scan(u, dt, A_log, B, C, D, z=None, batch=1, h0=None, groups=1, de
     return y, hl
 
 
-def selective_scan_bwd(u, dt, A_log, B, C, D, z, dy, batch=1, h0=None, groups=1, delta_input=True):
-    """(du, ddt, dA_log, dB, dC, dD, dz, dh0) by the reverse-time recurrence."""
+def selective_scan_bwd(u, dt, A_log, B, C, D, z, dy, batch=1, h0=None, groups=1, delta_input=True, mags=None):
+    """(du, ddt, dA_log, dB, dC, dD, dz, dh0) by the reverse-time recurrence. mags: a dict that receives
+    "dA_log", the sum of the absolute values of the terms dA_log adds (the scale its cancellation leaves
+    a rounding error on: a tolerance's magnitude)."""
     M, Dc = u.shape
     A, Bf, Cf = _scan_form(A_log, B, C, Dc, groups)
     N = A.shape[1]
@@ -218,6 +220,7 @@ def selective_scan_bwd(u, dt, A_log, B, C, D, z, dy, batch=1, h0=None, groups=1,
     du, ddt = np.zeros_like(u), np.zeros_like(u)
     dBf, dCf = np.zeros((M, Dc, N)), np.zeros((M, Dc, N))
     dA, dD = np.zeros((Dc, N)), np.zeros(Dc)
+    dA_mag = np.zeros((Dc, N))
     dz = np.zeros_like(u) if z is not None else None
     dh0 = np.zeros((batch, Dc, N))
     for b in range(batch):
@@ -228,6 +231,7 @@ def selective_scan_bwd(u, dt, A_log, B, C, D, z, dy, batch=1, h0=None, groups=1,
             sc = dl if delta_input else np.ones(Dc)
             hs.append(np.exp(dl[:, None] * A) * hs[-1] + (sc * u[r])[:, None] * Bf[r])
         K = np.zeros((Dc, N))
+        Km = np.zeros((Dc, N))  # |terms| of K
         for t in range(L - 1, -1, -1):
             r = b * L + t
             dl = softplus(dt[r])
@@ -247,7 +251,9 @@ def selective_scan_bwd(u, dt, A_log, B, C, D, z, dy, batch=1, h0=None, groups=1,
             ddl = (g * (A * a * hp + (Bf[r] * u[r][:, None] if delta_input else 0))).sum(1)
             ddt[r] = ddl / (1 + np.exp(-dt[r]))
             dA += g * a * hp * dl[:, None]
-            K = a * g
+            gm = Km + np.abs(Cf[r] * dyy[:, None])
+            dA_mag += gm * a * np.abs(hp) * dl[:, None]
+            K, Km = a * g, a * gm
         dh0[b] = K
     cpg = Dc // groups
     dB = dBf.reshape(M, groups, cpg, N).sum(2).reshape(M, groups * N)
@@ -255,9 +261,13 @@ def selective_scan_bwd(u, dt, A_log, B, C, D, z, dy, batch=1, h0=None, groups=1,
     if A_log.ndim == 2:
         mask = (A_log > -10) & (A_log < 5)
         dAl = np.where(mask, dA * A, 0.0)
+        mag = np.where(mask, dA_mag * np.abs(A), 0.0)
     else:
         H = A_log.shape[0]
         dAl = -(dA.reshape(H, -1).sum(1)) / (1 + np.exp(-A_log))
+        mag = dA_mag.reshape(H, -1).sum(1) / (1 + np.exp(-A_log))
+    if mags is not None:
+        mags["dA_log"] = mag
     return du, ddt, dAl, dB, dC, dD, dz, dh0
 
 
