@@ -40,6 +40,17 @@ def gemm_strided(a: Tensor, b: Tensor, c: Tensor, M: int, N: int, K: int, *,
         raise ShapeError("matmul: " + "; ".join(errs))
     Z1, Z2, bdiv = int(outer[0]), int(batch), int(b_batch[2])
     chunks = variants.batch_chunks(Z1, Z2, bdiv, kernels.MAX_GROUPS)  # validates the batch
+    if M and N and Z1 and Z2:  # every element the launch may address lies inside its tensor
+        last = {"a": a_batch[0] + (Z1 - 1) * outer[1] + (Z2 - 1) * a_batch[1] + (M - 1) * a_strides[0]
+                + (K - 1) * a_strides[1] if K else -1,
+                "b": b_batch[0] + (Z1 - 1) * outer[2] + ((Z2 - 1) // bdiv) * b_batch[1] + (K - 1) * b_strides[0]
+                + (N - 1) * b_strides[1] if K else -1,
+                "c": c_batch[0] + (Z1 - 1) * outer[3] + (Z2 - 1) * c_batch[1] + (M - 1) * c_strides[0]
+                + (N - 1) * c_strides[1]}
+        for name, t in (("a", a), ("b", b), ("c", c)):
+            if last[name] >= t.numel:
+                raise ShapeError(f"matmul: {M}x{N}x{K} over batch {Z1}x{Z2} reaches element {last[name]} of {name}, "
+                                 f"which has {t.numel}")
     lay = variants.Layout(tuple(a_strides), tuple(b_strides), tuple(c_strides), tuple(a_batch), tuple(b_batch),
                           tuple(c_batch), float(beta), tuple(outer))
     if len(chunks) > 1:  # more products than one dispatch's z range: consecutive pieces, each its own launch

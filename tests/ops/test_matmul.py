@@ -249,6 +249,25 @@ def test_matmul_shape_errors(device):
         ev.matmul(a, ev.tensor(np.zeros((4, 2), np.float16)))
 
 
+def test_gemm_strided_refuses_launches_past_its_tensors(device):
+    """Strides, offsets and batches that would address an element past a tensor's end are refused before
+    any dispatch (a GPU would read or write outside the buffer); the largest fitting launch runs."""
+    from evermind_vk.ops.matmul import gemm_strided
+    x = ev.tensor(np.ones(64, np.float32))
+    kw = dict(a_strides=(8, 1), b_strides=(8, 1), c_strides=(8, 1))
+    gemm_strided(x, x, ev.tensor(np.zeros(64, np.float32)), 8, 8, 8, **kw)  # exactly fits
+    short = ev.tensor(np.ones(63, np.float32))
+    c = ev.tensor(np.zeros(64, np.float32))
+    for a, b, c_, extra, name in [(short, x, c, {}, "a"), (x, short, c, {}, "b"), (x, x, short, {}, "c"),
+                                  (x, x, c, dict(c_batch=(1, 0)), "c"),                      # an offset
+                                  (x, x, c, dict(batch=2, a_batch=(0, 8), c_batch=(0, 0)), "a"),  # a batch stride
+                                  (x, x, c, dict(batch=2, b_batch=(0, 8, 1), c_batch=(0, 0)), "b"),
+                                  (x, x, c, dict(outer=(2, 0, 0, 1)), "c")]:                 # an outer stride
+        with pytest.raises(ev.ShapeError, match=f"reaches element .* of {name}, which has"):
+            gemm_strided(a, b, c_, 8, 8, 8, **kw, **extra)
+    gemm_strided(x, x, c, 8, 8, 8, **kw, batch=2, b_batch=(0, 8, 2), c_batch=(0, 0))  # bdiv 2: b's z stays 0
+
+
 CM = [v for v in kernels.variants_of("matmul", "f16") if "cm" in v.flags and "c32" not in v.flags]
 
 
