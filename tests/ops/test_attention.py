@@ -281,6 +281,7 @@ def test_fused_errors(device, monkeypatch):
 
 
 def test_kill_switch_and_wide_heads_take_the_matmul_path(device, monkeypatch):
+    monkeypatch.delenv("EVERMIND_VK_ATTENTION", raising=False)  # the default first, whatever the run sets
     q = ev.tensor(np.zeros((3, 1, 8), np.float32))
     fused_by_default = device.info.type == "cpu"  # the rule: fused on CPU devices unless forced
     assert ops.attention(q, q, q)[1].shape == ((1, 3) if fused_by_default else (1, 3, 3))
