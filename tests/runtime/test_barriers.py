@@ -53,6 +53,32 @@ def test_plan_ranges():
     assert (p.dispatches, p.barriers) == (7, 4)
 
 
+def test_matmuls_on_disjoint_parts_of_one_output_overlap(device, monkeypatch):
+    """gemm_strided names the part of C it writes: two products into the two halves of one buffer go without
+    a barrier between them, into overlapping parts with one; a range a binding cannot have is refused."""
+    from evermind_vk.errors import KernelError
+    from evermind_vk.ops.matmul import gemm_strided
+    from evermind_vk.runtime import kernels
+    monkeypatch.delenv(KILL, raising=False)
+    rng = np.random.default_rng(0)
+    a, b = (ev.tensor(rng.standard_normal(64).astype(np.float32)) for _ in range(2))
+    kw = dict(a_strides=(8, 1), b_strides=(8, 1), c_strides=(8, 1))
+    for second, barrier in ((64, False), (32, True)):
+        c = ev.tensor(np.zeros(128, np.float32))
+        with ev.record() as prog:
+            gemm_strided(a, b, c, 8, 8, 8, **kw)
+            gemm_strided(b, a, c, 8, 8, 8, **kw, c_batch=(second, 0))
+        assert [op.barrier for op in prog._ops] == [True, barrier]
+    A, B = a.numpy().reshape(8, 8).astype(np.float64), b.numpy().reshape(8, 8).astype(np.float64)
+    got = c.numpy()
+    np.testing.assert_allclose(got[:32], (A @ B).reshape(-1)[:32], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(got[32:96], (B @ A).reshape(-1), rtol=1e-5, atol=1e-5)
+    v = kernels.variants_of("add", "f32")[0]
+    for writes in ({0: (0, 8)}, {2: (0, 65)}, {2: (8, 8)}):  # a read-only binding, past the end, empty
+        with pytest.raises(KernelError, match="write range"):
+            kernels.dispatch(v, [a, b, ev.tensor(np.zeros(64, np.float32))], dict(n=64), (1, 1, 1), writes)
+
+
 def test_plan_without_elision_keeps_every_barrier():
     p = BarrierPlan(elide=False)
     assert [p.dispatch([(Buf(), "r"), (Buf(), "w")]) for _ in range(4)] == [True] * 4
