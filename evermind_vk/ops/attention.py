@@ -12,7 +12,9 @@ Two paths, chosen by `runtime.variants.attention_path` (override: EVERMIND_VK_AT
           per-row logsumexp [B*H, S] (f32, base 2 of the scaled scores); the backward is two dispatches
           (dQ and D = rowsum(dO * O), then dK and dV per key tile). Head dims up to 128.
   matmul  the strided batched matmul kernel plus the row softmax kernels, materialising the
-          probabilities [B*H, S, S] (the reference, and the path for head dims > 128).
+          probabilities [B*H, S, S] (the reference, and the path for head dims > 128); causal products
+          skip what lies past the diagonal (variants.TRI), and on GPUs a causal P V, dQ, dK or dV of few
+          workgroups runs in K chunks whose f32 partials a column sum adds (variants.tri_split).
 `attention` returns (out, saved): saved is what the backward needs (the logsumexp on the fused
 path, the probabilities on the matmul path) or None when save_probs is False (the backward then
 recomputes it). attention_backward tells the two apart by rank; the fused one also needs `out`.
