@@ -87,16 +87,19 @@ def _chunks(tri: str, S: int, D: int, nz: int, dev) -> list:
     return variants.tri_chunks(S, ways)
 
 
-def _product_a(a, b, c, S, D, nz, tri, **kw):
+def _product_a(a, b, c, S, D, nz, tri, sums=None, **kw):
     """c = the S x D x S product of a causal (lower_a) P V or dS K: whole, or in K chunks whose f32 partials
-    a column sum adds in chunk order (rounded once into an f16 c)."""
+    a column sum adds in chunk order (rounded once into an f16 c); with `sums`, that column sum is left to
+    the caller, appended as (partials, c)."""
     chunks = _chunks(tri, S, D, nz, a.device)
     if len(chunks) == 1:
         gemm_strided(a, b, c, S, D, S, tri=tri, **kw)
-        return c
-    work = empty((len(chunks), c.numel), "f32", a.device)
-    gemm_chunks(a, b, work, 0, chunks, S, D, tri=tri, **kw)
-    return colsum(work, out=c)
+        return
+    work = gemm_chunks(a, b, empty((len(chunks), c.numel), "f32", a.device), 0, chunks, S, D, tri=tri, **kw)
+    if sums is None:
+        colsum(work, out=c)
+    else:
+        sums.append((work, c))
 
 
 _STAGES = {"fwd": ("attention", None), "dq": ("attention_backward", "dq"), "dkv": ("attention_backward", "dkv")}
@@ -223,14 +226,9 @@ def attention_backward(q: Tensor, k: Tensor, v: Tensor, dout: Tensor, probs: Ten
     # Every launch here reads only ds, probs and the inputs and writes its own rows, so all of them run side by
     # side (runtime/program.py: disjoint ranges of one buffer need no barrier); the column sums come last.
     sums = []
-    tri = _tri("lower_a", causal)
-    chunks = _chunks(tri, S, D, B * H, q.device)
-    kw = dict(batch=H, outer=(B, ss, sk, sq), a_strides=(S, 1), a_batch=(0, S * S), b_strides=(KVH * D, 1),
-              b_batch=(0, D, G), c_strides=(H * D, 1), c_batch=(0, D), alpha=scale, tri=tri)
-    if len(chunks) == 1:
-        gemm_strided(ds, k, dq, S, D, S, **kw)
-    else:
-        sums.append((gemm_chunks(ds, k, empty((len(chunks), dq.numel), "f32", q.device), 0, chunks, S, D, **kw), dq))
+    _product_a(ds, k, dq, S, D, B * H, _tri("lower_a", causal), sums, batch=H, outer=(B, ss, sk, sq),
+               a_strides=(S, 1), a_batch=(0, S * S), b_strides=(KVH * D, 1), b_batch=(0, D, G),
+               c_strides=(H * D, 1), c_batch=(0, D), alpha=scale)
     tri = _tri("upper_a", causal)
     chunks = _chunks(tri, S, D, B * KVH, q.device)
     rows = G * len(chunks)

@@ -40,7 +40,8 @@ def gemm_strided(a: Tensor, b: Tensor, c: Tensor, M: int, N: int, K: int, *,
         raise ShapeError("matmul: " + "; ".join(errs))
     Z1, Z2, bdiv = int(outer[0]), int(batch), int(b_batch[2])
     chunks = variants.batch_chunks(Z1, Z2, bdiv, kernels.MAX_GROUPS)  # validates the batch
-    if M and N and Z1 and Z2:  # every element the launch may address lies inside its tensor
+    last = {}  # the last element of each tensor the launch may address (strides are never negative)
+    if M and N and Z1 and Z2:  # each must lie inside its tensor
         last = {"a": a_batch[0] + (Z1 - 1) * outer[1] + (Z2 - 1) * a_batch[1] + (M - 1) * a_strides[0]
                 + (K - 1) * a_strides[1] if K else -1,
                 "b": b_batch[0] + (Z1 - 1) * outer[2] + ((Z2 - 1) // bdiv) * b_batch[1] + (K - 1) * b_strides[0]
@@ -90,8 +91,7 @@ def gemm_strided(a: Tensor, b: Tensor, c: Tensor, M: int, N: int, K: int, *,
         splits = variants.matmul_k_splits(variants.matmul_kind(v.flags), v.spec, K, dev.info.type)
     groups = (-(-N // v.spec["BN"]), -(-M // v.spec["BM"]), nz)  # v4: BM = 4 WG_Y, BN = 4 WG_X
     # all of C the launch touches (the barrier plan lets launches on disjoint parts of one buffer overlap)
-    span = (Z1 - 1) * outer[3] + (Z2 - 1) * c_batch[1] + (M - 1) * c_strides[0] + (N - 1) * c_strides[1] + 1
-    writes = {2: (c_batch[0], c_batch[0] + span)} if M and N and nz else None
+    writes = {2: (c_batch[0], last["c"] + 1)} if last else None
     for j, (k0, k1) in enumerate(splits):
         part = variants.Layout(lay.a_strides, lay.b_strides, lay.c_strides,
                                (a_batch[0] + k0 * a_strides[1], a_batch[1]),
