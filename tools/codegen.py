@@ -164,12 +164,15 @@ VARIANTS = [
       for op in ("softmax", "softmax_backward") for dt in F for rows in (1, 4, 16)),
     # One workgroup per row.
     *(simple("norms", op, dt, 128)
-      for op in ("rms_norm", "rms_norm_backward", "layer_norm", "layer_norm_backward") for dt in F),
+      for op in ("rms_norm", "add_rms_norm", "rms_norm_backward", "layer_norm", "layer_norm_backward") for dt in F),
+    # ... rms_norm_backward adding a residual's gradient into dx (flag res: one binding more).
+    *(simple("norms", "rms_norm_backward", dt, 128, ["res"]) for dt in F),
     *(simple("cross_entropy", op, dt, 128) for op in ("cross_entropy", "cross_entropy_backward") for dt in F),
     # Rows on CPU devices (lavapipe): small workgroups (runtime.variants.pick_row_wg); same modules.
-    *(Variant(tpl, op, dt, (("WG", wg),), tile=f"wg{wg}")
-      for tpl, op in (("norms", "rms_norm"), ("norms", "rms_norm_backward"), ("cross_entropy", "cross_entropy"),
-                      ("cross_entropy", "cross_entropy_backward")) for dt in F for wg in (8, 32)),
+    *(Variant(tpl, op, dt, (("WG", wg),), flags=flags, tile=f"wg{wg}")
+      for tpl, op, flags in (("norms", "rms_norm", ()), ("norms", "add_rms_norm", ()), ("norms", "rms_norm_backward", ()),
+                             ("norms", "rms_norm_backward", ("res",)), ("cross_entropy", "cross_entropy", ()),
+                             ("cross_entropy", "cross_entropy_backward", ())) for dt in F for wg in (8, 32)),
     # One thread per output element.
     *(simple("embedding", op, dt, 256) for op in ("embedding", "embedding_backward") for dt in F),
     # embedding_backward's sorted path: the counting sort of the ids, then sums over each id's run.

@@ -43,7 +43,17 @@ def bias_add(x: Tensor, b: Tensor) -> Tensor:
 
 def rms_norm(x: Tensor, w: Tensor, eps: float = 1e-6) -> Tensor:
     y, rstd = ops.rms_norm(x, w, eps)
-    return track("rms_norm", (x, w), y, lambda g: ops.rms_norm_backward(x, w, g, rstd))
+    return track("rms_norm", (x, w), y, lambda g: ops.rms_norm_backward(x, w, g, rstd),
+                 fuse=lambda g, acc: ops.rms_norm_backward(x, w, g, rstd, dres=acc))
+
+
+def add_rms_norm(x: Tensor, a: Tensor, w: Tensor, eps: float = 1e-6) -> tuple:
+    """(h, y): h = add(x, a) and y = rms_norm(h, w, eps), one kernel for both (ops.add_rms_norm), on the
+    tape as the two ops they are."""
+    h, y, rstd = ops.add_rms_norm(x, a, w, eps)
+    track("add", (x, a), h, lambda g: (g, g))
+    return h, track("rms_norm", (h, w), y, lambda g: ops.rms_norm_backward(h, w, g, rstd),
+                    fuse=lambda g, acc: ops.rms_norm_backward(h, w, g, rstd, dres=acc))
 
 
 def layer_norm(x: Tensor, w: Tensor, b: Tensor, eps: float = 1e-5) -> Tensor:

@@ -7,7 +7,9 @@
     grads = tape.backward(loss)          # grads[w], grads.by_name(params)
 
 Seeds: a 1-element loss tensor (seed 1), a mapping tensor -> gradient, or a list of (tensor, gradient)
-pairs. Gradients of inputs used more than once accumulate (x + x gives 2g); integer (u32/i32) inputs
+pairs. Gradients of inputs used more than once accumulate (x + x gives 2g; an op with a `fuse` rule adds
+the gradient its input 0 has so far inside its own backward kernel, as rms_norm does with a residual
+stream's, instead of a separate add); integer (u32/i32) inputs
 get none; every gradient's shape and dtype are checked against its tensor; an entry's saved tensors
 and its output gradient are released as soon as the walk has passed it.
 
@@ -61,19 +63,23 @@ class Entry:
     output: Ref
     rule: object  # callable(grad_out) -> tuple of grads (None where no gradient), one per input
     saved: dict = field(default_factory=dict)
+    # callable(grad_out, acc) -> the rule's grads, input 0's being acc + its own: used when input 0 has a
+    # gradient already (acc), which the result then replaces (one kernel instead of the rule and an add)
+    fuse: object = None
 
 
 def active() -> "Tape | None":
     return _active[-1] if _active else None
 
 
-def track(op: str, inputs, output: Tensor, rule) -> Tensor:
+def track(op: str, inputs, output: Tensor, rule, fuse=None) -> Tensor:
     """Called by differentiable ops: note the op on the active tape (if any) and return its output.
-    (Recording dispatches into a replayable program is `evermind_vk.record`, another thing.)"""
+    fuse: the rule with input 0's gradient so far added in (Entry.fuse). (Recording dispatches into a
+    replayable program is `evermind_vk.record`, another thing.)"""
     tape = active()
     if tape is not None:
         tape.entries.append(Entry(op, tuple(Ref.of(x) if isinstance(x, Tensor) else None for x in inputs),
-                                  Ref.of(output), rule))
+                                  Ref.of(output), rule, fuse=fuse))
     return output
 
 
@@ -164,8 +170,10 @@ class Tape:
             if g is not None:
                 if keep_intermediate:
                     grads[rec.output.key] = g
-                ins_grads = rec.rule(g)
-                del g  # the output's gradient dies with this entry (unless kept or captured)
+                x0 = rec.inputs[0] if rec.inputs else None
+                acc = grads.pop(x0.key, None) if rec.fuse is not None and x0 is not None else None
+                ins_grads = rec.rule(g) if acc is None else rec.fuse(g, acc)  # fuse: acc is in input 0's
+                del g, acc  # the output's gradient dies with this entry (unless kept or captured)
                 if len(ins_grads) != len(rec.inputs):
                     raise EvermindError(f"backward rule of {rec.op} gave {len(ins_grads)} gradients "
                                         f"for {len(rec.inputs)} inputs")

@@ -106,20 +106,21 @@ class TransformerLM:
             raise ShapeError(f"sequence length {S} exceeds max_seq_len {c.max_seq_len}")
         H, KVH, hd = c.n_heads, c.n_kv_heads, c.head_dim
         x = F.cast(F.embedding(ids, P["embed.weight"]), dtype)
+        # each residual add runs with the norm that follows it (F.add_rms_norm: the same bits, one kernel)
+        h = F.rms_norm(x, P["layers.0.attn_norm.weight"], c.norm_eps) if c.n_layers else x
         for i in range(c.n_layers):
             L = f"layers.{i}."
-            h = F.rms_norm(x, P[L + "attn_norm.weight"], c.norm_eps)
             q = F.reshape(lora_linear(self, h, L + "attn.wq"), T, H, hd)
             k = F.reshape(lora_linear(self, h, L + "attn.wk"), T, KVH, hd)
             v = F.reshape(lora_linear(self, h, L + "attn.wv"), T, KVH, hd)
             q = F.rope(q, 0, c.rope_theta, S)
             k = F.rope(k, 0, c.rope_theta, S)
             a = F.reshape(F.attention(q, k, v, causal=True, batch=batch), T, H * hd)
-            x = F.add(x, lora_linear(self, a, L + "attn.wo"))
-            h = F.rms_norm(x, P[L + "mlp_norm.weight"], c.norm_eps)
+            x, h = F.add_rms_norm(x, lora_linear(self, a, L + "attn.wo"), P[L + "mlp_norm.weight"], c.norm_eps)
             g = F.glu(lora_linear(self, h, L + "mlp.w_gate_up"), "silu", c.swiglu_limit)
-            x = F.add(x, lora_linear(self, g, L + "mlp.w_down"))
-        x = F.rms_norm(x, P["norm.weight"], c.norm_eps)
+            nxt = f"layers.{i + 1}.attn_norm.weight" if i + 1 < c.n_layers else "norm.weight"
+            x, h = F.add_rms_norm(x, lora_linear(self, g, L + "mlp.w_down"), P[nxt], c.norm_eps)
+        x = h if c.n_layers else F.rms_norm(x, P["norm.weight"], c.norm_eps)
         head = P["embed.weight"] if c.tie_embeddings else P["head.weight"]
         return F.matmul(x, F.cast(head, dtype), transpose_b=True)
 

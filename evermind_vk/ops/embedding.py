@@ -5,10 +5,10 @@ from __future__ import annotations
 import math
 import os
 
-from ..errors import ShapeError
+from ..errors import ShapeError, UnsupportedError
 from ..runtime import variants
 from ..runtime.tensor import Tensor, empty
-from ._util import FLOATS, like, per_thread, want
+from ._util import FLOATS, _forced_count, like, one_variant, per_thread, want
 
 __all__ = ["embedding", "embedding_backward", "rope", "rope_backward"]
 
@@ -49,10 +49,14 @@ def embedding_backward(ids: Tensor, dy: Tensor, vocab: int, transpose: bool = Fa
         chunks = variants.loop_chunks(T)
         rank = empty((T,), "u32", dy.device)
         order = empty((2 * T,), "u32", dy.device)  # ids ascending, then their token indices
+        lanes = variants.embedding_rank_lanes(T, dy.device.info.type,
+                                              _forced_count("EVERMIND_VK_RANK_LANES", "a number of threads"))
+        if one_variant("embedding_rank", "f32", dy.device).spec["WG"] % lanes:  # the template sums within a workgroup
+            raise UnsupportedError(f"embedding_rank: {lanes} lanes a token do not divide its workgroup")
         for j, (c0, c1) in enumerate(chunks):
             per_thread("embedding_rank", "f32", [ids, rank, order],
                        dict(T=T, offset=index_offset, c0=c0, c1=c1, first=int(j == 0),
-                            last=int(j == len(chunks) - 1)), T)
+                            last=int(j == len(chunks) - 1), lanes=lanes), T * lanes)
         for j, (p0, p1) in enumerate(chunks):
             per_thread("embedding_backward_sorted", dy.dtype, [order, dy, dt],
                        dict(T=T, D=D, V=vocab, transpose=int(transpose), p0=p0, p1=p1, accumulate=int(j > 0),

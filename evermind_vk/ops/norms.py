@@ -2,11 +2,14 @@
 weights and biases are f32, and their gradients come back in f32."""
 from __future__ import annotations
 
+from ..errors import BindingLimitError, UnsupportedError
+from ..runtime import kernels, variants
 from ..runtime.tensor import Tensor, empty
-from ._util import FLOATS, like, rows_cols, run, run_rows, want
+from ._util import FLOATS, _forced_count, like, rows_cols, run, run_rows, want
+from .elementwise import add
 from .reduce import colsum
 
-__all__ = ["rms_norm", "rms_norm_backward", "layer_norm", "layer_norm_backward"]
+__all__ = ["rms_norm", "add_rms_norm", "rms_norm_backward", "layer_norm", "layer_norm_backward"]
 
 
 def rms_norm(x: Tensor, w: Tensor, eps: float = 1e-6):
@@ -19,12 +22,48 @@ def rms_norm(x: Tensor, w: Tensor, eps: float = 1e-6):
     return y, rstd
 
 
-def rms_norm_backward(x: Tensor, w: Tensor, dy: Tensor, rstd: Tensor):
-    """(dx, dw) of rms_norm."""
+def add_rms_norm(x: Tensor, a: Tensor, w: Tensor, eps: float = 1e-6):
+    """h = x + a, then rms_norm(h, w, eps), in one pass over the rows: (h, y, rstd), the same bits as add
+    followed by rms_norm (the sum is rounded to x's dtype before the norm reads it). Where no add_rms_norm
+    kernel fits the device's binding limit (it binds six buffers), the two kernels run."""
+    want(x, "x", dtype=FLOATS)
+    want(a, "a", shape=x.shape, dtype=x.dtype)
+    rows, cols = rows_cols(x)
+    want(w, "w", shape=(cols,), dtype="f32")
+    try:
+        kernels.usable("add_rms_norm", x.dtype, x.device)
+    except BindingLimitError:
+        h = add(x, a)
+        return (h, *rms_norm(h, w, eps))
+    h, y, rstd = like(x), like(x), empty((rows,), "f32", x.device)
+    run_rows("add_rms_norm", x.dtype, [x, a, w, h, y, rstd], dict(rows=rows, cols=cols, eps=eps), rows, cols)
+    return h, y, rstd
+
+
+def rms_norm_backward(x: Tensor, w: Tensor, dy: Tensor, rstd: Tensor, dres: Tensor | None = None):
+    """(dx, dw) of rms_norm. dres: a gradient x has from elsewhere (a residual stream's), added into dx by
+    the same kernel (flag res; without a res variant that fits the device's binding limit, by an add).
+    Each workgroup runs runtime.variants.norm_block_rows consecutive rows (one on GPUs) and writes one row
+    of dw's partial sums, which a column sum adds."""
     rows, cols = rows_cols(x)
     want(dy, "dy", shape=x.shape, dtype=x.dtype)
-    dx, part = like(x), empty(x.shape, "f32", x.device)
-    run_rows("rms_norm_backward", x.dtype, [x, w, dy, rstd, dx, part], dict(rows=rows, cols=cols), rows, cols)
+    if dres is not None:
+        want(dres, "dres", shape=x.shape, dtype=x.dtype)
+    dev = x.device
+    cands = kernels.usable("rms_norm_backward", x.dtype, dev)
+    fused = dres is not None and any("res" in v.flags for v in cands)
+    cands = [v for v in cands if ("res" in v.flags) == fused]
+    if not cands:  # only res variants fit (never: they bind one buffer more)
+        raise UnsupportedError(f"no rms_norm_backward kernel for {x.dtype} without a residual gradient")
+    v = variants.pick_row_wg(cands, cols, dev.info.type, _forced_count("EVERMIND_VK_ROW_WG", "a workgroup size"))
+    rpw = variants.norm_block_rows(rows, cols, v.spec["WG"], dev.info.type,
+                                   _forced_count("EVERMIND_VK_NORM_BLOCK_ROWS", "a number of rows"))
+    blocks = -(-rows // rpw) if rows else 0
+    dx, part = like(x), empty((blocks, cols), "f32", dev)
+    kernels.dispatch(v, [x, w, dy, rstd, *([dres] if fused else []), dx, part],
+                     dict(rows=rows, cols=cols, rpw=rpw), kernels.grid(blocks))
+    if dres is not None and not fused:
+        dx = add(dx, dres)
     return dx, colsum(part)
 
 

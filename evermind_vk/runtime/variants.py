@@ -606,6 +606,34 @@ def pick_row_wg(cands, cols: int, device_type: str, forced: int = 0):
 
 CPU_ROW_ELEMS = 8
 
+# rms_norm_backward's blocks (templates/norms.comp.j2): on CPU devices NORM_BLOCK_ROWS consecutive rows a
+# workgroup, each thread summing dw's parts of its first NORM_REG_COLS columns in registers (the
+# template's PK), one row of partial sums per block: lavapipe, 4096 x 512 with the column sums, 60-83 ms
+# against 101-132 ms with a row a workgroup (three interleaved rounds). GPUs keep a row a workgroup: on an
+# NVIDIA H200 16-row blocks took 0.055 ms a launch against 0.014 (too few workgroups to hide each row's
+# reductions), and the 256-row column sum after them 0.018 ms against 0.0075. Rows wider than
+# NORM_REG_COLS threads' columns keep one row a block (their extra columns would be summed in device
+# memory), and so does a block whose loop would pass MAX_LOOP.
+NORM_BLOCK_ROWS = 16
+NORM_REG_COLS = 8
+
+
+def norm_block_rows(rows: int, cols: int, wg: int, device_type: str = "cpu", forced: int = 0) -> int:
+    """Rows a workgroup of rms_norm_backward runs (its launch has ceil(rows / that) workgroups); forced:
+    EVERMIND_VK_NORM_BLOCK_ROWS's count (dispatch still refuses a block past the device's loop cap)."""
+    if forced:
+        return forced
+    if device_type != "cpu" or cols > NORM_REG_COLS * wg:
+        return 1
+    per_row = norm_backward_row_loops(cols, wg)
+    return max(1, min(NORM_BLOCK_ROWS, rows, MAX_LOOP // per_row))
+
+
+def norm_backward_row_loops(cols: int, wg: int) -> int:
+    """Loop iterations one rms_norm_backward invocation runs per row (exit tests and the reduction's steps
+    included; the register columns' loop counted as if not unrolled)."""
+    return ROW_PASSES["rms_norm_backward"] * (-(-cols // wg) + 1) + NORM_REG_COLS + 32
+
 
 def pick_softmax(cands, cols: int, device_type: str, forced: int = 0):
     """The softmax (or softmax_backward) variant for rows of `cols`: ROWS rows a workgroup of WG threads, so
@@ -635,6 +663,29 @@ def embedding_backward_cols(D: int, transpose: bool) -> int:
 
 
 EMBEDDING_BACKWARD_PATHS = ("scan", "sorted")
+
+
+# embedding_rank's threads a token on GPUs: one thread a token left the 23.7M LM's 4,096 tokens on 16
+# workgroups, each thread counting over all 4,096 (0.135 ms of the step on an NVIDIA H200); lanes of one
+# token split the count. Up to RANK_THREADS threads in all; CPU devices (few cores, and a workgroup's
+# threads run in turn) keep one.
+RANK_LANES = 32
+RANK_THREADS = 1 << 20
+
+
+def embedding_rank_lanes(T: int, device_type: str, forced: int = 0) -> int:
+    """Threads counting for each token in embedding_rank (a power of two dividing its workgroup);
+    forced: EVERMIND_VK_RANK_LANES's count."""
+    if forced:
+        if forced & (forced - 1) or forced > 256:
+            raise UnsupportedError(f"EVERMIND_VK_RANK_LANES={forced}: want a power of two up to 256")
+        return forced
+    if device_type == "cpu":
+        return 1
+    lanes = RANK_LANES
+    while lanes > 1 and T * lanes > RANK_THREADS:
+        lanes //= 2
+    return lanes
 
 
 def embedding_backward_path(T: int, V: int, D: int, cols: int, forced: str = "") -> str:
@@ -694,7 +745,7 @@ DEVICE_LOOP_CAP = {"cpu": 65535}
 
 # Row kernels (one workgroup per row, or softmax's ROWS rows): loops over the row per op (templates/norms,
 # softmax, cross_entropy).
-ROW_PASSES = {"rms_norm": 2, "rms_norm_backward": 2, "layer_norm": 3, "layer_norm_backward": 2,
+ROW_PASSES = {"rms_norm": 2, "add_rms_norm": 2, "rms_norm_backward": 2, "layer_norm": 3, "layer_norm_backward": 2,
               "softmax": 3, "softmax_backward": 2, "cross_entropy": 2, "cross_entropy_backward": 3}
 
 
@@ -703,6 +754,8 @@ def launch_loop_count(op: str, spec: dict, flags, push: dict) -> int | None:
     workgroup reductions' log2(WG) steps included), or None for ops whose loops do not grow with the
     problem (elementwise maps) or are not described here."""
     wg = spec.get("WG", 1)
+    if op == "rms_norm_backward":  # rpw rows a workgroup, one after another
+        return push["rpw"] * norm_backward_row_loops(push["cols"], wg) + 2 * NORM_REG_COLS + 2
     if op in ROW_PASSES:  # WG / ROWS threads a row (softmax's ROWS; one row a workgroup elsewhere)
         return ROW_PASSES[op] * (-(-push["cols"] // (wg // spec.get("ROWS", 1))) + 1) + 32
     if op in ("colsum", "colsum_cast"):
@@ -710,7 +763,7 @@ def launch_loop_count(op: str, spec: dict, flags, push: dict) -> int | None:
     if op == "embedding_backward":
         return push["t1"] - push["t0"] + 1
     if op == "embedding_rank":
-        return push["c1"] - push["c0"] + 1
+        return -(-(push["c1"] - push["c0"]) // push["lanes"]) + 1 + push["lanes"].bit_length() + 1
     if op == "embedding_backward_sorted":
         return 2 * search_loops(push["T"]) + push["p1"] - push["p0"] + 1
     if op == "partial_sums":

@@ -17,6 +17,7 @@ layout(push_constant) uniform Push {
 } p;
 layout(local_size_x_id = 0) in;
 
+
 void main() {
     const uint i = (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * WG + gl_LocalInvocationID.x;
     // dx[t, c] = sum_j kernel[c, j] dy[t + lag(j), c] over taps whose output stays in t's sequence.

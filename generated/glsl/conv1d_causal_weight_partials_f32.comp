@@ -17,6 +17,7 @@ layout(push_constant) uniform Push {
 } p;
 layout(local_size_x_id = 0) in;
 
+
 void main() {
     const uint i = (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * WG + gl_LocalInvocationID.x;
     // Stage 1 of dkernel (and dbias): part[g, c * K + j] = sum over the g-th chunk of tokens t of

@@ -27,6 +27,7 @@ float gelu_d(float x) {
     return s * (1.0 + 2.0 * x * (e * s) * GELU_C * (1.0 + 3.0 * 0.044715 * x * x));
 }
 
+
 void main() {
     const uint i = (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * WG + gl_LocalInvocationID.x;
     // Rows [gate | up] of width 2d -> act(gate) * up, clamped to +-limit when limit > 0.

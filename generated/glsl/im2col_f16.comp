@@ -25,6 +25,7 @@ layout(push_constant) uniform Push {
 } p;
 layout(local_size_x_id = 0) in;
 
+
 void main() {
     const uint i = (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * WG + gl_LocalInvocationID.x;
     // col[k, n*P + q] with k = (c*KH + ky)*KW + kx, q = oy*OW + ox, P = OH*OW:

@@ -12,6 +12,7 @@ layout(push_constant) uniform Push {
 } p;
 layout(local_size_x_id = 0) in;
 
+
 void main() {
     const uint i = (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * WG + gl_LocalInvocationID.x;
     // y = relu(x + b) over rows of `cols` (b per column).

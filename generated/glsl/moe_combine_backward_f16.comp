@@ -15,6 +15,7 @@ layout(push_constant) uniform Push {
 } p;
 layout(local_size_x_id = 0) in;
 
+
 void main() {
     const uint i = (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * WG + gl_LocalInvocationID.x;
     // dy[n, z, c] = gates[n, z] dout[n, c] (0 for experts the token did not select).

@@ -14,6 +14,7 @@ layout(push_constant) uniform Push {
 } p;
 layout(local_size_x_id = 0) in;
 
+
 void main() {
     const uint i = (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * WG + gl_LocalInvocationID.x;
     // out[n, c] = sum_z gates[n, z] (y[n, z, c] + b2[z, c]), z in order (the shared expert first).

@@ -16,6 +16,7 @@ layout(push_constant) uniform Push {
 } p;
 layout(local_size_x_id = 0) in;
 
+
 void main() {
     const uint i = (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * WG + gl_LocalInvocationID.x;
     // dx[nc, y, x] = sum over a < sh, b < sw of dy[nc, y*sh + a, x*sw + b], in order.

@@ -76,3 +76,27 @@ def test_the_tape_keeps_only_what_rules_need(device):
     np.testing.assert_allclose(g[x].numpy(), 3 * w.numpy())  # d/dx sum((2x + x) w)
     np.testing.assert_allclose(g[w].numpy(), 3 * x.numpy())
     assert all(f not in g for f in fresh)
+
+
+def test_a_norm_adds_the_residual_gradient_in_its_own_kernel(device):
+    """rms_norm's fuse rule: the gradient its input has from a residual stream goes into the norm's backward
+    kernel (flag res) instead of an add; the gradients are the float64 chain rule's."""
+    import ref
+    rng = np.random.default_rng(3)
+    x, dy = rng.standard_normal((6, 40)), rng.standard_normal((6, 40))
+    w1, w2 = rng.standard_normal(40), rng.standard_normal(40)
+    xt, w1t, w2t, dyt = T(x), T(w1), T(w2), T(dy)
+    with ev.record(run=False) as prog:
+        with Tape() as tape:
+            h = F.add(xt, F.rms_norm(xt, w1t))  # x reaches the loss twice: through the norm and the residual
+            y = F.rms_norm(h, w2t)
+        g = tape.backward({y: dyt})
+    assert not [n for n in prog.labels if n.startswith("add_")][1:], prog.labels  # the forward's add only
+    assert sum(n.startswith("rms_norm_backward") and "_res" in n for n in prog.labels) == 1, prog.labels  # the inner norm
+    prog.run()
+    X, W1, W2 = (a.astype(np.float32).astype(np.float64) for a in (x, w1, w2))
+    H = X + ref.rmsnorm(X, W1, 1e-6)[0]
+    dh, dw2 = ref.rmsnorm_bwd(H, W2, dy.astype(np.float32), 1e-6)
+    dxn, dw1 = ref.rmsnorm_bwd(X, W1, dh, 1e-6)
+    for got, want in ((g[xt], dh + dxn), (g[w1t], dw1), (g[w2t], dw2)):
+        np.testing.assert_allclose(got.numpy(), want, rtol=2e-4, atol=2e-4)

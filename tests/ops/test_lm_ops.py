@@ -68,11 +68,14 @@ def test_causal_softmax_backward_reads_nothing_past_the_mask(device):
 
 
 @pytest.mark.parametrize("wg", ["", "8", "32", "128"])  # the rule's pick, then each workgroup size forced
+@pytest.mark.parametrize("block", ["", "1", "3"])  # rms_norm_backward's rows a workgroup: the rule's, forced
 @pytest.mark.parametrize("dtype", F)
-@given(rows=small, cols=st.integers(1, 130), seed=seeds)
-@example(rows=27, cols=1, seed=707)  # dw cancels (kept: it failed the |want|-only bound)
-def test_rms_norm(device, monkeypatch, wg, dtype, rows, cols, seed):
+@given(rows=small, cols=st.integers(1, 130), res=st.booleans(), seed=seeds)
+@example(rows=27, cols=1, res=False, seed=707)  # dw cancels (kept: it failed the |want|-only bound)
+@example(rows=7, cols=130, res=True, seed=1)  # with 8 threads: columns past the registers' 64, 3-row blocks
+def test_rms_norm(device, monkeypatch, wg, block, dtype, rows, cols, res, seed):
     monkeypatch.setenv("EVERMIND_VK_ROW_WG", wg)
+    monkeypatch.setenv("EVERMIND_VK_NORM_BLOCK_ROWS", block)
     rng = np.random.default_rng(seed)
     x, dy = data(rng, (rows, cols), dtype), data(rng, (rows, cols), dtype)
     w = rng.standard_normal(cols).astype(np.float32)
@@ -80,14 +83,37 @@ def test_rms_norm(device, monkeypatch, wg, dtype, rows, cols, seed):
     y, rstd = ops.rms_norm(xt, ev.tensor(w), eps=1e-6)
     X, W, DY = rounded(x, dtype), w.astype(np.float64), rounded(dy, dtype)
     close(y.numpy(), ref.rmsnorm(X, W, 1e-6)[0], cols, dtype, "rmsnorm")
-    dx, dw = ops.rms_norm_backward(xt, ev.tensor(w), ev.tensor(dy), rstd)
+    dres = data(rng, (rows, cols), dtype) if res else None  # a residual's gradient, added into dx
+    dx, dw = ops.rms_norm_backward(xt, ev.tensor(w), ev.tensor(dy), rstd,
+                                   dres=ev.tensor(dres) if res else None)
     wdx, wdw = ref.rmsnorm_bwd(X, W, DY, 1e-6)
     r = ref.rmsnorm(X, W, 1e-6)[1]
     mag = r * np.abs(W * DY) + np.abs(X) * r ** 3 * np.abs(W * DY * X).mean(-1, keepdims=True)
+    if res:
+        wdx, mag = wdx + rounded(dres, dtype), mag + np.abs(rounded(dres, dtype))
     close(dx.numpy(), wdx, cols, dtype, "rmsnorm dx", mag=mag)
     # dw sums dy * x * rstd over the rows: terms of either sign (rows=27, cols=1, seed=707 cancelled 36 of
     # them to 0.0129 and missed a bound taken from |want| alone)
     close(dw.numpy(), wdw, cols + rows, dtype, "rmsnorm dw", mag=(np.abs(DY * X) * r).sum(0))
+
+
+@pytest.mark.parametrize("wg", ["", "8", "128"])
+@pytest.mark.parametrize("dtype", F)
+@given(rows=small, cols=st.integers(1, 130), seed=seeds)
+def test_add_rms_norm_is_add_then_rms_norm(device, monkeypatch, wg, dtype, rows, cols, seed):
+    """The fused residual add + norm gives the bits of the add kernel followed by rms_norm (and so the
+    oracle's values, which test_rms_norm checks)."""
+    monkeypatch.setenv("EVERMIND_VK_ROW_WG", wg)
+    rng = np.random.default_rng(seed)
+    x, a = ev.tensor(data(rng, (rows, cols), dtype)), ev.tensor(data(rng, (rows, cols), dtype))
+    w = ev.tensor(rng.standard_normal(cols).astype(np.float32))
+    h, y, rstd = ops.add_rms_norm(x, a, w, eps=1e-5)
+    h2 = ops.add(x, a)
+    y2, rstd2 = ops.rms_norm(h2, w, eps=1e-5)
+    for got, want in ((h, h2), (y, y2), (rstd, rstd2)):
+        assert got.numpy().tobytes() == want.numpy().tobytes()
+    want_h = rounded(x.numpy().astype(np.float32) + a.numpy().astype(np.float32), dtype)  # f32 sum, one rounding
+    assert np.array_equal(h.numpy().astype(np.float64), want_h)
 
 
 @pytest.mark.parametrize("dtype", F)
@@ -184,13 +210,15 @@ def test_embedding_backward_four_columns_same_bits(device, T, V, D4, seed):
     assert np.array_equal(four, one.T)
 
 
+@pytest.mark.parametrize("lanes", ["", "1", "4", "32"])  # embedding_rank's threads a token: the rule's, forced
 @pytest.mark.parametrize("dtype", F)
 @given(T=st.integers(1, 300), V=st.integers(1, 60), D=st.integers(1, 12), transpose=st.booleans(),
        offset=st.integers(0, 3), seed=seeds)
 @example(T=155, V=1, D=1, transpose=False, offset=0, seed=0)  # a cancelling sum (kept: it failed the old bound)
-def test_embedding_backward_sorted_path(device, monkeypatch, dtype, T, V, D, transpose, offset, seed):
+def test_embedding_backward_sorted_path(device, monkeypatch, lanes, dtype, T, V, D, transpose, offset, seed):
     """The sorted path (counting sort of the ids, then each id's run of tokens) against the float64
     oracle, and bit for bit against the scanning path (both add in token order; T <= MAX_LOOP)."""
+    monkeypatch.setenv("EVERMIND_VK_RANK_LANES", lanes)
     rng = np.random.default_rng(seed)
     ids = rng.integers(0, V + 2, T + offset).astype(np.uint32)  # ids >= V are ignored
     dy = data(rng, (T, D), dtype)

@@ -324,7 +324,8 @@ def test_row_workgroup_rule(device):
     """rms_norm / cross_entropy rows: on CPU devices the smallest workgroup with at most CPU_ROW_ELEMS elements a thread,
     on GPUs the largest; a forced size must exist."""
     for op in ("rms_norm_backward", "cross_entropy", "cross_entropy_backward"):
-        assert sorted(v.spec["WG"] for v in kernels.usable(op, "f32", device)) == [8, 32, 128]
+        assert sorted(v.spec["WG"] for v in kernels.usable(op, "f32", device) if "res" not in v.flags) == [8, 32, 128]
+    assert sorted(v.spec["WG"] for v in kernels.usable("rms_norm_backward", "f32", device) if "res" in v.flags) == [8, 32, 128]
     cands = kernels.usable("rms_norm", "f32", device)
     wg = lambda cols, typ="cpu": variants.pick_row_wg(cands, cols, typ).spec["WG"]
     assert sorted(v.spec["WG"] for v in cands) == [8, 32, 128]
@@ -333,3 +334,26 @@ def test_row_workgroup_rule(device):
     assert variants.pick_row_wg(cands, 64, "cpu", forced=32).spec["WG"] == 32
     with pytest.raises(UnsupportedError):
         variants.pick_row_wg(cands, 64, "cpu", forced=16)
+
+
+def test_norm_block_and_rank_lane_rules():
+    """rms_norm_backward's rows a workgroup: on CPU devices NORM_BLOCK_ROWS while a thread's columns fit its
+    registers and the block's loop MAX_LOOP, else 1, and 1 on GPUs; embedding_rank's threads a token: one on CPU devices, RANK_LANES on GPUs
+    down to RANK_THREADS threads in all; forced counts are taken (lanes: powers of two up to 256 only)."""
+    B = variants.NORM_BLOCK_ROWS
+    assert variants.norm_block_rows(4096, 512, 128) == B
+    assert variants.norm_block_rows(5, 512, 128) == 5 and variants.norm_block_rows(0, 8, 8) == 1
+    assert variants.norm_block_rows(4096, 8 * 128 + 1, 128) == 1  # past the registers' columns
+    per_row = variants.norm_backward_row_loops(1024, 8)
+    assert variants.norm_block_rows(4096, 64, 8) == B and variants.norm_block_rows(4096, 1024, 8) == 1
+    assert per_row * B > variants.MAX_LOOP or variants.norm_block_rows(4096, 1024, 128) == B
+    assert variants.norm_block_rows(4096, 512, 128, "discrete_gpu") == 1
+    assert variants.norm_block_rows(4096, 512, 128, "discrete_gpu", forced=3) == 3
+    assert variants.embedding_rank_lanes(4096, "cpu") == 1
+    assert variants.embedding_rank_lanes(4096, "discrete_gpu") == variants.RANK_LANES
+    assert variants.embedding_rank_lanes(variants.RANK_THREADS, "discrete_gpu") == 1
+    assert variants.embedding_rank_lanes(variants.RANK_THREADS // 4, "integrated_gpu") == 4
+    assert variants.embedding_rank_lanes(10, "cpu", forced=8) == 8
+    for bad in (3, 512):
+        with pytest.raises(UnsupportedError):
+            variants.embedding_rank_lanes(10, "cpu", forced=bad)
