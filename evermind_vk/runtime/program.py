@@ -14,7 +14,10 @@ keeps the device buffers its operations bind, not the Tensor objects. When a dev
 allocated inside the recording dies there (a temporary of an op, a saved activation the tape dropped after
 its backward used it), its buffer joins the recording's free pool, and a later `empty()` in the same
 recording takes the smallest free buffer that holds it and is at most REUSE_MAX_RATIO times its size
-instead of allocating. That is safe on replay because the barrier plan below keeps kp's global
+instead of allocating; of several such, the one freed longest ago (first in, first out: its last readers
+and writers are the likeliest to be behind a barrier already, so the new writer needs none for them;
+the 23.7M LM's step, recorded with an NVIDIA GPU's kernel choices, has 343 barriers for 539 dispatches
+against 397 when the last freed buffer was taken). That is safe on replay because the barrier plan below keeps kp's global
 compute/transfer -> compute barrier (ci/patches/0002) before every dispatch that writes a buffer read or
 written since the last barrier: it runs after the earlier readers and writers of a reused buffer have finished
 (WAR and WAW as well as RAW). Never handed out again: host-visible tensors, buffers an
@@ -118,7 +121,7 @@ class Program:
                 return None
             free = self._free[min(fits)]
         self.buffers_reused += 1
-        return free.pop()
+        return free.pop(0)  # the longest free: its last users are the likeliest behind a barrier already
 
     def _release(self, buf) -> None:
         """A tensor allocated in this recording died: its buffer is free for the rest of the recording."""

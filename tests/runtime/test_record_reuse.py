@@ -143,6 +143,26 @@ def test_a_dead_temporary_buffer_serves_a_later_allocation_and_results_hold(devi
         np.testing.assert_array_equal(y.numpy(), 3 * np.arange(1024, dtype=np.float32) * (k + 2))
 
 
+def test_the_buffer_freed_longest_ago_serves_first_and_saves_a_barrier(device, monkeypatch):
+    """Of two free buffers of one size, a later allocation takes the one freed first: here that one's reader
+    is behind a barrier already, so the new writer needs none (the last freed one's reader is not)."""
+    monkeypatch.setenv(KILL, "0")
+    monkeypatch.setenv("EVERMIND_VK_DISABLE_BARRIER_ELISION", "0")
+    x = ev.tensor(np.arange(256, dtype=np.float32))
+    with ev.record() as prog:
+        a, b = ops.scale(x, 2.0), ops.scale(x, 4.0)
+        a_buf, b_buf = a._buffer, b._buffer
+        s = ops.add(a, x)  # reads a, after a barrier (a was just written)
+        u = ops.add(s, b)  # reads b, after another barrier (s was just written)
+        del a, b  # a's buffer is free first; b's reader u is in the current group, a's reader s is not
+        before = prog.barrier_plan.barriers
+        c = ops.scale(x, 3.0)  # independent of everything: takes a's buffer (freed first)
+        assert c._buffer is a_buf and c._buffer is not b_buf
+        assert prog.barrier_plan.barriers == before  # a's reader is behind a barrier: none needed
+    np.testing.assert_array_equal(c.numpy(), 3 * np.arange(256, dtype=np.float32))
+    np.testing.assert_array_equal(u.numpy(), 7 * np.arange(256, dtype=np.float32))
+
+
 def test_host_visible_and_escaping_buffers_are_never_handed_out_again(device, monkeypatch):
     monkeypatch.setenv(KILL, "0")
     x = ev.tensor(np.ones(256, np.float32))
