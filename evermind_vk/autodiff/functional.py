@@ -33,8 +33,11 @@ def reshape(x: Tensor, *shape) -> Tensor:
 
 
 def matmul(x: Tensor, w: Tensor, transpose_b: bool = False) -> Tensor:
+    # fused: x's gradient from elsewhere (q, k and v projections of one input) takes dX in place (beta 1)
     return track("matmul", (x, w), ops.matmul(x, w, transpose_b),
-                  lambda g: ops.matmul_backward(x, w, g, transpose_b))
+                 lambda g: ops.matmul_backward(x, w, g, transpose_b),
+                 fuse=lambda g, acc: ops.matmul_backward(x, w, g, transpose_b, into_a=acc),
+                 fuse_in_place=True, fresh=True)
 
 
 def bias_add(x: Tensor, b: Tensor) -> Tensor:

@@ -8,8 +8,10 @@
 
 Seeds: a 1-element loss tensor (seed 1), a mapping tensor -> gradient, or a list of (tensor, gradient)
 pairs. Gradients of inputs used more than once accumulate (x + x gives 2g; an op with a `fuse` rule adds
-the gradient its input 0 has so far inside its own backward kernel, as rms_norm does with a residual
-stream's, instead of a separate add); integer (u32/i32) inputs
+the gradient its input 0 has so far inside its own backward kernel instead of a separate add: rms_norm
+into a new dx, a residual stream's; matmul into that gradient's own buffer (beta 1), which it may only do
+where the tape alone holds that tensor: one the tape's own add made, or one a `fresh` rule returned, never
+one a rule handed to several inputs); integer (u32/i32) inputs
 get none; every gradient's shape and dtype are checked against its tensor; an entry's saved tensors
 and its output gradient are released as soon as the walk has passed it.
 
@@ -66,20 +68,23 @@ class Entry:
     # callable(grad_out, acc) -> the rule's grads, input 0's being acc + its own: used when input 0 has a
     # gradient already (acc), which the result then replaces (one kernel instead of the rule and an add)
     fuse: object = None
+    fuse_in_place: bool = False  # fuse adds into acc's own buffer: only for a gradient the tape alone holds
+    fresh: bool = False  # every gradient the rule (and fuse) returns is a new tensor that nothing else holds
 
 
 def active() -> "Tape | None":
     return _active[-1] if _active else None
 
 
-def track(op: str, inputs, output: Tensor, rule, fuse=None) -> Tensor:
+def track(op: str, inputs, output: Tensor, rule, fuse=None, fuse_in_place: bool = False,
+          fresh: bool = False) -> Tensor:
     """Called by differentiable ops: note the op on the active tape (if any) and return its output.
-    fuse: the rule with input 0's gradient so far added in (Entry.fuse). (Recording dispatches into a
-    replayable program is `evermind_vk.record`, another thing.)"""
+    fuse, fuse_in_place, fresh: see Entry. (Recording dispatches into a replayable program is
+    `evermind_vk.record`, another thing.)"""
     tape = active()
     if tape is not None:
         tape.entries.append(Entry(op, tuple(Ref.of(x) if isinstance(x, Tensor) else None for x in inputs),
-                                  Ref.of(output), rule, fuse=fuse))
+                                  Ref.of(output), rule, fuse=fuse, fuse_in_place=fuse_in_place, fresh=fresh))
     return output
 
 
@@ -153,12 +158,17 @@ class Tape:
         too with keep_intermediate. With release, the tape is consumed: each entry, the tensors it
         saved and its output's gradient are dropped once processed."""
         grads: dict[int, Tensor] = {}  # tape key -> gradient
+        owned: set[int] = set()  # keys whose gradient tensor the tape alone holds (an in-place fuse may add into it)
 
-        def accumulate(t: Ref, g: Tensor) -> None:
+        def accumulate(t: Ref, g: Tensor, fresh: bool = False) -> None:
             if g.shape != t.shape or g.dtype != t.dtype:
                 raise ShapeError(f"gradient {g.shape}/{g.dtype} for a tensor {t.shape}/{t.dtype}")
             hit = grads.get(t.key)
             grads[t.key] = g if hit is None else add(hit, g)
+            if hit is not None or fresh:
+                owned.add(t.key)
+            else:
+                owned.discard(t.key)
 
         for t, g in self._seeds(seed):
             accumulate(Ref.of(t), g)
@@ -167,19 +177,26 @@ class Tape:
         for i in range(len(entries) - 1, -1, -1):
             rec = entries[i]
             g = grads.pop(rec.output.key, None)
+            owned.discard(rec.output.key)  # passed to the rule now (and kept, if kept, as it is)
             if g is not None:
                 if keep_intermediate:
                     grads[rec.output.key] = g
                 x0 = rec.inputs[0] if rec.inputs else None
-                acc = grads.pop(x0.key, None) if rec.fuse is not None and x0 is not None else None
+                acc = None
+                if (rec.fuse is not None and x0 is not None and x0.key in grads
+                        and (not rec.fuse_in_place or x0.key in owned)):
+                    acc = grads.pop(x0.key)
+                    owned.discard(x0.key)
+                fused = acc is not None
                 ins_grads = rec.rule(g) if acc is None else rec.fuse(g, acc)  # fuse: acc is in input 0's
                 del g, acc  # the output's gradient dies with this entry (unless kept or captured)
                 if len(ins_grads) != len(rec.inputs):
                     raise EvermindError(f"backward rule of {rec.op} gave {len(ins_grads)} gradients "
                                         f"for {len(rec.inputs)} inputs")
-                for x, gx in zip(rec.inputs, ins_grads):
+                for j, (x, gx) in enumerate(zip(rec.inputs, ins_grads)):
                     if gx is not None and x is not None and _differentiable(x):
-                        accumulate(x, gx)
+                        # a fused input 0's total is new (or acc itself, which the tape held alone)
+                        accumulate(x, gx, fresh=rec.fresh or (fused and j == 0))
                 ins_grads = gx = None
             if release:
                 entries[i] = None  # its saved tensors go with it

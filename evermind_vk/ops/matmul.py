@@ -160,17 +160,21 @@ def matmul(a: Tensor, b: Tensor, transpose_b: bool = False, out: Tensor | None =
 
 
 def matmul_backward(a: Tensor, b: Tensor, dy: Tensor, transpose_b: bool = False,
-                    need_a: bool = True, need_b: bool = True):
+                    need_a: bool = True, need_b: bool = True, into_a: Tensor | None = None):
     """Gradients of Y = A.op(B) given dY: (dA, dB), dA = dY.op(B)^T with A's shape, dB with B's shape
-    (B^T.. for transpose_b: dB = dY^T.A [N,K]; else dB = A^T.dY [K,N])."""
+    (B^T.. for transpose_b: dB = dY^T.A [N,K]; else dB = A^T.dY [K,N]). into_a: a gradient of A's shape
+    and dtype that dA is added into, in place (the product's beta = 1); it is then the dA returned."""
     M, K = a.shape
     N = b.shape[0] if transpose_b else b.shape[1]
     if dy.shape != (M, N):
         raise ShapeError(f"matmul_backward: dY is {dy.shape}, want {(M, N)}")
+    if into_a is not None and (into_a.shape != (M, K) or into_a.dtype != a.dtype):
+        raise ShapeError(f"matmul_backward: into_a is {into_a.shape}/{into_a.dtype}, want {(M, K)}/{a.dtype}")
     da = db = None
     if need_a:
         # dA[M,K] = dY[M,N] . op(B)^T ; op(B)^T is B itself when transpose_b ([N,K]), else B^T.
-        da = gemm(dy, b, empty((M, K), a.dtype, a.device), M, K, N, trans_b=not transpose_b)
+        da = gemm(dy, b, empty((M, K), a.dtype, a.device) if into_a is None else into_a, M, K, N,
+                  trans_b=not transpose_b, beta=0.0 if into_a is None else 1.0)
     if need_b:
         if transpose_b:  # dB[N,K] = dY^T[N,M] . A[M,K]
             db = gemm(dy, a, empty((N, K), b.dtype, b.device), N, K, M, trans_a=True)

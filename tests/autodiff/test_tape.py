@@ -100,3 +100,31 @@ def test_a_norm_adds_the_residual_gradient_in_its_own_kernel(device):
     dxn, dw1 = ref.rmsnorm_bwd(X, W1, dh, 1e-6)
     for got, want in ((g[xt], dh + dxn), (g[w1t], dw1), (g[w2t], dw2)):
         np.testing.assert_allclose(got.numpy(), want, rtol=2e-4, atol=2e-4)
+
+
+def test_projections_of_one_input_add_their_input_gradients_in_place(device):
+    """Three matmuls of one input (q, k and v): the second and third dX go into the first's buffer (beta 1),
+    since the tape alone holds it; no add runs. A gradient the tape does not hold alone (an add's rule hands
+    one tensor to both its inputs) is never written in place: x + x.w still gets dy + dy.w^T."""
+    rng = np.random.default_rng(5)
+    h, ws = rng.standard_normal((5, 6)), [rng.standard_normal((4, 6)) for _ in range(3)]
+    dys = [rng.standard_normal((5, 4)) for _ in range(3)]
+    ht, wts, dyts = T(h), [T(w) for w in ws], [T(d) for d in dys]
+    with ev.record(run=False) as prog:
+        with Tape() as tape:
+            outs = [F.matmul(ht, wt, transpose_b=True) for wt in wts]
+        g = tape.backward(dict(zip(outs, dyts)))
+    assert not [n for n in prog.labels if n.startswith("add_")], prog.labels
+    prog.run()
+    f = lambda a: a.astype(np.float32).astype(np.float64)
+    want = sum(f(d) @ f(w) for d, w in zip(dys, ws))
+    np.testing.assert_allclose(g[ht].numpy(), want, rtol=1e-5, atol=1e-5)
+    for wt, d in zip(wts, dys):
+        np.testing.assert_allclose(g[wt].numpy(), f(d).T @ f(h), rtol=1e-5, atol=1e-5)
+    x, w, dy = rng.standard_normal((4, 3)), rng.standard_normal((3, 3)), rng.standard_normal((4, 3))
+    xt, wt, dyt = T(x), T(w), T(dy)
+    with Tape() as tape:
+        y = F.add(xt, F.matmul(xt, wt))
+    g = tape.backward({y: dyt})
+    np.testing.assert_allclose(g[xt].numpy(), f(dy) + f(dy) @ f(w).T, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(g[wt].numpy(), f(x).T @ f(dy), rtol=1e-5, atol=1e-5)
