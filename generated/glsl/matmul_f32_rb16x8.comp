@@ -53,10 +53,11 @@ layout(local_size_x_id = 0, local_size_y_id = 1) in;
 // columns tx*4 + j*4*WG_X + e: a half-warp reads 256 contiguous bytes of a B row and one A vector.
 layout(std430, binding = 0) readonly buffer Buf_a4 { vec4 a4[]; };
 layout(std430, binding = 1) readonly buffer Buf_b4 { vec4 b4[]; };
-layout(std430, binding = 2) writeonly buffer Buf_c4 { vec4 c4[]; };
+layout(std430, binding = 2) buffer Buf_c4 { vec4 c4[]; };
 vec4 ld4a(uint i) { return a4[i]; }
 vec4 ld4b(uint i) { return b4[i]; }
 void st4c(uint i, vec4 v) { c4[i] = v; }
+vec4 ld4c(uint i) { return c4[i]; }
 
 const uint NT = WG_X * WG_Y;
 const uint PA = BM / 4 + 1, PB = BN / 4 + 1;      // shared rows in vec4s, padded by one
@@ -78,7 +79,9 @@ void store(uint gm, uint gn, vec4 acc, uint coff, bool wide) {
     if (gm >= p.M || gn >= p.N) return;
     vec4 r = p.alpha * acc;
     if (wide && gn + 4 <= p.N) {
-        st4c((coff + gm * p.scm + gn) / 4, r);
+        const uint i4 = (coff + gm * p.scm + gn) / 4;
+        if (p.beta != 0.0) r += p.beta * ld4c(i4);  // C read back: the sum in f32, one rounding
+        st4c(i4, r);
         return;
     }
     for (uint e = 0; e < 4 && gn + e < p.N; ++e) {
@@ -309,8 +312,8 @@ void main() {
         barrier();
     }
 
-    // 16-byte stores where C rows are unit-stride, 4-aligned and beta == 0; elementwise otherwise.
-    const bool wide = p.scn == 1 && p.beta == 0.0 && coff % 4 == 0 && p.scm % 4 == 0;
+    // 16-byte loads (beta != 0) and stores where C rows are unit-stride and 4-aligned; elementwise otherwise.
+    const bool wide = p.scn == 1 && coff % 4 == 0 && p.scm % 4 == 0;
     store(m0 + 0 * 4 * WG_Y + ty * 4 + 0, n0 + 0 * 4 * WG_X + tx * 4, c0_0, coff, wide);
     store(m0 + 0 * 4 * WG_Y + ty * 4 + 0, n0 + 1 * 4 * WG_X + tx * 4, c0_1, coff, wide);
     store(m0 + 0 * 4 * WG_Y + ty * 4 + 1, n0 + 0 * 4 * WG_X + tx * 4, c1_0, coff, wide);

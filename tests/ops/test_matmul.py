@@ -1,7 +1,7 @@
 """matmul (both transpose_b settings, f32 and f16, every tile) and its backward vs float64 oracles."""
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import example, given, settings, strategies as st
 
 import evermind_vk as ev
 from evermind_vk.runtime import kernels, variants
@@ -121,6 +121,8 @@ STRIDED = dict(a_kmajor=st.booleans(), b_nmajor=st.booleans(), z1=st.integers(1,
 @pytest.mark.parametrize("name", RB)
 @settings(max_examples=6)  # each example builds a pipeline
 @given(M=st.integers(1, 70), N=st.integers(1, 70), K=st.integers(1, 40), **STRIDED)
+@example(M=64, N=64, K=16, a_kmajor=True, b_nmajor=True, z1=1, batch=1, bdiv=1, pad=0, c_unit=True, beta=0.5,
+         seed=1)  # beta != 0 with 16-byte stores: C read back 16 bytes at a time (matmul's in-place dX)
 def test_rb_variants_strided(device, monkeypatch, name, M, N, K, a_kmajor, b_nmajor, z1, batch, bdiv, pad,
                              c_unit, beta, seed):
     """The GPU register-block variants through gemm_strided (see strided_case)."""
