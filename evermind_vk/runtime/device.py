@@ -74,6 +74,9 @@ class DeviceInfo:
     max_per_stage_descriptor_storage_buffers: int = field(kw_only=True)
     max_descriptor_set_storage_buffers: int = field(kw_only=True)
     max_per_stage_resources: int = field(kw_only=True)
+    # Streaming multiprocessors / compute units (ci/patches/0010; 0: the device does not say): split-K
+    # planning (runtime.variants.wave_split).
+    multiprocessors: int = field(kw_only=True, default=0)
 
     @property
     def f16(self) -> bool:
@@ -96,12 +99,15 @@ class DeviceInfo:
         if missing:
             raise DeviceError(f"kp lacks the binding limits {', '.join(missing)} (ci/patches/0003); "
                               "rebuild it with `bash ci/setup.sh`")
+        if "multiprocessors" not in caps:
+            raise DeviceError("kp lacks the multiprocessor count (ci/patches/0010); rebuild it with `bash ci/setup.sh`")
         return DeviceInfo(
             index=index, name=caps["device_name"], type=DEVICE_TYPES.get(caps["device_type"], "other"),
             subgroup_size=int(caps["subgroup_size"]), shared_memory=int(caps["max_compute_shared_memory_size"]),
             max_push_constants=int(caps["max_push_constants_size"]),
             max_storage_buffer_range=int(caps["max_storage_buffer_range"]),
-            features=feats, cooperative_matrix_shapes=shapes, **{k: int(caps[k]) for k in BINDING_LIMITS})
+            features=feats, cooperative_matrix_shapes=shapes, multiprocessors=int(caps["multiprocessors"]),
+            **{k: int(caps[k]) for k in BINDING_LIMITS})
 
 
 _lock = threading.Lock()

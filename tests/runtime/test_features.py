@@ -24,6 +24,19 @@ def test_patched_kp_reports_enabled_features(device):
     assert {k: v for k, v in caps.items()} == listed[device.index]
 
 
+def test_multiprocessors_reported(device):
+    """ci/patches/0010: the capability dicts carry the device's multiprocessor count (0 where the driver
+    does not say, as lavapipe), and DeviceInfo takes it; a kp without the patch is refused by name."""
+    caps = device.manager.get_device_capabilities()
+    assert isinstance(caps["multiprocessors"], int) and caps["multiprocessors"] >= 0
+    assert device.info.multiprocessors == caps["multiprocessors"]
+    if device.info.type == "cpu":
+        assert caps["multiprocessors"] == 0
+    old = {k: v for k, v in caps.items() if k != "multiprocessors"}
+    with pytest.raises(ev.DeviceError, match="0010"):
+        DeviceInfo.from_caps(device.index, old)
+
+
 def test_f16_variants_declare_their_feature():
     for v in kernels.manifest().values():
         if v.dtype == "f16":
