@@ -16,7 +16,7 @@ def gemm_strided(a: Tensor, b: Tensor, c: Tensor, M: int, N: int, K: int, *,
                  a_strides: tuple, b_strides: tuple, c_strides: tuple, batch: int = 1,
                  a_batch: tuple = (0, 0), b_batch: tuple = (0, 0, 1), c_batch: tuple = (0, 0),
                  alpha: float = 1.0, beta: float = 0.0, outer: tuple = (1, 0, 0, 0), tri: str = "",
-                 kd: int = 0) -> Tensor:
+                 kd: int = 0, variant=None) -> Tensor:
     """The general product over a two-level batch: for z1 in range(Z1), z2 in range(batch),
     C_z[m,n] = alpha * sum_k A_z[m,k] B_z[k,n] + beta * C_z[m,n] with
     A_z[m,k] = a[aoff + z1*sao + z2*sab + m*sam + k*sak]            a_strides = (sam, sak), a_batch = (aoff, sab)
@@ -29,6 +29,8 @@ def gemm_strided(a: Tensor, b: Tensor, c: Tensor, M: int, N: int, K: int, *,
     upper_a): this product's k = 0 is column kd of the square A, whose diagonal the hint describes (a
     chunk of a product split along K, gemm_chunks); the parallel split below computes the full product.
     a, b and c share a dtype, except that f16 a and b may write an f32 c (the c32 variants).
+    variant: run this matmul variant instead of the selector's pick (the chunks of a split product keep
+    the tile the split was planned for); a launch it cannot run raises UnsupportedError.
     """
     if a.dtype != b.dtype or c.dtype not in (a.dtype, "f32"):
         raise UnsupportedError(f"matmul: dtypes {a.dtype}, {b.dtype}, {c.dtype}: a and b must share one, "
@@ -67,18 +69,26 @@ def gemm_strided(a: Tensor, b: Tensor, c: Tensor, M: int, N: int, K: int, *,
     c_dense = tuple(c_strides) == (N, 1) and c_batch[0] == 0 and c.numel == M * N
     forced_split = os.environ.get("EVERMIND_VK_MATMUL_SPLIT_K", "").strip()
     out32 = c.dtype != a.dtype  # f16 operands into an f32 C: the c32 variants
-    v = variants.pick_matmul(kernels.usable("matmul", a.dtype, dev), M, N, K, lay, dev.info.type,
-                             dev.info.shared_memory, nz, os.environ.get("EVERMIND_VK_MATMUL_VARIANT", "").strip(),
-                             split=variants.split_allowed(a.dtype, nz, float(beta), c_dense, dev.info.type, forced_split),
-                             out32=out32, tri=tri)
+    v = variant or variants.pick_matmul(
+        kernels.usable("matmul", a.dtype, dev), M, N, K, lay, dev.info.type, dev.info.shared_memory, nz,
+        os.environ.get("EVERMIND_VK_MATMUL_VARIANT", "").strip(),
+        split=variants.split_allowed(a.dtype, nz, float(beta), c_dense, dev.info.type, forced_split),
+        out32=out32, tri=tri)
     split = variants.matmul_split_k(M, N, K, -(-M // v.spec["BM"]) * -(-N // v.spec["BN"]) * nz, dev.info.type,
-                                    a.dtype, nz, float(beta), c_dense, forced_split)
-    if split > 1:  # parallel split-K: S chunks as one batched product into an f32 workspace, then a column
-        kc = K // split  # sum (colsum_cast into an f16 C: the partials are added in f32, rounded once)
-        work = empty((split, M * N), "f32", dev)
-        gemm_strided(a, b, work, M, N, kc, a_strides=a_strides, b_strides=b_strides, c_strides=(N, 1), batch=split,
-                     a_batch=(a_batch[0], kc * a_strides[1]), b_batch=(b_batch[0], kc * b_strides[0], 1),
-                     c_batch=(0, M * N), alpha=alpha)
+                                    a.dtype, nz, float(beta), c_dense, forced_split,
+                                    dev.info.multiprocessors, v.spec["BM"] * v.spec["BN"])
+    if split > 1:  # parallel split-K: S chunks of k into an f32 workspace [S, M*N], then a column sum
+        ks = variants.k_chunks(K, split)  # (colsum_cast into an f16 C: the partials added in f32, rounded once)
+        work = empty((len(ks), M * N), "f32", dev)
+        kc = ks[0][1] - ks[0][0]
+        if all(k1 - k0 == kc for k0, k1 in ks):  # equal chunks: one batched launch
+            gemm_strided(a, b, work, M, N, kc, a_strides=a_strides, b_strides=b_strides, c_strides=(N, 1),
+                         batch=split, a_batch=(a_batch[0], kc * a_strides[1]),
+                         b_batch=(b_batch[0], kc * b_strides[0], 1), c_batch=(0, M * N), alpha=alpha)
+        else:  # a whole-wave split (f32, variants.wave_split): a launch a chunk on the planned tile, side by side
+            gemm_chunks(a, b, work, 0, ks, M, N, a_strides=a_strides, b_strides=b_strides, c_strides=(N, 1),
+                        a_batch=(a_batch[0], 0), b_batch=(b_batch[0], 0, 1), alpha=alpha,
+                        variant=v if a.dtype == "f32" else None)  # f16: each chunk on a c32 twin
         colsum(work, out=c)
         return c
     splits = variants.matmul_k_splits(variants.matmul_kind(v.flags), v.spec, K, dev.info.type)
@@ -112,7 +122,7 @@ def gemm_strided(a: Tensor, b: Tensor, c: Tensor, M: int, N: int, K: int, *,
 def gemm_chunks(a: Tensor, b: Tensor, work: Tensor, row: int, chunks: list, M: int, N: int, *, a_strides: tuple,
                 b_strides: tuple, c_strides: tuple, batch: int = 1, a_batch: tuple = (0, 0),
                 b_batch: tuple = (0, 0, 1), c_batch: tuple = (0, 0), alpha: float = 1.0,
-                outer: tuple = (1, 0, 0, 0), tri: str = "") -> Tensor:
+                outer: tuple = (1, 0, 0, 0), tri: str = "", variant=None) -> Tensor:
     """gemm_strided's product split along K at `chunks` ((k0, k1) pairs, runtime.variants.tri_chunks): chunk
     i writes its partial product into row `row + i` of `work` (f32, [rows, n]) with C's strides and batch
     offsets taken within the row; a column sum of the rows is the product. The chunks depend on nothing
@@ -126,7 +136,7 @@ def gemm_chunks(a: Tensor, b: Tensor, work: Tensor, row: int, chunks: list, M: i
                      batch=batch, a_batch=(a_batch[0] + k0 * a_strides[1], a_batch[1]),
                      b_batch=(b_batch[0] + k0 * b_strides[0], b_batch[1], b_batch[2]),
                      c_batch=((row + i) * n + c_batch[0], c_batch[1]), alpha=alpha, outer=outer, tri=tri,
-                     kd=k0 if tri else 0)
+                     kd=k0 if tri else 0, variant=variant)
     return work
 
 

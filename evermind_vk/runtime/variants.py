@@ -425,6 +425,38 @@ def split_ways(groups: int, K: int) -> int:
     return s
 
 
+# Split-K in whole waves (f32 tiles of BIG_TILE_AREA, one workgroup a multiprocessor, where the device says how
+# many it has: ci/patches/0010). A split product's time follows waves x chunk length: its S chunks of
+# ceil(K/S) (whole 16s) run ceil(groups x S / multiprocessors) waves. H200 (132), dW of the 23.7M LM, K = 4,096
+# tokens, chunk launches forced (round 9, .../round9-h200-split-waves.txt): 2816x512 on 44 tiles of 256x128,
+# 3 chunks (132 workgroups, one wave of 1,376) 0.322 ms against 8 (352: three waves of 512) 0.375 and 4 (176:
+# two of 1,024) 0.470; 512x1408 on 22 tiles, 6 chunks (one wave of 688) 0.178 ms against 16 (three of 256)
+# 0.213 and 8 (two of 512) 0.251. Chunks that K's 16s do not divide evenly run as separate launches
+# (ops.matmul.gemm_chunks), side by side.
+WAVE_SPLIT_MAX = 16
+
+
+def k_chunks(K: int, S: int) -> list[tuple[int, int]]:
+    """[k0, k1) ranges splitting K into S chunks of ceil(K / S) rounded up to a multiple of 16, the last
+    shorter; fewer than S ranges where S such chunks overshoot K (the caller checks len)."""
+    kc = -(-K // (S * 16)) * 16
+    return [(k0, min(K, k0 + kc)) for k0 in range(0, K, kc)]
+
+
+def wave_split(groups: int, K: int, multiprocessors: int) -> int:
+    """The chunk count S (1..WAVE_SPLIT_MAX; each chunk >= 256 values of k, S chunks in whole 16s) that
+    minimises waves x chunk length, ceil(groups S / multiprocessors) x ceil(K / S); the fewest chunks on
+    ties (less partial traffic for the column sum)."""
+    best = (math.ceil(groups / multiprocessors) * K, 1)
+    for s in range(2, WAVE_SPLIT_MAX + 1):
+        ch = k_chunks(K, s)
+        kc = ch[0][1] - ch[0][0]
+        if len(ch) != s or kc < 256:
+            continue
+        best = min(best, (math.ceil(groups * s / multiprocessors) * kc, s))
+    return best[1]
+
+
 def split_tile(order, groups, K: int):
     """The split-K tile rule, shared by the register blocks (f32) and the cooperative matrices (f16):
     walking `order` (tiles or variants, most preferred first; groups(t) = its workgroups whole), the
@@ -511,20 +543,27 @@ def pick_matmul(cands, M: int, N: int, K: int, lay: Layout, device_type: str, sh
 
 
 def matmul_split_k(M: int, N: int, K: int, groups: int, device_type: str, dtype: str, batch: int, beta: float,
-                   c_dense: bool, forced: str = "") -> int:
+                   c_dense: bool, forced: str = "", multiprocessors: int = 0, tile_area: int = 0) -> int:
     """Parallel split-K for GPUs: the number of K chunks S (1: no split) when a product's tile
     (`groups` workgroups) leaves the device short of work (fewer than 128) and K is long (split_ways):
     the chunks run as one batched launch into an [S, M, N] f32 workspace that a column sum adds up
     (deterministic, in chunk order; f16 operands write f32 partials through the c32 rows, and the sum
     is rounded once into an f16 C by colsum_cast). Only for a single product written densely (c_dense: C is [M, N]
     row-major at offset 0) with beta 0. forced (EVERMIND_VK_MATMUL_SPLIT_K): '0' never splits, 'n'
-    splits n ways where that is possible (n divides K into multiples of 16)."""
+    splits n ways where that is possible (k_chunks: n chunks of whole 16s, the last one shorter where n
+    does not divide K so; unequal chunks run as separate launches). An f32 product on tiles of
+    BIG_TILE_AREA (tile_area) on a device that reports its multiprocessors splits in whole waves instead
+    (wave_split; its chunks need not be equal: k_chunks)."""
     if not split_allowed(dtype, batch, beta, c_dense, device_type, forced):
         return 1
     if forced:
         n = int(forced)
-        return n if n > 1 and K % (16 * n) == 0 else 1
-    return 1 if groups >= 128 else split_ways(groups, K)
+        return n if n > 1 and len(k_chunks(K, n)) == n else 1
+    if groups >= 128:
+        return 1
+    if multiprocessors > 0 and dtype == "f32" and tile_area >= BIG_TILE_AREA:
+        return wave_split(groups, K, multiprocessors)
+    return split_ways(groups, K)
 
 
 def split_allowed(dtype: str, batch: int, beta: float, c_dense: bool, device_type: str, forced: str = "") -> bool:

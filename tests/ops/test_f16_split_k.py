@@ -19,8 +19,9 @@ from test_matmul import STRIDED, coopmat_strided, kind_names, log_dispatches, st
        ragged=st.sampled_from([0, 0, 0, 4, 16]), trans_a=st.booleans(), trans_b=st.booleans(),
        out=st.sampled_from(["f16", "f32"]), seed=st.integers(0, 2**31))
 def test_f16_split_k_vs_oracle(device, monkeypatch, S, M, N, k16, ragged, trans_a, trans_b, out, seed):
-    """Forced split of an f16 product into S chunks of 16 * k16 values of k (and, with `ragged`, a K that S
-    chunks of multiples of 16 cannot cover, which is then not split), any M and N (v4 or shared-memory
+    """Forced split of an f16 product into S chunks of 16 * k16 values of k (one batched launch) and, with
+    `ragged`, of a K that S equal chunks of whole 16s do not cover: chunks of whole 16s, the last shorter, a
+    launch each (variants.k_chunks), or no split where S such chunks overshoot K; any M and N (v4 or shared-memory
     c32 twins), C in f16 or f32, alpha applied once. Bound: f32 accumulation over all K terms (the chunk
     sums and the S-term sum of the partials together are one K-term f32 sum) plus one rounding to C."""
     monkeypatch.setenv("EVERMIND_VK_MATMUL_SPLIT_K", str(S))
@@ -34,10 +35,14 @@ def test_f16_split_k_vs_oracle(device, monkeypatch, S, M, N, k16, ragged, trans_
     A, B = rounded(a, "f16"), rounded(b, "f16")
     A, B = (A.T if trans_a else A), (B.T if trans_b else B)
     split = variants.matmul_split_k(M, N, K, 1, device.info.type, "f16", 1, 0.0, True, str(S))
-    assert split == (1 if ragged else S)
-    if split > 1:  # the partials in f32 (a c32 twin), then one column sum into C's dtype
-        assert len(used) == 2 and "c32" in used[0].split("_") and used[0].startswith("matmul_f16")
-        assert used[1] == ("colsum_cast_f16" if out == "f16" else "colsum_f32")
+    chunks = variants.k_chunks(K, S)
+    assert split == (S if len(chunks) == S else 1)
+    assert len(chunks) == S or ragged
+    if split > 1:  # the partials in f32 (c32 twins), then one column sum into C's dtype
+        launches = 1 if len({k1 - k0 for k0, k1 in chunks}) == 1 else S
+        assert len(used) == launches + 1 and (launches == S) == bool(ragged), used
+        assert all("c32" in u.split("_") and u.startswith("matmul_f16") for u in used[:-1]), used
+        assert used[-1] == ("colsum_cast_f16" if out == "f16" else "colsum_f32")
     else:
         assert len(used) == 1 and used[0].startswith("matmul_f16") and ("c32" in used[0].split("_")) == (out == "f32")
     assert_within(c.numpy(), 0.5 * A @ B, 0.5 * dot_bound(np.abs(A), np.abs(B), K, out), f"f16 split-K {S} into {out}")

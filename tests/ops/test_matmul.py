@@ -379,6 +379,42 @@ def test_coopmat_never_selected_without_feature(device):
                                             device.info.type, device.info.shared_memory).flags
 
 
+@settings(max_examples=6, deadline=None)
+@given(m_tiles=st.integers(1, 2), P=st.integers(2, 5), K=st.integers(128, 275).map(lambda k4: 4 * k4), trans_a=st.booleans(),
+       seed=st.integers(0, 2**31))
+@example(m_tiles=1, P=3, K=1024, trans_a=True, seed=0)  # 3 chunks: 352, 352, 320
+def test_whole_wave_split_runs_unequal_chunks_on_the_planned_tile(device, monkeypatch, m_tiles, P, K, trans_a, seed):
+    """A GPU that counts its multiprocessors (P) splits an f32 product on 256x128 tiles into the chunk count
+    of variants.wave_split; chunks that K's 16s do not divide evenly run one launch each on the tile the
+    split was planned for, and a column sum adds them (the local device dressed as such a GPU; the tile
+    forced, as lavapipe's shared memory would pick a smaller one for products this small)."""
+    import dataclasses
+    monkeypatch.delenv("EVERMIND_VK_MATMUL_SPLIT_K", raising=False)
+    monkeypatch.setenv("EVERMIND_VK_MATMUL_VARIANT", "matmul_f32_rb16x8_t256x128")
+    monkeypatch.setattr(device, "info", dataclasses.replace(device.info, type="discrete_gpu", multiprocessors=P))
+    M, N = 256 * m_tiles, 128
+    lay = variants.Layout((1, M) if trans_a else (K, 1), (N, 1), (N, 1))
+    v = variants.pick_matmul(kernels.usable("matmul", "f32", device), M, N, K, lay, "discrete_gpu",
+                             device.info.shared_memory, forced="matmul_f32_rb16x8_t256x128", split=True)
+    assert v.spec["BM"] * v.spec["BN"] >= variants.BIG_TILE_AREA
+    S = variants.matmul_split_k(M, N, K, m_tiles, "discrete_gpu", "f32", 1, 0.0, True, "", P,
+                                v.spec["BM"] * v.spec["BN"])
+    ks = variants.k_chunks(K, S)
+    used = log_dispatches(monkeypatch)
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal((K, M) if trans_a else (M, K)).astype(np.float32)
+    b = rng.standard_normal((K, N)).astype(np.float32)
+    c = ev.tensor(np.full((M, N), np.nan, np.float32))
+    ev.ops.gemm(ev.tensor(a), ev.tensor(b), c, M, N, K, trans_a=trans_a, alpha=0.5)
+    A = a.astype(np.float64).T if trans_a else a.astype(np.float64)
+    if S > 1:
+        assert used == [v.name] * (1 if len({k1 - k0 for k0, k1 in ks}) == 1 else S) + ["colsum_f32"], (S, ks, used)
+    else:
+        assert used == [v.name]
+    assert_within(c.numpy(), 0.5 * A @ b, 0.5 * dot_bound(np.abs(A), np.abs(b.astype(np.float64)), K, "f32"),
+                  f"wave split {S}")
+
+
 @pytest.mark.parametrize("split", ["2", "4"])
 @pytest.mark.parametrize("trans_a,trans_b", [(False, False), (False, True), (True, False)])
 def test_split_k_matches_oracle(device, monkeypatch, split, trans_a, trans_b):

@@ -227,7 +227,35 @@ def test_split_k_only_for_few_tiles_and_long_k_on_gpus():
     assert sk(512, 512, 4096, 16, "discrete_gpu", "f32", 1, 0.0, False) == 1   # C not dense
     assert sk(512, 512, 4096, 16, "discrete_gpu", "f32", 1, 0.0, True, "0") == 1
     assert sk(12, 20, 128, 1, "cpu", "f32", 1, 0.0, True, "4") == 4
-    assert sk(12, 20, 120, 1, "cpu", "f32", 1, 0.0, True, "4") == 1            # 120 not 4 chunks of 16s
+    assert sk(12, 20, 120, 1, "cpu", "f32", 1, 0.0, True, "4") == 4            # 32, 32, 32 and 24
+    assert sk(12, 20, 40, 1, "cpu", "f32", 1, 0.0, True, "3") == 3             # 16, 16, 8
+    assert sk(12, 20, 40, 1, "cpu", "f32", 1, 0.0, True, "4") == 1             # 16, 16, 8: not 4
+
+
+def test_split_k_in_whole_waves_where_the_device_counts_its_multiprocessors():
+    """variants.wave_split: f32 products on one-workgroup-a-multiprocessor tiles choose the chunk count by
+    waves x chunk length (the 23.7M LM's dW on an H200's 132 multiprocessors); the rest keep split_ways."""
+    assert variants.k_chunks(4096, 3) == [(0, 1376), (1376, 2752), (2752, 4096)]
+    assert variants.k_chunks(4096, 16) == [(k, k + 256) for k in range(0, 4096, 256)]
+    assert variants.k_chunks(40, 3) == [(0, 16), (16, 32), (32, 40)]
+    assert variants.k_chunks(33, 3) == [(0, 16), (16, 32), (32, 33)]
+    assert len(variants.k_chunks(32, 3)) == 2  # three chunks of 16s overshoot
+    ws = variants.wave_split
+    assert ws(44, 4096, 132) == 3   # 2816x512 on 256x128: one wave of 1,376 (split_ways: 8, three of 512)
+    assert ws(22, 4096, 132) == 6   # 512x1408: one wave of 688 (split_ways: 16, three of 256)
+    assert ws(8, 4096, 132) == 16   # 512x512: 128 workgroups
+    assert ws(64, 1408, 132) == 2   # 4096x512x1408: one wave of 704 ties two of 352: fewer chunks
+    assert ws(64, 512, 132) == 2 and ws(64, 496, 132) == 2 and ws(64, 480, 132) == 1  # chunks keep >= 256 of k
+    sk = variants.matmul_split_k
+    big = dict(multiprocessors=132, tile_area=256 * 128)
+    assert sk(2816, 512, 4096, 44, "discrete_gpu", "f32", 1, 0.0, True, **big) == 3
+    assert sk(2816, 512, 4096, 44, "discrete_gpu", "f32", 1, 0.0, True) == 8  # count unknown: split_ways
+    assert sk(2816, 512, 4096, 44, "discrete_gpu", "f32", 1, 0.0, True, multiprocessors=132,
+              tile_area=128 * 128) == 8  # smaller tiles share a multiprocessor: split_ways
+    assert sk(2816, 512, 4096, 44, "discrete_gpu", "f16", 1, 0.0, True, **big) == 8  # f16: split_ways
+    assert sk(2816, 512, 4096, 132, "discrete_gpu", "f32", 1, 0.0, True, **big) == 1  # fills the device
+    assert sk(2816, 512, 4096, 44, "cpu", "f32", 1, 0.0, True, **big) == 1
+    assert sk(2816, 512, 4096, 44, "discrete_gpu", "f32", 1, 0.0, True, "4", **big) == 4  # forced wins
 
 
 def test_split_k_takes_the_largest_tile_that_split_fills_the_device():

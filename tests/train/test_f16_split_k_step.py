@@ -6,9 +6,21 @@ import dataclasses
 
 import numpy as np
 
+from evermind_vk.errors import EvermindError
 from evermind_vk.models import LMConfig, TransformerLM
 from evermind_vk.runtime import kernels, variants
 from evermind_vk.train import Trainer
+
+
+def record_one_step(tr, ids, seq_len, batch_size):
+    """Record (and "run") one training step while kernels.dispatch only logs: the loss read back is whatever
+    the never-written buffer held, so the trainer's non-finite-loss check may fire after recording; only
+    that error is accepted."""
+    try:
+        tr.train(ids, epochs=1, seq_len=seq_len, batch_size=batch_size, max_steps=1)
+    except EvermindError as e:
+        if "loss became" not in str(e):
+            raise
 
 
 def test_h200_like_selection_splits_the_f16_weight_gradients(device, monkeypatch):
@@ -35,7 +47,7 @@ def test_h200_like_selection_splits_the_f16_weight_gradients(device, monkeypatch
     cfg = LMConfig(d_model=512, n_layers=8, n_heads=8, n_kv_heads=4, d_ff=1408, max_seq_len=256)
     tr = Trainer(TransformerLM(cfg), precision="f16")
     ids = np.random.default_rng(0).integers(0, cfg.vocab_size, 16 * 256 * 2 + 2)
-    tr.train(ids, epochs=1, seq_len=256, batch_size=16, max_steps=1)
+    record_one_step(tr, ids, 256, 16)
     split = {p: s for p, s in splits if s > 1}
     # dW of: the embedding's tied output projection [V=256, d], q/o [d, d], gate+up [2 ff, d], down [d, ff]
     # (A = X^T m-contiguous), K = B x L = 4,096
@@ -87,3 +99,36 @@ def test_f16_step_with_split_k_forced_matches_the_unsplit_step(device, monkeypat
         off += np.sum(~np.isclose(w1[k], w0[k], rtol=1e-2, atol=5e-4))
     assert off <= 1e-3 * sum(w.size for w in w0.values()), off
     assert any(not np.array_equal(w1[k], w0[k]) for k in w0)  # the split really ran
+
+
+def test_h200_like_f32_step_splits_weight_gradients_in_whole_waves(device, monkeypatch):
+    """The f32 step of the 23.7M config on the local device dressed as a GPU with 132 multiprocessors (the
+    H200's count) and 48 KiB of shared memory, nothing executed: the weight gradients on 256x128 tiles split
+    by variants.wave_split (one wave each), and the chunks that 4,096 tokens' 16s do not divide evenly run
+    one launch each on the planned tile, followed by one column sum."""
+    monkeypatch.delenv("EVERMIND_VK_MATMUL_SPLIT_K", raising=False)
+    monkeypatch.delenv("EVERMIND_VK_MATMUL_VARIANT", raising=False)
+    monkeypatch.setattr(device, "info", dataclasses.replace(
+        device.info, type="discrete_gpu", shared_memory=49152, subgroup_size=32, multiprocessors=132,
+        features={k: True for k in device.info.features}))
+    names, splits = [], []
+    monkeypatch.setattr(kernels, "dispatch", lambda v, tensors, push, groups, *rest: names.append((v.name, push)))
+    real = variants.matmul_split_k
+
+    def split_k(M, N, K, groups, *args, **kw):
+        s = real(M, N, K, groups, *args, **kw)
+        splits.append(((M, N, K), s))
+        return s
+    monkeypatch.setattr(variants, "matmul_split_k", split_k)
+    cfg = LMConfig(d_model=512, n_layers=8, n_heads=8, n_kv_heads=4, d_ff=1408, max_seq_len=256)
+    tr = Trainer(TransformerLM(cfg), precision="f32")
+    ids = np.random.default_rng(0).integers(0, cfg.vocab_size, 16 * 256 * 2 + 2)
+    record_one_step(tr, ids, 256, 16)
+    split = {p: s for p, s in splits if s > 1}
+    # gate+up [2 ff, d] on 44 tiles: 3 chunks (132 workgroups); down [d, ff] on 22: 6 (132); the forward of
+    # down and dX of gate+up (64 tiles, K 1,408 / 2,816): 2 (128); q/o [d, d] on 8 tiles: 16 (128)
+    assert split[(2816, 512, 4096)] == 3 and split[(512, 1408, 4096)] == 6, split
+    assert split[(4096, 512, 1408)] == 2 and split[(4096, 512, 2816)] == 2, split
+    uneven = [(n, p) for n, p in names if n == "matmul_f32_rb16x8_t256x128" and p["K"] in (1376, 1344, 688, 656)]
+    # per layer: gate+up's dW 1,376 1,376 1,344; down's 688 x 5 and 656
+    assert collections.Counter(p["K"] for _, p in uneven) == {1376: 16, 1344: 8, 688: 40, 656: 8}, uneven[:3]
