@@ -428,11 +428,10 @@ def split_ways(groups: int, K: int) -> int:
 # Split-K in whole waves (f32 tiles of BIG_TILE_AREA, one workgroup a multiprocessor, where the device says how
 # many it has: ci/patches/0010). A split product's time follows waves x chunk length: its S chunks of
 # ceil(K/S) (whole 16s) run ceil(groups x S / multiprocessors) waves. H200 (132), dW of the 23.7M LM, K = 4,096
-# tokens, chunk launches forced (round 9, .../round9-h200-split-waves.txt): 2816x512 on 44 tiles of 256x128,
-# 3 chunks (132 workgroups, one wave of 1,376) 0.322 ms against 8 (352: three waves of 512) 0.375 and 4 (176:
-# two of 1,024) 0.470; 512x1408 on 22 tiles, 6 chunks (one wave of 688) 0.178 ms against 16 (three of 256)
-# 0.213 and 8 (two of 512) 0.251. Chunks that K's 16s do not divide evenly run as separate launches
-# (ops.matmul.gemm_chunks), side by side.
+# tokens (bench/results/round9-h200-split-waves.txt, ratio to cuBLAS f32 in the same run): 2816x512 on 44 tiles
+# of 256x128, 3 chunks (132 workgroups, one wave of 1,376) 0.726 against 8 (three waves of 512) 0.627 and 4 (two
+# of 1,024) 0.581; 512x1408 on 22 tiles, 6 chunks (one wave of 688) 0.758 against 16 (three of 256) 0.624 and 3
+# 0.406. Chunks that K's 16s do not divide evenly run as separate launches (ops.matmul.gemm_chunks), side by side.
 WAVE_SPLIT_MAX = 16
 
 
