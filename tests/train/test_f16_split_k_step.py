@@ -12,15 +12,35 @@ from evermind_vk.runtime import kernels, variants
 from evermind_vk.train import Trainer
 
 
-def record_one_step(tr, ids, seq_len, batch_size):
-    """Record (and "run") one training step while kernels.dispatch only logs: the loss read back is whatever
-    the never-written buffer held, so the trainer's non-finite-loss check may fire after recording; only
-    that error is accepted."""
+def h200_like_step(device, monkeypatch, precision, multiprocessors=0):
+    """Record one training step of the 23.7M config (bench/train_bench.py's) on the local device dressed as a
+    discrete GPU with 48 KiB of shared memory, every feature and `multiprocessors`, while kernels.dispatch only
+    logs: returns the dispatches ((variant name, push constants) in order) and every matmul_split_k decision
+    (((M, N, K), S)). Nothing executes, so the loss read back is whatever the never-written buffer held and
+    the trainer's non-finite-loss check may fire after recording; only that error is accepted."""
+    monkeypatch.delenv("EVERMIND_VK_MATMUL_SPLIT_K", raising=False)
+    monkeypatch.delenv("EVERMIND_VK_MATMUL_VARIANT", raising=False)
+    monkeypatch.setattr(device, "info", dataclasses.replace(
+        device.info, type="discrete_gpu", shared_memory=49152, subgroup_size=32, multiprocessors=multiprocessors,
+        features={k: True for k in device.info.features}))
+    dispatches, splits = [], []
+    monkeypatch.setattr(kernels, "dispatch", lambda v, tensors, push, groups, *rest: dispatches.append((v.name, push)))
+    real = variants.matmul_split_k
+
+    def split_k(M, N, K, groups, *args, **kw):
+        s = real(M, N, K, groups, *args, **kw)
+        splits.append(((M, N, K), s))
+        return s
+    monkeypatch.setattr(variants, "matmul_split_k", split_k)
+    cfg = LMConfig(d_model=512, n_layers=8, n_heads=8, n_kv_heads=4, d_ff=1408, max_seq_len=256)
+    tr = Trainer(TransformerLM(cfg), precision=precision)
+    ids = np.random.default_rng(0).integers(0, cfg.vocab_size, 16 * 256 * 2 + 2)
     try:
-        tr.train(ids, epochs=1, seq_len=seq_len, batch_size=batch_size, max_steps=1)
+        tr.train(ids, epochs=1, seq_len=256, batch_size=16, max_steps=1)
     except EvermindError as e:
         if "loss became" not in str(e):
             raise
+    return dispatches, splits, cfg
 
 
 def test_h200_like_selection_splits_the_f16_weight_gradients(device, monkeypatch):
@@ -30,24 +50,8 @@ def test_h200_like_selection_splits_the_f16_weight_gradients(device, monkeypatch
     on 32-352 tiles of 64x64, or on 8-88 of 128x128: they split, 4-16 ways onto 128x128 cooperative-matrix
     tiles, f32 partials (c32) summed into the f16 gradient (colsum_cast). Every other product fills the
     device whole (or has a short K) and does not split."""
-    monkeypatch.delenv("EVERMIND_VK_MATMUL_SPLIT_K", raising=False)
-    monkeypatch.delenv("EVERMIND_VK_MATMUL_VARIANT", raising=False)
-    monkeypatch.setattr(device, "info", dataclasses.replace(
-        device.info, type="discrete_gpu", shared_memory=49152, subgroup_size=32,
-        features={k: True for k in device.info.features}))
-    names, splits = [], []
-    monkeypatch.setattr(kernels, "dispatch", lambda v, tensors, push, groups, *rest: names.append(v.name))
-    real = variants.matmul_split_k
-
-    def split_k(M, N, K, groups, *args, **kw):
-        s = real(M, N, K, groups, *args, **kw)
-        splits.append(((M, N, K), s))
-        return s
-    monkeypatch.setattr(variants, "matmul_split_k", split_k)
-    cfg = LMConfig(d_model=512, n_layers=8, n_heads=8, n_kv_heads=4, d_ff=1408, max_seq_len=256)
-    tr = Trainer(TransformerLM(cfg), precision="f16")
-    ids = np.random.default_rng(0).integers(0, cfg.vocab_size, 16 * 256 * 2 + 2)
-    record_one_step(tr, ids, 256, 16)
+    dispatches, splits, cfg = h200_like_step(device, monkeypatch, "f16")  # multiprocessors unknown
+    names = [n for n, _ in dispatches]
     split = {p: s for p, s in splits if s > 1}
     # dW of: the embedding's tied output projection [V=256, d], q/o [d, d], gate+up [2 ff, d], down [d, ff]
     # (A = X^T m-contiguous), K = B x L = 4,096
@@ -106,24 +110,7 @@ def test_h200_like_f32_step_splits_weight_gradients_in_whole_waves(device, monke
     H200's count) and 48 KiB of shared memory, nothing executed: the weight gradients on 256x128 tiles split
     by variants.wave_split (one wave each), and the chunks that 4,096 tokens' 16s do not divide evenly run
     one launch each on the planned tile, followed by one column sum."""
-    monkeypatch.delenv("EVERMIND_VK_MATMUL_SPLIT_K", raising=False)
-    monkeypatch.delenv("EVERMIND_VK_MATMUL_VARIANT", raising=False)
-    monkeypatch.setattr(device, "info", dataclasses.replace(
-        device.info, type="discrete_gpu", shared_memory=49152, subgroup_size=32, multiprocessors=132,
-        features={k: True for k in device.info.features}))
-    names, splits = [], []
-    monkeypatch.setattr(kernels, "dispatch", lambda v, tensors, push, groups, *rest: names.append((v.name, push)))
-    real = variants.matmul_split_k
-
-    def split_k(M, N, K, groups, *args, **kw):
-        s = real(M, N, K, groups, *args, **kw)
-        splits.append(((M, N, K), s))
-        return s
-    monkeypatch.setattr(variants, "matmul_split_k", split_k)
-    cfg = LMConfig(d_model=512, n_layers=8, n_heads=8, n_kv_heads=4, d_ff=1408, max_seq_len=256)
-    tr = Trainer(TransformerLM(cfg), precision="f32")
-    ids = np.random.default_rng(0).integers(0, cfg.vocab_size, 16 * 256 * 2 + 2)
-    record_one_step(tr, ids, 256, 16)
+    names, splits, _ = h200_like_step(device, monkeypatch, "f32", multiprocessors=132)
     split = {p: s for p, s in splits if s > 1}
     # gate+up [2 ff, d] on 44 tiles: 3 chunks (132 workgroups); down [d, ff] on 22: 6 (132); the forward of
     # down and dX of gate+up (64 tiles, K 1,408 / 2,816): 2 (128); q/o [d, d] on 8 tiles: 16 (128)
