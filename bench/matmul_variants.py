@@ -166,7 +166,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("sizes", type=int, nargs="*", default=[256])
     ap.add_argument("--dtype", choices=["f32", "f16"], action="append")
-    ap.add_argument("--only", default="", help="variants whose name contains this")
+    ap.add_argument("--only", default="", help="variants whose name contains this (or one of these, comma-separated)")
     ap.add_argument("--kinds", default="", help="comma-separated matmul kinds to force (tiled, v4, rb, cm); default all")
     ap.add_argument("--lm-shapes", action="store_true", help="the LM's linear-layer products instead of n^3")
     ap.add_argument("--rows", type=int, default=4096, help="M for --lm-shapes (batch x tokens)")
@@ -180,7 +180,7 @@ def main(argv=None):
     summary = []
     split_k = [int(x) for x in args.split_k.split(",") if x.strip()]
     for dtype in args.dtype or ["f32", "f16"]:
-        cands = [v for v in kernels.usable("matmul", dtype, dev) if args.only in v.name
+        cands = [v for v in kernels.usable("matmul", dtype, dev) if any(o in v.name for o in args.only.split(","))
                  and (not kinds or variants.matmul_kind(v.flags) in kinds)
                  and "c32" not in v.flags]  # C in f32: split-K's partials, reached through "auto"
         if args.lm_shapes:

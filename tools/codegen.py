@@ -147,7 +147,7 @@ VARIANTS = [
     # ... larger blocks, and tiles visited in groups of 8 tile rows (flag g8).
     *(matmul("f32", rm * wy, rn * wx, bk, wx, wy, [f"rb{rm}x{rn}", *g]) for (rm, rn, bk, wx, wy, g) in (
         (8, 8, 8, 16, 16, ["g8"]), (8, 16, 8, 16, 16, []), (16, 8, 8, 16, 16, []), (8, 4, 16, 16, 16, ["g8"]),
-        (16, 8, 8, 16, 16, ["g8"]), (16, 4, 16, 16, 16, []), (16, 8, 8, 8, 16, []))),
+        (16, 8, 8, 16, 16, ["g8"]), (16, 4, 16, 16, 16, []), (16, 8, 8, 8, 16, []), (8, 8, 16, 16, 16, []))),
     # Tensor cores (KHR cooperative matrices), f16, aligned shapes only; FMxFN 16x16 fragments per
     # subgroup on WMxWN subgroups (flag wWMxWN, 2x2 without one).
     *(matmul("f16", 16 * fm * wm, 16 * fn * wn, bk, 32 * wm * wn, 1,

@@ -259,13 +259,13 @@ def matmul_launch_errors(kind: str, spec: dict, M: int, N: int, K: int, lay: Lay
     return errs
 
 
-# GPUs (NVIDIA H200, round 5: bench/results/round5-h200-matmul-lm.txt): among register-block tiles of equal area
-# the 256x64 tile with BK 16 (rb16x4: 64 outputs a thread) comes first. Where it and 128x128 (rb8x8, BK 8) both
-# fill the device it won on every M = 4096 product but one: 0.788 vs 0.745 of cuBLAS (4096x512x512), 0.684 vs
-# 0.662 (dX 4096x512x512), 0.669 vs 0.653 (4096x512x256), 0.702 vs 0.590 (4096x1408x512); 0.646 vs 0.698 on
-# 4096x2816x512, where 256x128 (0.744) is taken anyway. The 256x64 tile with BK 8 (rb16x8 on 128 threads) is not
-# meant: it lost to 128x128 (0.62 vs 0.74, round 3).
-GPU_FIRST_AMONG_EQUALS = {(256, 64, 16)}
+# GPUs: among register-block tiles of equal area one comes first. Round 5 (NVIDIA H200,
+# bench/results/round5-h200-matmul-lm.txt) it was 256x64 with BK 16 (rb16x4: 64 outputs a thread), ahead of 128x128
+# with BK 8 (0.788 vs 0.745 of cuBLAS on 4096x512x512, 0.684 vs 0.662 on its dX, 0.702 vs 0.590 on 4096x1408x512).
+# Round 10 (bench/results/round10-h200-rb-tiles.txt) 128x128 with BK 16 beat both wherever 256x64 was taken:
+# 0.836 vs 0.798 (fwd 4096x512x512), 0.737 vs 0.702 (its dX), 0.718 vs 0.688 (dX 4096x512x256), 0.757 vs
+# 0.724 (dX 4096x1408x512). (256x64 with BK 8, rb16x8 on 128 threads, lost to 128x128: 0.62 vs 0.74, round 3.)
+GPU_FIRST_AMONG_EQUALS = {(128, 128, 16)}
 # Tiles of 32,768 outputs (256x128, 128x256: 128 a thread, one workgroup a multiprocessor) run in whole waves or
 # not at all: one wave (up to 5% over the 128 workgroups that fill a GPU) or at least two. At 176 workgroups
 # (4096x1408x512: a second wave a third full) 256x128 made 0.617 of cuBLAS against 0.702 for 256x64 at 352; at

@@ -268,7 +268,7 @@ def test_split_k_takes_the_largest_tile_that_split_fills_the_device():
     assert pick_split(512, 512, 4096, dw).spec["BM"] == 256  # 8 tiles, split 16 ways
     assert pick("f32", 512, 512, 4096, gpu, dw).spec["BM"] == 64  # no split: the smallest tile
     assert pick_split(4096, 4096, 4096, ALIGNED).name == "matmul_f32_rb16x8_t256x128"  # enough tiles whole
-    assert pick_split(4096, 512, 256, ALIGNED).name == "matmul_f32_rb16x4_t256x64k16"  # K too short to split
+    assert pick_split(4096, 512, 256, ALIGNED).name == "matmul_f32_rb8x8_t128x128k16"  # K too short to split
 
 
 def test_f16_split_k_takes_the_first_cm_tile_that_split_fills_the_device():
@@ -308,22 +308,25 @@ def test_cm_few_workgroups_take_the_deeper_k_row(M, N, K, batch, want):
 
 
 def test_tile_preference_orders_area_then_squareness():
-    tiles = [(128, 128, 8), (256, 64, 16), (256, 64, 8), (256, 128, 8), (128, 256, 8), (128, 64, 16)]
+    tiles = [(128, 128, 8), (256, 64, 16), (256, 64, 8), (256, 128, 8), (128, 256, 8), (128, 64, 16), (128, 128, 16)]
     order = sorted(tiles, key=variants.tile_preference, reverse=True)
-    assert order == [(256, 128, 8), (128, 256, 8), (128, 128, 8), (256, 64, 8), (256, 64, 16), (128, 64, 16)]
+    assert order == [(256, 128, 8), (128, 256, 8), (128, 128, 8), (128, 128, 16), (256, 64, 8), (256, 64, 16),
+                     (128, 64, 16)]
     gpu = sorted(tiles, key=lambda t: variants.tile_preference(t, True), reverse=True)  # measured on the H200
-    assert gpu == [(256, 128, 8), (128, 256, 8), (256, 64, 16), (128, 128, 8), (256, 64, 8), (128, 64, 16)]
+    assert gpu == [(256, 128, 8), (128, 256, 8), (128, 128, 16), (128, 128, 8), (256, 64, 8), (256, 64, 16),
+                   (128, 64, 16)]
 
 
 @pytest.mark.parametrize("M, N, K, tile", [
     (4096, 2816, 512, (256, 128, 8)),   # 352 workgroups: the big tile fills the device twice
-    (4096, 1408, 512, (256, 64, 16)),   # 176 of 256x128 are too few for it; 352 of 256x64
-    (4096, 512, 512, (256, 64, 16)),    # 128 either way: 256x64 before 128x128
+    (4096, 1408, 512, (128, 128, 16)),  # 176 of 256x128 are too few for it; 352 of 128x128
+    (4096, 512, 512, (128, 128, 16)),   # 128 either way: 128x128 with BK 16 before 256x64 and BK 8
     (4096, 256, 512, (128, 64, 16)),    # 64 of the 16,384-output tiles: the next size
     (512, 8192, 256, (256, 128, 8)),    # 128: one whole wave of the big tile
 ])
 def test_gpu_tiles_for_the_lm_products(M, N, K, tile):
-    rb = [(128, 128, 8), (128, 64, 16), (64, 64, 16), (256, 128, 8), (128, 256, 8), (256, 64, 16), (256, 64, 8)]
+    rb = [(128, 128, 8), (128, 64, 16), (64, 64, 16), (256, 128, 8), (128, 256, 8), (256, 64, 16), (256, 64, 8),
+          (128, 128, 16)]
     assert variants.matmul_tile(M, N, K, rb, 49152, "discrete_gpu", buffers=2) == tile
 
 
