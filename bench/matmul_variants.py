@@ -106,7 +106,7 @@ def layout(m, n, k, ta, tb):
     return variants.Layout((1, m) if ta else (k, 1), (1, k) if tb else (n, 1), (n, 1))
 
 
-def run_case(label, m, n, k, ta, tb, a_shape, b_shape, dtype, cands, dev, rng, summary, split_k=()):
+def run_case(label, m, n, k, ta, tb, a_shape, b_shape, dtype, cands, dev, rng, summary, split_k=(), forced_split=""):
     npd = np.float16 if dtype == "f16" else np.float32
     a = rng.standard_normal(a_shape).astype(npd)
     b = rng.standard_normal(b_shape).astype(npd)
@@ -121,7 +121,7 @@ def run_case(label, m, n, k, ta, tb, a_shape, b_shape, dtype, cands, dev, rng, s
     C = ev.empty((m, n), dtype)
     lay = layout(m, n, k, ta, tb)
     rows = [("auto", "", ""), ("auto (no split-K)", "", "0")] + [(f"auto (split-K {s})", "", str(s)) for s in split_k]
-    rows += [(v.name, v.name, "") for v in cands
+    rows += [(v.name + (f" split {forced_split}" if forced_split else ""), v.name, forced_split) for v in cands
              if not variants.matmul_launch_errors(variants.matmul_kind(v.flags), v.spec, m, n, k, lay)]
     best = None
     for name, forced, split in rows:
@@ -170,6 +170,8 @@ def main(argv=None):
     ap.add_argument("--kinds", default="", help="comma-separated matmul kinds to force (tiled, v4, rb, cm); default all")
     ap.add_argument("--lm-shapes", action="store_true", help="the LM's linear-layer products instead of n^3")
     ap.add_argument("--rows", type=int, default=4096, help="M for --lm-shapes (batch x tokens)")
+    ap.add_argument("--forced-split", default="", help="chunk count the forced variants run split-K with "
+                    "(EVERMIND_VK_MATMUL_SPLIT_K for their rows; default: the selector's split)")
     ap.add_argument("--split-k", default="", help="comma-separated chunk counts to time the selector's pick "
                     "split that many ways too (EVERMIND_VK_MATMUL_SPLIT_K=n; where K allows), e.g. 2,4,8,16")
     args = ap.parse_args(argv)
@@ -186,10 +188,12 @@ def main(argv=None):
         if args.lm_shapes:
             for K, N in LM_LAYERS:
                 for case in lm_products(args.rows, K, N):
-                    run_case(f"{case[0]} K={K} N={N}", *case[1:], dtype, cands, dev, rng, summary, split_k)
+                    run_case(f"{case[0]} K={K} N={N}", *case[1:], dtype, cands, dev, rng, summary, split_k,
+                             args.forced_split)
         else:
             for n in args.sizes:
-                run_case(f"n={n}", n, n, n, False, False, (n, n), (n, n), dtype, cands, dev, rng, summary, split_k)
+                run_case(f"n={n}", n, n, n, False, False, (n, n), (n, n), dtype, cands, dev, rng, summary, split_k,
+                         args.forced_split)
     print("\n# summary: ratio to torch of the selector's pick (auto), of the pick with split-K off "
           "(EVERMIND_VK_MATMUL_SPLIT_K=0) and of the best forced variant (split where auto splits)")
     for label, dtype, auto, nosplit, bname, bratio in summary:
