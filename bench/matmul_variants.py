@@ -10,7 +10,7 @@ run when torch is importable (cuBLAS with TF32 off on a CUDA host; f16 inputs fo
 "auto" is the selector's pick with split-K where it applies (the dW products of --lm-shapes on a GPU:
 f32 and f16), "auto (no split-K)" the pick with EVERMIND_VK_MATMUL_SPLIT_K=0; the summary lists both.
 
-Square sizes n: C[n,n] = A[n,n] . B[n,n]. --lm-shapes: for each linear layer (K in, N out) of the
+Square sizes n: C[n,n] = A[n,n] . B[n,n] (--layouts nt etc.: B or A stored transposed). --lm-shapes: for each linear layer (K in, N out) of the
 23.7M LM (d 512, ff 1408, vocab 256) with M = batch x tokens = 4096 rows, the three products of a
 training step, on the layouts our autodiff runs: fwd Y = X . W^T (W stored [N, K]), dX = dY . W,
 dW = dY^T . X. Each time is the median of 3 runs of a recorded program of `reps` launches (enough
@@ -168,6 +168,8 @@ def main(argv=None):
     ap.add_argument("--dtype", choices=["f32", "f16"], action="append")
     ap.add_argument("--only", default="", help="variants whose name contains this (or one of these, comma-separated)")
     ap.add_argument("--kinds", default="", help="comma-separated matmul kinds to force (tiled, v4, rb, cm); default all")
+    ap.add_argument("--layouts", default="nn", help="square sizes: comma-separated operand layouts, n (as is) or "
+                    "t (transposed) for A then B, e.g. nn,nt (nt: B stored [N, K], k-contiguous)")
     ap.add_argument("--lm-shapes", action="store_true", help="the LM's linear-layer products instead of n^3")
     ap.add_argument("--rows", type=int, default=4096, help="M for --lm-shapes (batch x tokens)")
     ap.add_argument("--forced-split", default="", help="chunk count the forced variants run split-K with "
@@ -192,8 +194,10 @@ def main(argv=None):
                              args.forced_split)
         else:
             for n in args.sizes:
-                run_case(f"n={n}", n, n, n, False, False, (n, n), (n, n), dtype, cands, dev, rng, summary, split_k,
-                         args.forced_split)
+                for lay in args.layouts.split(","):
+                    ta, tb = lay[0] == "t", lay[1] == "t"
+                    run_case(f"n={n} {lay}", n, n, n, ta, tb, (n, n), (n, n), dtype, cands, dev, rng, summary, split_k,
+                             args.forced_split)
     print("\n# summary: ratio to torch of the selector's pick (auto), of the pick with split-K off "
           "(EVERMIND_VK_MATMUL_SPLIT_K=0) and of the best forced variant (split where auto splits)")
     for label, dtype, auto, nosplit, bname, bratio in summary:

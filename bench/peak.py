@@ -5,6 +5,8 @@
         kernels' instruction: matmul_rb reaches at most this rate)
   mma   16x16x16 cooperative-matrix multiply-adds, f16 A/B and f32 accumulators, FM x FN independent
         accumulators per subgroup (the matmul_cm kernels' instruction and fragment grid)
+  smem  the same multiply-adds with every fragment loaded from shared memory each time (SMEM_CASES: the
+        cm kernels' feeding without global loads)
 
 No memory traffic inside the loops, so each rate is what the ALUs / tensor cores give through this
 driver and compiler; a matmul kernel's rate over it is that kernel's efficiency. With --torch the same
@@ -83,9 +85,68 @@ void main() {{
 """
 
 
+# Fragments from shared memory: the matmul_cm kernels' feeding without global loads. 8 subgroups on a 2x4 grid
+# of a 128x128 tile, each FM x FN fragments (64x32 for 4x2, as cm_rb4x2_w2x4), fragments loaded from shared
+# rows padded by 8 halves as the kernels do (A: 128 rows of 32 + 8 halves; B: 32 k-rows of 128 + 8, or with
+# bcol 128 n-rows of 32 + 8, read column-major), alternating between two 16-wide k slices so the loads stay in
+# the loop. elem: the shared array's element type (uvec4 as the kernels, or float16_t). bar: a barrier() every
+# iteration (the kernels have one or two per 16-wide k step).
+SMEM_CASES = [("uvec4", False, False), ("float16_t", False, False), ("uvec4", True, False), ("uvec4", False, True)]
+
+
+def smem_glsl(elem: str, bcol: bool, bar: bool, fm: int = 4, fn: int = 2) -> str:
+    cm = "coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>"
+    u = 8 if elem == "uvec4" else 1  # halves per array element
+    pa, pb = 40, (40 if bcol else 136)  # row strides in halves
+    lines = [f"coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> a{i}; "
+             f"coopMatLoad(a{i}, As, ((wm0 + {16 * i}) * {pa} + kk) / {u}, {pa // u}, gl_CooperativeMatrixLayoutRowMajor);"
+             for i in range(fm)]
+    for j in range(fn):
+        off = f"((wn0 + {16 * j}) * {pb} + kk) / {u}" if bcol else f"(kk * {pb} + wn0 + {16 * j}) / {u}"
+        lay = "ColumnMajor" if bcol else "RowMajor"
+        lines.append(f"coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB> b{j}; "
+                     f"coopMatLoad(b{j}, Bs, {off}, {pb // u}, gl_CooperativeMatrixLayout{lay});")
+    acc = [(i, j) for i in range(fm) for j in range(fn)]
+    init = " ".join(f"{cm} c{i}_{j} = {cm}(0.0);" for i, j in acc)
+    step = "\n        ".join(lines + [f"c{i}_{j} = coopMatMulAdd(a{i}, b{j}, c{i}_{j});" for i, j in acc])
+    store = "\n    ".join(f"coopMatStore(c{i}_{j}, o, (sg * {fm * fn} + {k}) * 256, 16, gl_CooperativeMatrixLayoutRowMajor);"
+                          for k, (i, j) in enumerate(acc))
+    zero = "uvec4(0x1400)" if elem == "uvec4" else "float16_t(0.001)"
+    na, nb = 128 * pa // u, (128 * pb if bcol else 32 * pb) // u
+    return f"""#version 450
+#extension GL_KHR_cooperative_matrix : require
+#extension GL_KHR_memory_scope_semantics : require
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+layout(local_size_x = {WG}) in;
+layout(std430, binding = 0) writeonly buffer Out {{ float o[]; }};
+layout(push_constant) uniform P {{ uint iters; }} p;
+shared {elem} As[{na}];
+shared {elem} Bs[{nb}];
+void main() {{
+    const uint sg = gl_WorkGroupID.x * {WG // 32} + gl_SubgroupID;
+    const uint wm0 = (gl_SubgroupID / 4) * 64, wn0 = (gl_SubgroupID % 4) * 32;
+    for (uint i = gl_LocalInvocationID.x; i < {na}; i += {WG}) As[i] = {zero};
+    for (uint i = gl_LocalInvocationID.x; i < {nb}; i += {WG}) Bs[i] = {zero};
+    barrier();
+    {init}
+    for (uint t = 0; t < p.iters; ++t) {{
+        const uint kk = (t & 1) * 16;
+        {step}{chr(10) + "        barrier();" if bar else ""}
+    }}
+    {store}
+}}
+"""
+
+
+def smem_name(elem: str, bcol: bool, bar: bool) -> str:
+    return f"smem_4x2_{'u4' if elem == 'uvec4' else 'h'}{'_bcol' if bcol else ''}{'_bar' if bar else ''}"
+
+
 def shaders() -> dict:
     out = {"fma": fma_glsl()}
     out.update({f"mma_{fm}x{fn}": mma_glsl(fm, fn) for fm, fn in MMA_GRIDS})
+    out.update({smem_name(*c): smem_glsl(*c) for c in SMEM_CASES})
     return out
 
 
@@ -157,6 +218,13 @@ def main(argv=None) -> int:
             flop = groups * (WG // 32) * mma_iters * fm * fn * 2.0 * 16 ** 3
             rates[name] = timed_rate(mgr, kp, algo, flop, args.reps)
             print(f"{name}  16x16x16 f16->f32 MMA       {rates[name] / 1e12:9.2f} TFLOP/s")
+        for case in SMEM_CASES:
+            name = smem_name(*case)
+            o = mgr.tensor_t(np.zeros(groups * (WG // 32) * 8 * 256, dtype=np.float32), kp.TensorTypes.device)
+            algo = mgr.algorithm([o], (SPV / f"{name}.spv").read_bytes(), [groups, 1, 1],
+                                 np.zeros(1, dtype=np.uint32), np.array([mma_iters], dtype=np.uint32))
+            rates[name] = timed_rate(mgr, kp, algo, groups * (WG // 32) * mma_iters * 8 * 2.0 * 16 ** 3, args.reps)
+            print(f"{name:22s} fragments from shared  {rates[name] / 1e12:9.2f} TFLOP/s")
     else:
         print("mma: this device has no cooperative matrices")
     if args.torch:
