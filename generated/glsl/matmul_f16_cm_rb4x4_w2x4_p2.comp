@@ -69,6 +69,7 @@ layout(std430, binding = 0) readonly buffer Buf_a4 { uvec4 a4[]; };
 layout(std430, binding = 1) readonly buffer Buf_b4 { uvec4 b4[]; };
 
 
+
 void main() {
     const uint tid = gl_LocalInvocationID.y * WG_X + gl_LocalInvocationID.x;
     const uint sg = gl_SubgroupID;
@@ -79,7 +80,6 @@ void main() {
     const uint aoff = p.aoff + z1_ * p.sao + z2_ * p.sab;
     const uint boff = p.boff + z1_ * p.sbo + (z2_ / p.bdiv) * p.sbb;
     const uint coff = p.coff + z1_ * p.sco + z2_ * p.scb;
-    const bool am = p.sak != 1, bn = p.sbn == 1;
     uvec4 ra0_0 = uvec4(0), rb0_0 = uvec4(0);
     uvec4 ra0_1 = uvec4(0), rb0_1 = uvec4(0);
     uvec4 ra0_2 = uvec4(0), rb0_2 = uvec4(0);
@@ -134,9 +134,14 @@ void main() {
     if (p.tri == 1u) ke = m0 + BM > p.kd ? min(nk_, (m0 + BM - p.kd + BK - 1) / BK) : 0u;
     if (p.tri == 2u) kb = m0 > p.kd ? min((m0 - p.kd) / BK, nk_) : 0u;
     if (p.tri == 3u && n0 >= m0 + BM) ke = 0u;
-    // Flag p2: two register sets; tile t + 1 is loaded in step t and stored at the end of step t + 1,
-    // so each load has two tiles' multiplications to arrive in. Steps go in pairs (set 0, set 1).
-    if (kb < ke)         {
+    // The operands' layouts pick one of four copies of the k loop, each with its layouts as constants (a layout
+    // test inside the loop: bench/results/round10-h200-layout-loops.txt).
+    if (p.sak != 1) {
+        if (p.sbn == 1)         {
+            const bool am = true, bn = true;
+            // Flag p2: two register sets; tile t + 1 is loaded in step t and stored at the end of step t + 1,
+            // so each load has two tiles' multiplications to arrive in. Steps go in pairs (set 0, set 1).
+            if (kb < ke)         {
             const uint k0 = (kb) * BK;
             if (0 < LA) {
                 uint q = tid + 0 * NT;
@@ -220,8 +225,8 @@ void main() {
             }
         }
 
-    for (uint t = kb; t <= ke; t += 2) {
-        if (t + 1 < ke)         {
+            for (uint t = kb; t <= ke; t += 2) {
+                if (t + 1 < ke)         {
             const uint k0 = (t + 1) * BK;
             if (0 < LA) {
                 uint q = tid + 0 * NT;
@@ -305,7 +310,7 @@ void main() {
             }
         }
 
-        if (t > kb)         {
+                if (t > kb)         {
             const uint sa = ((t - 1) & 1) * SA, sb = ((t - 1) & 1) * SB;
             [[unroll]] for (uint kk = 0; kk < BK; kk += 16) {
                 coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> a0;
@@ -351,7 +356,7 @@ void main() {
             }
         }
 
-        if (t < ke)         {
+                if (t < ke)         {
             const uint sa = ((t) & 1) * SA, sb = ((t) & 1) * SB;
             if (0 < LA) {
                 uint q = tid + 0 * NT;
@@ -419,9 +424,9 @@ void main() {
             }
         }
 
-        barrier();
-        if (t + 1 <= ke) {
-            if (t + 2 < ke)         {
+                barrier();
+                if (t + 1 <= ke) {
+                    if (t + 2 < ke)         {
             const uint k0 = (t + 2) * BK;
             if (0 < LA) {
                 uint q = tid + 0 * NT;
@@ -505,7 +510,7 @@ void main() {
             }
         }
 
-                    {
+                            {
             const uint sa = ((t) & 1) * SA, sb = ((t) & 1) * SB;
             [[unroll]] for (uint kk = 0; kk < BK; kk += 16) {
                 coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> a0;
@@ -551,7 +556,7 @@ void main() {
             }
         }
 
-            if (t + 1 < ke)         {
+                    if (t + 1 < ke)         {
             const uint sa = ((t + 1) & 1) * SA, sb = ((t + 1) & 1) * SB;
             if (0 < LA) {
                 uint q = tid + 0 * NT;
@@ -619,7 +624,1483 @@ void main() {
             }
         }
 
-            barrier();
+                    barrier();
+                }
+            }
+        }
+        else         {
+            const bool am = true, bn = false;
+            // Flag p2: two register sets; tile t + 1 is loaded in step t and stored at the end of step t + 1,
+            // so each load has two tiles' multiplications to arrive in. Steps go in pairs (set 0, set 1).
+            if (kb < ke)         {
+            const uint k0 = (kb) * BK;
+            if (0 < LA) {
+                uint q = tid + 0 * NT;
+                ra0_0 = am ? a4[(aoff + (k0 + q / (BM / 8)) * p.sak + m0 + (q % (BM / 8)) * 8) / 8]
+                               : a4[(aoff + (m0 + q / (BK / 8)) * p.sam + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (0 < LB) {
+                uint q = tid + 0 * NT;
+                rb0_0 = bn ? b4[(boff + (k0 + q / (BN / 8)) * p.sbk + n0 + (q % (BN / 8)) * 8) / 8]
+                               : b4[(boff + (n0 + q / (BK / 8)) * p.sbn + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (1 < LA) {
+                uint q = tid + 1 * NT;
+                ra0_1 = am ? a4[(aoff + (k0 + q / (BM / 8)) * p.sak + m0 + (q % (BM / 8)) * 8) / 8]
+                               : a4[(aoff + (m0 + q / (BK / 8)) * p.sam + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (1 < LB) {
+                uint q = tid + 1 * NT;
+                rb0_1 = bn ? b4[(boff + (k0 + q / (BN / 8)) * p.sbk + n0 + (q % (BN / 8)) * 8) / 8]
+                               : b4[(boff + (n0 + q / (BK / 8)) * p.sbn + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (2 < LA) {
+                uint q = tid + 2 * NT;
+                ra0_2 = am ? a4[(aoff + (k0 + q / (BM / 8)) * p.sak + m0 + (q % (BM / 8)) * 8) / 8]
+                               : a4[(aoff + (m0 + q / (BK / 8)) * p.sam + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (2 < LB) {
+                uint q = tid + 2 * NT;
+                rb0_2 = bn ? b4[(boff + (k0 + q / (BN / 8)) * p.sbk + n0 + (q % (BN / 8)) * 8) / 8]
+                               : b4[(boff + (n0 + q / (BK / 8)) * p.sbn + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (3 < LA) {
+                uint q = tid + 3 * NT;
+                ra0_3 = am ? a4[(aoff + (k0 + q / (BM / 8)) * p.sak + m0 + (q % (BM / 8)) * 8) / 8]
+                               : a4[(aoff + (m0 + q / (BK / 8)) * p.sam + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (3 < LB) {
+                uint q = tid + 3 * NT;
+                rb0_3 = bn ? b4[(boff + (k0 + q / (BN / 8)) * p.sbk + n0 + (q % (BN / 8)) * 8) / 8]
+                               : b4[(boff + (n0 + q / (BK / 8)) * p.sbn + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (4 < LA) {
+                uint q = tid + 4 * NT;
+                ra0_4 = am ? a4[(aoff + (k0 + q / (BM / 8)) * p.sak + m0 + (q % (BM / 8)) * 8) / 8]
+                               : a4[(aoff + (m0 + q / (BK / 8)) * p.sam + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (4 < LB) {
+                uint q = tid + 4 * NT;
+                rb0_4 = bn ? b4[(boff + (k0 + q / (BN / 8)) * p.sbk + n0 + (q % (BN / 8)) * 8) / 8]
+                               : b4[(boff + (n0 + q / (BK / 8)) * p.sbn + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (5 < LA) {
+                uint q = tid + 5 * NT;
+                ra0_5 = am ? a4[(aoff + (k0 + q / (BM / 8)) * p.sak + m0 + (q % (BM / 8)) * 8) / 8]
+                               : a4[(aoff + (m0 + q / (BK / 8)) * p.sam + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (5 < LB) {
+                uint q = tid + 5 * NT;
+                rb0_5 = bn ? b4[(boff + (k0 + q / (BN / 8)) * p.sbk + n0 + (q % (BN / 8)) * 8) / 8]
+                               : b4[(boff + (n0 + q / (BK / 8)) * p.sbn + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (6 < LA) {
+                uint q = tid + 6 * NT;
+                ra0_6 = am ? a4[(aoff + (k0 + q / (BM / 8)) * p.sak + m0 + (q % (BM / 8)) * 8) / 8]
+                               : a4[(aoff + (m0 + q / (BK / 8)) * p.sam + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (6 < LB) {
+                uint q = tid + 6 * NT;
+                rb0_6 = bn ? b4[(boff + (k0 + q / (BN / 8)) * p.sbk + n0 + (q % (BN / 8)) * 8) / 8]
+                               : b4[(boff + (n0 + q / (BK / 8)) * p.sbn + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (7 < LA) {
+                uint q = tid + 7 * NT;
+                ra0_7 = am ? a4[(aoff + (k0 + q / (BM / 8)) * p.sak + m0 + (q % (BM / 8)) * 8) / 8]
+                               : a4[(aoff + (m0 + q / (BK / 8)) * p.sam + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (7 < LB) {
+                uint q = tid + 7 * NT;
+                rb0_7 = bn ? b4[(boff + (k0 + q / (BN / 8)) * p.sbk + n0 + (q % (BN / 8)) * 8) / 8]
+                               : b4[(boff + (n0 + q / (BK / 8)) * p.sbn + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+        }
+
+            for (uint t = kb; t <= ke; t += 2) {
+                if (t + 1 < ke)         {
+            const uint k0 = (t + 1) * BK;
+            if (0 < LA) {
+                uint q = tid + 0 * NT;
+                ra1_0 = am ? a4[(aoff + (k0 + q / (BM / 8)) * p.sak + m0 + (q % (BM / 8)) * 8) / 8]
+                               : a4[(aoff + (m0 + q / (BK / 8)) * p.sam + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (0 < LB) {
+                uint q = tid + 0 * NT;
+                rb1_0 = bn ? b4[(boff + (k0 + q / (BN / 8)) * p.sbk + n0 + (q % (BN / 8)) * 8) / 8]
+                               : b4[(boff + (n0 + q / (BK / 8)) * p.sbn + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (1 < LA) {
+                uint q = tid + 1 * NT;
+                ra1_1 = am ? a4[(aoff + (k0 + q / (BM / 8)) * p.sak + m0 + (q % (BM / 8)) * 8) / 8]
+                               : a4[(aoff + (m0 + q / (BK / 8)) * p.sam + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (1 < LB) {
+                uint q = tid + 1 * NT;
+                rb1_1 = bn ? b4[(boff + (k0 + q / (BN / 8)) * p.sbk + n0 + (q % (BN / 8)) * 8) / 8]
+                               : b4[(boff + (n0 + q / (BK / 8)) * p.sbn + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (2 < LA) {
+                uint q = tid + 2 * NT;
+                ra1_2 = am ? a4[(aoff + (k0 + q / (BM / 8)) * p.sak + m0 + (q % (BM / 8)) * 8) / 8]
+                               : a4[(aoff + (m0 + q / (BK / 8)) * p.sam + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (2 < LB) {
+                uint q = tid + 2 * NT;
+                rb1_2 = bn ? b4[(boff + (k0 + q / (BN / 8)) * p.sbk + n0 + (q % (BN / 8)) * 8) / 8]
+                               : b4[(boff + (n0 + q / (BK / 8)) * p.sbn + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (3 < LA) {
+                uint q = tid + 3 * NT;
+                ra1_3 = am ? a4[(aoff + (k0 + q / (BM / 8)) * p.sak + m0 + (q % (BM / 8)) * 8) / 8]
+                               : a4[(aoff + (m0 + q / (BK / 8)) * p.sam + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (3 < LB) {
+                uint q = tid + 3 * NT;
+                rb1_3 = bn ? b4[(boff + (k0 + q / (BN / 8)) * p.sbk + n0 + (q % (BN / 8)) * 8) / 8]
+                               : b4[(boff + (n0 + q / (BK / 8)) * p.sbn + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (4 < LA) {
+                uint q = tid + 4 * NT;
+                ra1_4 = am ? a4[(aoff + (k0 + q / (BM / 8)) * p.sak + m0 + (q % (BM / 8)) * 8) / 8]
+                               : a4[(aoff + (m0 + q / (BK / 8)) * p.sam + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (4 < LB) {
+                uint q = tid + 4 * NT;
+                rb1_4 = bn ? b4[(boff + (k0 + q / (BN / 8)) * p.sbk + n0 + (q % (BN / 8)) * 8) / 8]
+                               : b4[(boff + (n0 + q / (BK / 8)) * p.sbn + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (5 < LA) {
+                uint q = tid + 5 * NT;
+                ra1_5 = am ? a4[(aoff + (k0 + q / (BM / 8)) * p.sak + m0 + (q % (BM / 8)) * 8) / 8]
+                               : a4[(aoff + (m0 + q / (BK / 8)) * p.sam + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (5 < LB) {
+                uint q = tid + 5 * NT;
+                rb1_5 = bn ? b4[(boff + (k0 + q / (BN / 8)) * p.sbk + n0 + (q % (BN / 8)) * 8) / 8]
+                               : b4[(boff + (n0 + q / (BK / 8)) * p.sbn + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (6 < LA) {
+                uint q = tid + 6 * NT;
+                ra1_6 = am ? a4[(aoff + (k0 + q / (BM / 8)) * p.sak + m0 + (q % (BM / 8)) * 8) / 8]
+                               : a4[(aoff + (m0 + q / (BK / 8)) * p.sam + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (6 < LB) {
+                uint q = tid + 6 * NT;
+                rb1_6 = bn ? b4[(boff + (k0 + q / (BN / 8)) * p.sbk + n0 + (q % (BN / 8)) * 8) / 8]
+                               : b4[(boff + (n0 + q / (BK / 8)) * p.sbn + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (7 < LA) {
+                uint q = tid + 7 * NT;
+                ra1_7 = am ? a4[(aoff + (k0 + q / (BM / 8)) * p.sak + m0 + (q % (BM / 8)) * 8) / 8]
+                               : a4[(aoff + (m0 + q / (BK / 8)) * p.sam + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (7 < LB) {
+                uint q = tid + 7 * NT;
+                rb1_7 = bn ? b4[(boff + (k0 + q / (BN / 8)) * p.sbk + n0 + (q % (BN / 8)) * 8) / 8]
+                               : b4[(boff + (n0 + q / (BK / 8)) * p.sbn + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+        }
+
+                if (t > kb)         {
+            const uint sa = ((t - 1) & 1) * SA, sb = ((t - 1) & 1) * SB;
+            [[unroll]] for (uint kk = 0; kk < BK; kk += 16) {
+                coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> a0;
+                if (am) coopMatLoad(a0, As, sa + (kk * PAT + wm0 + 0) / 8, PAT / 8, gl_CooperativeMatrixLayoutColumnMajor);
+                else coopMatLoad(a0, As, sa + ((wm0 + 0) * PA + kk) / 8, PA / 8, gl_CooperativeMatrixLayoutRowMajor);
+                coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> a1;
+                if (am) coopMatLoad(a1, As, sa + (kk * PAT + wm0 + 16) / 8, PAT / 8, gl_CooperativeMatrixLayoutColumnMajor);
+                else coopMatLoad(a1, As, sa + ((wm0 + 16) * PA + kk) / 8, PA / 8, gl_CooperativeMatrixLayoutRowMajor);
+                coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> a2;
+                if (am) coopMatLoad(a2, As, sa + (kk * PAT + wm0 + 32) / 8, PAT / 8, gl_CooperativeMatrixLayoutColumnMajor);
+                else coopMatLoad(a2, As, sa + ((wm0 + 32) * PA + kk) / 8, PA / 8, gl_CooperativeMatrixLayoutRowMajor);
+                coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> a3;
+                if (am) coopMatLoad(a3, As, sa + (kk * PAT + wm0 + 48) / 8, PAT / 8, gl_CooperativeMatrixLayoutColumnMajor);
+                else coopMatLoad(a3, As, sa + ((wm0 + 48) * PA + kk) / 8, PA / 8, gl_CooperativeMatrixLayoutRowMajor);
+                coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB> b0;
+                if (bn) coopMatLoad(b0, Bs, sb + (kk * PB + wn0 + 0) / 8, PB / 8, gl_CooperativeMatrixLayoutRowMajor);
+                else coopMatLoad(b0, Bs, sb + ((wn0 + 0) * PT + kk) / 8, PT / 8, gl_CooperativeMatrixLayoutColumnMajor);
+                coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB> b1;
+                if (bn) coopMatLoad(b1, Bs, sb + (kk * PB + wn0 + 16) / 8, PB / 8, gl_CooperativeMatrixLayoutRowMajor);
+                else coopMatLoad(b1, Bs, sb + ((wn0 + 16) * PT + kk) / 8, PT / 8, gl_CooperativeMatrixLayoutColumnMajor);
+                coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB> b2;
+                if (bn) coopMatLoad(b2, Bs, sb + (kk * PB + wn0 + 32) / 8, PB / 8, gl_CooperativeMatrixLayoutRowMajor);
+                else coopMatLoad(b2, Bs, sb + ((wn0 + 32) * PT + kk) / 8, PT / 8, gl_CooperativeMatrixLayoutColumnMajor);
+                coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB> b3;
+                if (bn) coopMatLoad(b3, Bs, sb + (kk * PB + wn0 + 48) / 8, PB / 8, gl_CooperativeMatrixLayoutRowMajor);
+                else coopMatLoad(b3, Bs, sb + ((wn0 + 48) * PT + kk) / 8, PT / 8, gl_CooperativeMatrixLayoutColumnMajor);
+                c0_0 = coopMatMulAdd(a0, b0, c0_0);
+                c0_1 = coopMatMulAdd(a0, b1, c0_1);
+                c0_2 = coopMatMulAdd(a0, b2, c0_2);
+                c0_3 = coopMatMulAdd(a0, b3, c0_3);
+                c1_0 = coopMatMulAdd(a1, b0, c1_0);
+                c1_1 = coopMatMulAdd(a1, b1, c1_1);
+                c1_2 = coopMatMulAdd(a1, b2, c1_2);
+                c1_3 = coopMatMulAdd(a1, b3, c1_3);
+                c2_0 = coopMatMulAdd(a2, b0, c2_0);
+                c2_1 = coopMatMulAdd(a2, b1, c2_1);
+                c2_2 = coopMatMulAdd(a2, b2, c2_2);
+                c2_3 = coopMatMulAdd(a2, b3, c2_3);
+                c3_0 = coopMatMulAdd(a3, b0, c3_0);
+                c3_1 = coopMatMulAdd(a3, b1, c3_1);
+                c3_2 = coopMatMulAdd(a3, b2, c3_2);
+                c3_3 = coopMatMulAdd(a3, b3, c3_3);
+            }
+        }
+
+                if (t < ke)         {
+            const uint sa = ((t) & 1) * SA, sb = ((t) & 1) * SB;
+            if (0 < LA) {
+                uint q = tid + 0 * NT;
+                As[sa + (am ? (q / (BM / 8)) * (PAT / 8) + q % (BM / 8) : (q / (BK / 8)) * (PA / 8) + q % (BK / 8))] = ra0_0;
+            }
+            if (0 < LB) {
+                uint q = tid + 0 * NT;
+                Bs[sb + (bn ? (q / (BN / 8)) * (PB / 8) + q % (BN / 8) : (q / (BK / 8)) * (PT / 8) + q % (BK / 8))] = rb0_0;
+            }
+            if (1 < LA) {
+                uint q = tid + 1 * NT;
+                As[sa + (am ? (q / (BM / 8)) * (PAT / 8) + q % (BM / 8) : (q / (BK / 8)) * (PA / 8) + q % (BK / 8))] = ra0_1;
+            }
+            if (1 < LB) {
+                uint q = tid + 1 * NT;
+                Bs[sb + (bn ? (q / (BN / 8)) * (PB / 8) + q % (BN / 8) : (q / (BK / 8)) * (PT / 8) + q % (BK / 8))] = rb0_1;
+            }
+            if (2 < LA) {
+                uint q = tid + 2 * NT;
+                As[sa + (am ? (q / (BM / 8)) * (PAT / 8) + q % (BM / 8) : (q / (BK / 8)) * (PA / 8) + q % (BK / 8))] = ra0_2;
+            }
+            if (2 < LB) {
+                uint q = tid + 2 * NT;
+                Bs[sb + (bn ? (q / (BN / 8)) * (PB / 8) + q % (BN / 8) : (q / (BK / 8)) * (PT / 8) + q % (BK / 8))] = rb0_2;
+            }
+            if (3 < LA) {
+                uint q = tid + 3 * NT;
+                As[sa + (am ? (q / (BM / 8)) * (PAT / 8) + q % (BM / 8) : (q / (BK / 8)) * (PA / 8) + q % (BK / 8))] = ra0_3;
+            }
+            if (3 < LB) {
+                uint q = tid + 3 * NT;
+                Bs[sb + (bn ? (q / (BN / 8)) * (PB / 8) + q % (BN / 8) : (q / (BK / 8)) * (PT / 8) + q % (BK / 8))] = rb0_3;
+            }
+            if (4 < LA) {
+                uint q = tid + 4 * NT;
+                As[sa + (am ? (q / (BM / 8)) * (PAT / 8) + q % (BM / 8) : (q / (BK / 8)) * (PA / 8) + q % (BK / 8))] = ra0_4;
+            }
+            if (4 < LB) {
+                uint q = tid + 4 * NT;
+                Bs[sb + (bn ? (q / (BN / 8)) * (PB / 8) + q % (BN / 8) : (q / (BK / 8)) * (PT / 8) + q % (BK / 8))] = rb0_4;
+            }
+            if (5 < LA) {
+                uint q = tid + 5 * NT;
+                As[sa + (am ? (q / (BM / 8)) * (PAT / 8) + q % (BM / 8) : (q / (BK / 8)) * (PA / 8) + q % (BK / 8))] = ra0_5;
+            }
+            if (5 < LB) {
+                uint q = tid + 5 * NT;
+                Bs[sb + (bn ? (q / (BN / 8)) * (PB / 8) + q % (BN / 8) : (q / (BK / 8)) * (PT / 8) + q % (BK / 8))] = rb0_5;
+            }
+            if (6 < LA) {
+                uint q = tid + 6 * NT;
+                As[sa + (am ? (q / (BM / 8)) * (PAT / 8) + q % (BM / 8) : (q / (BK / 8)) * (PA / 8) + q % (BK / 8))] = ra0_6;
+            }
+            if (6 < LB) {
+                uint q = tid + 6 * NT;
+                Bs[sb + (bn ? (q / (BN / 8)) * (PB / 8) + q % (BN / 8) : (q / (BK / 8)) * (PT / 8) + q % (BK / 8))] = rb0_6;
+            }
+            if (7 < LA) {
+                uint q = tid + 7 * NT;
+                As[sa + (am ? (q / (BM / 8)) * (PAT / 8) + q % (BM / 8) : (q / (BK / 8)) * (PA / 8) + q % (BK / 8))] = ra0_7;
+            }
+            if (7 < LB) {
+                uint q = tid + 7 * NT;
+                Bs[sb + (bn ? (q / (BN / 8)) * (PB / 8) + q % (BN / 8) : (q / (BK / 8)) * (PT / 8) + q % (BK / 8))] = rb0_7;
+            }
+        }
+
+                barrier();
+                if (t + 1 <= ke) {
+                    if (t + 2 < ke)         {
+            const uint k0 = (t + 2) * BK;
+            if (0 < LA) {
+                uint q = tid + 0 * NT;
+                ra0_0 = am ? a4[(aoff + (k0 + q / (BM / 8)) * p.sak + m0 + (q % (BM / 8)) * 8) / 8]
+                               : a4[(aoff + (m0 + q / (BK / 8)) * p.sam + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (0 < LB) {
+                uint q = tid + 0 * NT;
+                rb0_0 = bn ? b4[(boff + (k0 + q / (BN / 8)) * p.sbk + n0 + (q % (BN / 8)) * 8) / 8]
+                               : b4[(boff + (n0 + q / (BK / 8)) * p.sbn + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (1 < LA) {
+                uint q = tid + 1 * NT;
+                ra0_1 = am ? a4[(aoff + (k0 + q / (BM / 8)) * p.sak + m0 + (q % (BM / 8)) * 8) / 8]
+                               : a4[(aoff + (m0 + q / (BK / 8)) * p.sam + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (1 < LB) {
+                uint q = tid + 1 * NT;
+                rb0_1 = bn ? b4[(boff + (k0 + q / (BN / 8)) * p.sbk + n0 + (q % (BN / 8)) * 8) / 8]
+                               : b4[(boff + (n0 + q / (BK / 8)) * p.sbn + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (2 < LA) {
+                uint q = tid + 2 * NT;
+                ra0_2 = am ? a4[(aoff + (k0 + q / (BM / 8)) * p.sak + m0 + (q % (BM / 8)) * 8) / 8]
+                               : a4[(aoff + (m0 + q / (BK / 8)) * p.sam + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (2 < LB) {
+                uint q = tid + 2 * NT;
+                rb0_2 = bn ? b4[(boff + (k0 + q / (BN / 8)) * p.sbk + n0 + (q % (BN / 8)) * 8) / 8]
+                               : b4[(boff + (n0 + q / (BK / 8)) * p.sbn + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (3 < LA) {
+                uint q = tid + 3 * NT;
+                ra0_3 = am ? a4[(aoff + (k0 + q / (BM / 8)) * p.sak + m0 + (q % (BM / 8)) * 8) / 8]
+                               : a4[(aoff + (m0 + q / (BK / 8)) * p.sam + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (3 < LB) {
+                uint q = tid + 3 * NT;
+                rb0_3 = bn ? b4[(boff + (k0 + q / (BN / 8)) * p.sbk + n0 + (q % (BN / 8)) * 8) / 8]
+                               : b4[(boff + (n0 + q / (BK / 8)) * p.sbn + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (4 < LA) {
+                uint q = tid + 4 * NT;
+                ra0_4 = am ? a4[(aoff + (k0 + q / (BM / 8)) * p.sak + m0 + (q % (BM / 8)) * 8) / 8]
+                               : a4[(aoff + (m0 + q / (BK / 8)) * p.sam + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (4 < LB) {
+                uint q = tid + 4 * NT;
+                rb0_4 = bn ? b4[(boff + (k0 + q / (BN / 8)) * p.sbk + n0 + (q % (BN / 8)) * 8) / 8]
+                               : b4[(boff + (n0 + q / (BK / 8)) * p.sbn + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (5 < LA) {
+                uint q = tid + 5 * NT;
+                ra0_5 = am ? a4[(aoff + (k0 + q / (BM / 8)) * p.sak + m0 + (q % (BM / 8)) * 8) / 8]
+                               : a4[(aoff + (m0 + q / (BK / 8)) * p.sam + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (5 < LB) {
+                uint q = tid + 5 * NT;
+                rb0_5 = bn ? b4[(boff + (k0 + q / (BN / 8)) * p.sbk + n0 + (q % (BN / 8)) * 8) / 8]
+                               : b4[(boff + (n0 + q / (BK / 8)) * p.sbn + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (6 < LA) {
+                uint q = tid + 6 * NT;
+                ra0_6 = am ? a4[(aoff + (k0 + q / (BM / 8)) * p.sak + m0 + (q % (BM / 8)) * 8) / 8]
+                               : a4[(aoff + (m0 + q / (BK / 8)) * p.sam + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (6 < LB) {
+                uint q = tid + 6 * NT;
+                rb0_6 = bn ? b4[(boff + (k0 + q / (BN / 8)) * p.sbk + n0 + (q % (BN / 8)) * 8) / 8]
+                               : b4[(boff + (n0 + q / (BK / 8)) * p.sbn + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (7 < LA) {
+                uint q = tid + 7 * NT;
+                ra0_7 = am ? a4[(aoff + (k0 + q / (BM / 8)) * p.sak + m0 + (q % (BM / 8)) * 8) / 8]
+                               : a4[(aoff + (m0 + q / (BK / 8)) * p.sam + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (7 < LB) {
+                uint q = tid + 7 * NT;
+                rb0_7 = bn ? b4[(boff + (k0 + q / (BN / 8)) * p.sbk + n0 + (q % (BN / 8)) * 8) / 8]
+                               : b4[(boff + (n0 + q / (BK / 8)) * p.sbn + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+        }
+
+                            {
+            const uint sa = ((t) & 1) * SA, sb = ((t) & 1) * SB;
+            [[unroll]] for (uint kk = 0; kk < BK; kk += 16) {
+                coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> a0;
+                if (am) coopMatLoad(a0, As, sa + (kk * PAT + wm0 + 0) / 8, PAT / 8, gl_CooperativeMatrixLayoutColumnMajor);
+                else coopMatLoad(a0, As, sa + ((wm0 + 0) * PA + kk) / 8, PA / 8, gl_CooperativeMatrixLayoutRowMajor);
+                coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> a1;
+                if (am) coopMatLoad(a1, As, sa + (kk * PAT + wm0 + 16) / 8, PAT / 8, gl_CooperativeMatrixLayoutColumnMajor);
+                else coopMatLoad(a1, As, sa + ((wm0 + 16) * PA + kk) / 8, PA / 8, gl_CooperativeMatrixLayoutRowMajor);
+                coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> a2;
+                if (am) coopMatLoad(a2, As, sa + (kk * PAT + wm0 + 32) / 8, PAT / 8, gl_CooperativeMatrixLayoutColumnMajor);
+                else coopMatLoad(a2, As, sa + ((wm0 + 32) * PA + kk) / 8, PA / 8, gl_CooperativeMatrixLayoutRowMajor);
+                coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> a3;
+                if (am) coopMatLoad(a3, As, sa + (kk * PAT + wm0 + 48) / 8, PAT / 8, gl_CooperativeMatrixLayoutColumnMajor);
+                else coopMatLoad(a3, As, sa + ((wm0 + 48) * PA + kk) / 8, PA / 8, gl_CooperativeMatrixLayoutRowMajor);
+                coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB> b0;
+                if (bn) coopMatLoad(b0, Bs, sb + (kk * PB + wn0 + 0) / 8, PB / 8, gl_CooperativeMatrixLayoutRowMajor);
+                else coopMatLoad(b0, Bs, sb + ((wn0 + 0) * PT + kk) / 8, PT / 8, gl_CooperativeMatrixLayoutColumnMajor);
+                coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB> b1;
+                if (bn) coopMatLoad(b1, Bs, sb + (kk * PB + wn0 + 16) / 8, PB / 8, gl_CooperativeMatrixLayoutRowMajor);
+                else coopMatLoad(b1, Bs, sb + ((wn0 + 16) * PT + kk) / 8, PT / 8, gl_CooperativeMatrixLayoutColumnMajor);
+                coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB> b2;
+                if (bn) coopMatLoad(b2, Bs, sb + (kk * PB + wn0 + 32) / 8, PB / 8, gl_CooperativeMatrixLayoutRowMajor);
+                else coopMatLoad(b2, Bs, sb + ((wn0 + 32) * PT + kk) / 8, PT / 8, gl_CooperativeMatrixLayoutColumnMajor);
+                coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB> b3;
+                if (bn) coopMatLoad(b3, Bs, sb + (kk * PB + wn0 + 48) / 8, PB / 8, gl_CooperativeMatrixLayoutRowMajor);
+                else coopMatLoad(b3, Bs, sb + ((wn0 + 48) * PT + kk) / 8, PT / 8, gl_CooperativeMatrixLayoutColumnMajor);
+                c0_0 = coopMatMulAdd(a0, b0, c0_0);
+                c0_1 = coopMatMulAdd(a0, b1, c0_1);
+                c0_2 = coopMatMulAdd(a0, b2, c0_2);
+                c0_3 = coopMatMulAdd(a0, b3, c0_3);
+                c1_0 = coopMatMulAdd(a1, b0, c1_0);
+                c1_1 = coopMatMulAdd(a1, b1, c1_1);
+                c1_2 = coopMatMulAdd(a1, b2, c1_2);
+                c1_3 = coopMatMulAdd(a1, b3, c1_3);
+                c2_0 = coopMatMulAdd(a2, b0, c2_0);
+                c2_1 = coopMatMulAdd(a2, b1, c2_1);
+                c2_2 = coopMatMulAdd(a2, b2, c2_2);
+                c2_3 = coopMatMulAdd(a2, b3, c2_3);
+                c3_0 = coopMatMulAdd(a3, b0, c3_0);
+                c3_1 = coopMatMulAdd(a3, b1, c3_1);
+                c3_2 = coopMatMulAdd(a3, b2, c3_2);
+                c3_3 = coopMatMulAdd(a3, b3, c3_3);
+            }
+        }
+
+                    if (t + 1 < ke)         {
+            const uint sa = ((t + 1) & 1) * SA, sb = ((t + 1) & 1) * SB;
+            if (0 < LA) {
+                uint q = tid + 0 * NT;
+                As[sa + (am ? (q / (BM / 8)) * (PAT / 8) + q % (BM / 8) : (q / (BK / 8)) * (PA / 8) + q % (BK / 8))] = ra1_0;
+            }
+            if (0 < LB) {
+                uint q = tid + 0 * NT;
+                Bs[sb + (bn ? (q / (BN / 8)) * (PB / 8) + q % (BN / 8) : (q / (BK / 8)) * (PT / 8) + q % (BK / 8))] = rb1_0;
+            }
+            if (1 < LA) {
+                uint q = tid + 1 * NT;
+                As[sa + (am ? (q / (BM / 8)) * (PAT / 8) + q % (BM / 8) : (q / (BK / 8)) * (PA / 8) + q % (BK / 8))] = ra1_1;
+            }
+            if (1 < LB) {
+                uint q = tid + 1 * NT;
+                Bs[sb + (bn ? (q / (BN / 8)) * (PB / 8) + q % (BN / 8) : (q / (BK / 8)) * (PT / 8) + q % (BK / 8))] = rb1_1;
+            }
+            if (2 < LA) {
+                uint q = tid + 2 * NT;
+                As[sa + (am ? (q / (BM / 8)) * (PAT / 8) + q % (BM / 8) : (q / (BK / 8)) * (PA / 8) + q % (BK / 8))] = ra1_2;
+            }
+            if (2 < LB) {
+                uint q = tid + 2 * NT;
+                Bs[sb + (bn ? (q / (BN / 8)) * (PB / 8) + q % (BN / 8) : (q / (BK / 8)) * (PT / 8) + q % (BK / 8))] = rb1_2;
+            }
+            if (3 < LA) {
+                uint q = tid + 3 * NT;
+                As[sa + (am ? (q / (BM / 8)) * (PAT / 8) + q % (BM / 8) : (q / (BK / 8)) * (PA / 8) + q % (BK / 8))] = ra1_3;
+            }
+            if (3 < LB) {
+                uint q = tid + 3 * NT;
+                Bs[sb + (bn ? (q / (BN / 8)) * (PB / 8) + q % (BN / 8) : (q / (BK / 8)) * (PT / 8) + q % (BK / 8))] = rb1_3;
+            }
+            if (4 < LA) {
+                uint q = tid + 4 * NT;
+                As[sa + (am ? (q / (BM / 8)) * (PAT / 8) + q % (BM / 8) : (q / (BK / 8)) * (PA / 8) + q % (BK / 8))] = ra1_4;
+            }
+            if (4 < LB) {
+                uint q = tid + 4 * NT;
+                Bs[sb + (bn ? (q / (BN / 8)) * (PB / 8) + q % (BN / 8) : (q / (BK / 8)) * (PT / 8) + q % (BK / 8))] = rb1_4;
+            }
+            if (5 < LA) {
+                uint q = tid + 5 * NT;
+                As[sa + (am ? (q / (BM / 8)) * (PAT / 8) + q % (BM / 8) : (q / (BK / 8)) * (PA / 8) + q % (BK / 8))] = ra1_5;
+            }
+            if (5 < LB) {
+                uint q = tid + 5 * NT;
+                Bs[sb + (bn ? (q / (BN / 8)) * (PB / 8) + q % (BN / 8) : (q / (BK / 8)) * (PT / 8) + q % (BK / 8))] = rb1_5;
+            }
+            if (6 < LA) {
+                uint q = tid + 6 * NT;
+                As[sa + (am ? (q / (BM / 8)) * (PAT / 8) + q % (BM / 8) : (q / (BK / 8)) * (PA / 8) + q % (BK / 8))] = ra1_6;
+            }
+            if (6 < LB) {
+                uint q = tid + 6 * NT;
+                Bs[sb + (bn ? (q / (BN / 8)) * (PB / 8) + q % (BN / 8) : (q / (BK / 8)) * (PT / 8) + q % (BK / 8))] = rb1_6;
+            }
+            if (7 < LA) {
+                uint q = tid + 7 * NT;
+                As[sa + (am ? (q / (BM / 8)) * (PAT / 8) + q % (BM / 8) : (q / (BK / 8)) * (PA / 8) + q % (BK / 8))] = ra1_7;
+            }
+            if (7 < LB) {
+                uint q = tid + 7 * NT;
+                Bs[sb + (bn ? (q / (BN / 8)) * (PB / 8) + q % (BN / 8) : (q / (BK / 8)) * (PT / 8) + q % (BK / 8))] = rb1_7;
+            }
+        }
+
+                    barrier();
+                }
+            }
+        }
+    } else {
+        if (p.sbn == 1)         {
+            const bool am = false, bn = true;
+            // Flag p2: two register sets; tile t + 1 is loaded in step t and stored at the end of step t + 1,
+            // so each load has two tiles' multiplications to arrive in. Steps go in pairs (set 0, set 1).
+            if (kb < ke)         {
+            const uint k0 = (kb) * BK;
+            if (0 < LA) {
+                uint q = tid + 0 * NT;
+                ra0_0 = am ? a4[(aoff + (k0 + q / (BM / 8)) * p.sak + m0 + (q % (BM / 8)) * 8) / 8]
+                               : a4[(aoff + (m0 + q / (BK / 8)) * p.sam + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (0 < LB) {
+                uint q = tid + 0 * NT;
+                rb0_0 = bn ? b4[(boff + (k0 + q / (BN / 8)) * p.sbk + n0 + (q % (BN / 8)) * 8) / 8]
+                               : b4[(boff + (n0 + q / (BK / 8)) * p.sbn + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (1 < LA) {
+                uint q = tid + 1 * NT;
+                ra0_1 = am ? a4[(aoff + (k0 + q / (BM / 8)) * p.sak + m0 + (q % (BM / 8)) * 8) / 8]
+                               : a4[(aoff + (m0 + q / (BK / 8)) * p.sam + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (1 < LB) {
+                uint q = tid + 1 * NT;
+                rb0_1 = bn ? b4[(boff + (k0 + q / (BN / 8)) * p.sbk + n0 + (q % (BN / 8)) * 8) / 8]
+                               : b4[(boff + (n0 + q / (BK / 8)) * p.sbn + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (2 < LA) {
+                uint q = tid + 2 * NT;
+                ra0_2 = am ? a4[(aoff + (k0 + q / (BM / 8)) * p.sak + m0 + (q % (BM / 8)) * 8) / 8]
+                               : a4[(aoff + (m0 + q / (BK / 8)) * p.sam + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (2 < LB) {
+                uint q = tid + 2 * NT;
+                rb0_2 = bn ? b4[(boff + (k0 + q / (BN / 8)) * p.sbk + n0 + (q % (BN / 8)) * 8) / 8]
+                               : b4[(boff + (n0 + q / (BK / 8)) * p.sbn + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (3 < LA) {
+                uint q = tid + 3 * NT;
+                ra0_3 = am ? a4[(aoff + (k0 + q / (BM / 8)) * p.sak + m0 + (q % (BM / 8)) * 8) / 8]
+                               : a4[(aoff + (m0 + q / (BK / 8)) * p.sam + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (3 < LB) {
+                uint q = tid + 3 * NT;
+                rb0_3 = bn ? b4[(boff + (k0 + q / (BN / 8)) * p.sbk + n0 + (q % (BN / 8)) * 8) / 8]
+                               : b4[(boff + (n0 + q / (BK / 8)) * p.sbn + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (4 < LA) {
+                uint q = tid + 4 * NT;
+                ra0_4 = am ? a4[(aoff + (k0 + q / (BM / 8)) * p.sak + m0 + (q % (BM / 8)) * 8) / 8]
+                               : a4[(aoff + (m0 + q / (BK / 8)) * p.sam + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (4 < LB) {
+                uint q = tid + 4 * NT;
+                rb0_4 = bn ? b4[(boff + (k0 + q / (BN / 8)) * p.sbk + n0 + (q % (BN / 8)) * 8) / 8]
+                               : b4[(boff + (n0 + q / (BK / 8)) * p.sbn + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (5 < LA) {
+                uint q = tid + 5 * NT;
+                ra0_5 = am ? a4[(aoff + (k0 + q / (BM / 8)) * p.sak + m0 + (q % (BM / 8)) * 8) / 8]
+                               : a4[(aoff + (m0 + q / (BK / 8)) * p.sam + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (5 < LB) {
+                uint q = tid + 5 * NT;
+                rb0_5 = bn ? b4[(boff + (k0 + q / (BN / 8)) * p.sbk + n0 + (q % (BN / 8)) * 8) / 8]
+                               : b4[(boff + (n0 + q / (BK / 8)) * p.sbn + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (6 < LA) {
+                uint q = tid + 6 * NT;
+                ra0_6 = am ? a4[(aoff + (k0 + q / (BM / 8)) * p.sak + m0 + (q % (BM / 8)) * 8) / 8]
+                               : a4[(aoff + (m0 + q / (BK / 8)) * p.sam + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (6 < LB) {
+                uint q = tid + 6 * NT;
+                rb0_6 = bn ? b4[(boff + (k0 + q / (BN / 8)) * p.sbk + n0 + (q % (BN / 8)) * 8) / 8]
+                               : b4[(boff + (n0 + q / (BK / 8)) * p.sbn + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (7 < LA) {
+                uint q = tid + 7 * NT;
+                ra0_7 = am ? a4[(aoff + (k0 + q / (BM / 8)) * p.sak + m0 + (q % (BM / 8)) * 8) / 8]
+                               : a4[(aoff + (m0 + q / (BK / 8)) * p.sam + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (7 < LB) {
+                uint q = tid + 7 * NT;
+                rb0_7 = bn ? b4[(boff + (k0 + q / (BN / 8)) * p.sbk + n0 + (q % (BN / 8)) * 8) / 8]
+                               : b4[(boff + (n0 + q / (BK / 8)) * p.sbn + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+        }
+
+            for (uint t = kb; t <= ke; t += 2) {
+                if (t + 1 < ke)         {
+            const uint k0 = (t + 1) * BK;
+            if (0 < LA) {
+                uint q = tid + 0 * NT;
+                ra1_0 = am ? a4[(aoff + (k0 + q / (BM / 8)) * p.sak + m0 + (q % (BM / 8)) * 8) / 8]
+                               : a4[(aoff + (m0 + q / (BK / 8)) * p.sam + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (0 < LB) {
+                uint q = tid + 0 * NT;
+                rb1_0 = bn ? b4[(boff + (k0 + q / (BN / 8)) * p.sbk + n0 + (q % (BN / 8)) * 8) / 8]
+                               : b4[(boff + (n0 + q / (BK / 8)) * p.sbn + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (1 < LA) {
+                uint q = tid + 1 * NT;
+                ra1_1 = am ? a4[(aoff + (k0 + q / (BM / 8)) * p.sak + m0 + (q % (BM / 8)) * 8) / 8]
+                               : a4[(aoff + (m0 + q / (BK / 8)) * p.sam + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (1 < LB) {
+                uint q = tid + 1 * NT;
+                rb1_1 = bn ? b4[(boff + (k0 + q / (BN / 8)) * p.sbk + n0 + (q % (BN / 8)) * 8) / 8]
+                               : b4[(boff + (n0 + q / (BK / 8)) * p.sbn + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (2 < LA) {
+                uint q = tid + 2 * NT;
+                ra1_2 = am ? a4[(aoff + (k0 + q / (BM / 8)) * p.sak + m0 + (q % (BM / 8)) * 8) / 8]
+                               : a4[(aoff + (m0 + q / (BK / 8)) * p.sam + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (2 < LB) {
+                uint q = tid + 2 * NT;
+                rb1_2 = bn ? b4[(boff + (k0 + q / (BN / 8)) * p.sbk + n0 + (q % (BN / 8)) * 8) / 8]
+                               : b4[(boff + (n0 + q / (BK / 8)) * p.sbn + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (3 < LA) {
+                uint q = tid + 3 * NT;
+                ra1_3 = am ? a4[(aoff + (k0 + q / (BM / 8)) * p.sak + m0 + (q % (BM / 8)) * 8) / 8]
+                               : a4[(aoff + (m0 + q / (BK / 8)) * p.sam + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (3 < LB) {
+                uint q = tid + 3 * NT;
+                rb1_3 = bn ? b4[(boff + (k0 + q / (BN / 8)) * p.sbk + n0 + (q % (BN / 8)) * 8) / 8]
+                               : b4[(boff + (n0 + q / (BK / 8)) * p.sbn + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (4 < LA) {
+                uint q = tid + 4 * NT;
+                ra1_4 = am ? a4[(aoff + (k0 + q / (BM / 8)) * p.sak + m0 + (q % (BM / 8)) * 8) / 8]
+                               : a4[(aoff + (m0 + q / (BK / 8)) * p.sam + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (4 < LB) {
+                uint q = tid + 4 * NT;
+                rb1_4 = bn ? b4[(boff + (k0 + q / (BN / 8)) * p.sbk + n0 + (q % (BN / 8)) * 8) / 8]
+                               : b4[(boff + (n0 + q / (BK / 8)) * p.sbn + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (5 < LA) {
+                uint q = tid + 5 * NT;
+                ra1_5 = am ? a4[(aoff + (k0 + q / (BM / 8)) * p.sak + m0 + (q % (BM / 8)) * 8) / 8]
+                               : a4[(aoff + (m0 + q / (BK / 8)) * p.sam + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (5 < LB) {
+                uint q = tid + 5 * NT;
+                rb1_5 = bn ? b4[(boff + (k0 + q / (BN / 8)) * p.sbk + n0 + (q % (BN / 8)) * 8) / 8]
+                               : b4[(boff + (n0 + q / (BK / 8)) * p.sbn + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (6 < LA) {
+                uint q = tid + 6 * NT;
+                ra1_6 = am ? a4[(aoff + (k0 + q / (BM / 8)) * p.sak + m0 + (q % (BM / 8)) * 8) / 8]
+                               : a4[(aoff + (m0 + q / (BK / 8)) * p.sam + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (6 < LB) {
+                uint q = tid + 6 * NT;
+                rb1_6 = bn ? b4[(boff + (k0 + q / (BN / 8)) * p.sbk + n0 + (q % (BN / 8)) * 8) / 8]
+                               : b4[(boff + (n0 + q / (BK / 8)) * p.sbn + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (7 < LA) {
+                uint q = tid + 7 * NT;
+                ra1_7 = am ? a4[(aoff + (k0 + q / (BM / 8)) * p.sak + m0 + (q % (BM / 8)) * 8) / 8]
+                               : a4[(aoff + (m0 + q / (BK / 8)) * p.sam + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (7 < LB) {
+                uint q = tid + 7 * NT;
+                rb1_7 = bn ? b4[(boff + (k0 + q / (BN / 8)) * p.sbk + n0 + (q % (BN / 8)) * 8) / 8]
+                               : b4[(boff + (n0 + q / (BK / 8)) * p.sbn + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+        }
+
+                if (t > kb)         {
+            const uint sa = ((t - 1) & 1) * SA, sb = ((t - 1) & 1) * SB;
+            [[unroll]] for (uint kk = 0; kk < BK; kk += 16) {
+                coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> a0;
+                if (am) coopMatLoad(a0, As, sa + (kk * PAT + wm0 + 0) / 8, PAT / 8, gl_CooperativeMatrixLayoutColumnMajor);
+                else coopMatLoad(a0, As, sa + ((wm0 + 0) * PA + kk) / 8, PA / 8, gl_CooperativeMatrixLayoutRowMajor);
+                coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> a1;
+                if (am) coopMatLoad(a1, As, sa + (kk * PAT + wm0 + 16) / 8, PAT / 8, gl_CooperativeMatrixLayoutColumnMajor);
+                else coopMatLoad(a1, As, sa + ((wm0 + 16) * PA + kk) / 8, PA / 8, gl_CooperativeMatrixLayoutRowMajor);
+                coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> a2;
+                if (am) coopMatLoad(a2, As, sa + (kk * PAT + wm0 + 32) / 8, PAT / 8, gl_CooperativeMatrixLayoutColumnMajor);
+                else coopMatLoad(a2, As, sa + ((wm0 + 32) * PA + kk) / 8, PA / 8, gl_CooperativeMatrixLayoutRowMajor);
+                coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> a3;
+                if (am) coopMatLoad(a3, As, sa + (kk * PAT + wm0 + 48) / 8, PAT / 8, gl_CooperativeMatrixLayoutColumnMajor);
+                else coopMatLoad(a3, As, sa + ((wm0 + 48) * PA + kk) / 8, PA / 8, gl_CooperativeMatrixLayoutRowMajor);
+                coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB> b0;
+                if (bn) coopMatLoad(b0, Bs, sb + (kk * PB + wn0 + 0) / 8, PB / 8, gl_CooperativeMatrixLayoutRowMajor);
+                else coopMatLoad(b0, Bs, sb + ((wn0 + 0) * PT + kk) / 8, PT / 8, gl_CooperativeMatrixLayoutColumnMajor);
+                coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB> b1;
+                if (bn) coopMatLoad(b1, Bs, sb + (kk * PB + wn0 + 16) / 8, PB / 8, gl_CooperativeMatrixLayoutRowMajor);
+                else coopMatLoad(b1, Bs, sb + ((wn0 + 16) * PT + kk) / 8, PT / 8, gl_CooperativeMatrixLayoutColumnMajor);
+                coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB> b2;
+                if (bn) coopMatLoad(b2, Bs, sb + (kk * PB + wn0 + 32) / 8, PB / 8, gl_CooperativeMatrixLayoutRowMajor);
+                else coopMatLoad(b2, Bs, sb + ((wn0 + 32) * PT + kk) / 8, PT / 8, gl_CooperativeMatrixLayoutColumnMajor);
+                coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB> b3;
+                if (bn) coopMatLoad(b3, Bs, sb + (kk * PB + wn0 + 48) / 8, PB / 8, gl_CooperativeMatrixLayoutRowMajor);
+                else coopMatLoad(b3, Bs, sb + ((wn0 + 48) * PT + kk) / 8, PT / 8, gl_CooperativeMatrixLayoutColumnMajor);
+                c0_0 = coopMatMulAdd(a0, b0, c0_0);
+                c0_1 = coopMatMulAdd(a0, b1, c0_1);
+                c0_2 = coopMatMulAdd(a0, b2, c0_2);
+                c0_3 = coopMatMulAdd(a0, b3, c0_3);
+                c1_0 = coopMatMulAdd(a1, b0, c1_0);
+                c1_1 = coopMatMulAdd(a1, b1, c1_1);
+                c1_2 = coopMatMulAdd(a1, b2, c1_2);
+                c1_3 = coopMatMulAdd(a1, b3, c1_3);
+                c2_0 = coopMatMulAdd(a2, b0, c2_0);
+                c2_1 = coopMatMulAdd(a2, b1, c2_1);
+                c2_2 = coopMatMulAdd(a2, b2, c2_2);
+                c2_3 = coopMatMulAdd(a2, b3, c2_3);
+                c3_0 = coopMatMulAdd(a3, b0, c3_0);
+                c3_1 = coopMatMulAdd(a3, b1, c3_1);
+                c3_2 = coopMatMulAdd(a3, b2, c3_2);
+                c3_3 = coopMatMulAdd(a3, b3, c3_3);
+            }
+        }
+
+                if (t < ke)         {
+            const uint sa = ((t) & 1) * SA, sb = ((t) & 1) * SB;
+            if (0 < LA) {
+                uint q = tid + 0 * NT;
+                As[sa + (am ? (q / (BM / 8)) * (PAT / 8) + q % (BM / 8) : (q / (BK / 8)) * (PA / 8) + q % (BK / 8))] = ra0_0;
+            }
+            if (0 < LB) {
+                uint q = tid + 0 * NT;
+                Bs[sb + (bn ? (q / (BN / 8)) * (PB / 8) + q % (BN / 8) : (q / (BK / 8)) * (PT / 8) + q % (BK / 8))] = rb0_0;
+            }
+            if (1 < LA) {
+                uint q = tid + 1 * NT;
+                As[sa + (am ? (q / (BM / 8)) * (PAT / 8) + q % (BM / 8) : (q / (BK / 8)) * (PA / 8) + q % (BK / 8))] = ra0_1;
+            }
+            if (1 < LB) {
+                uint q = tid + 1 * NT;
+                Bs[sb + (bn ? (q / (BN / 8)) * (PB / 8) + q % (BN / 8) : (q / (BK / 8)) * (PT / 8) + q % (BK / 8))] = rb0_1;
+            }
+            if (2 < LA) {
+                uint q = tid + 2 * NT;
+                As[sa + (am ? (q / (BM / 8)) * (PAT / 8) + q % (BM / 8) : (q / (BK / 8)) * (PA / 8) + q % (BK / 8))] = ra0_2;
+            }
+            if (2 < LB) {
+                uint q = tid + 2 * NT;
+                Bs[sb + (bn ? (q / (BN / 8)) * (PB / 8) + q % (BN / 8) : (q / (BK / 8)) * (PT / 8) + q % (BK / 8))] = rb0_2;
+            }
+            if (3 < LA) {
+                uint q = tid + 3 * NT;
+                As[sa + (am ? (q / (BM / 8)) * (PAT / 8) + q % (BM / 8) : (q / (BK / 8)) * (PA / 8) + q % (BK / 8))] = ra0_3;
+            }
+            if (3 < LB) {
+                uint q = tid + 3 * NT;
+                Bs[sb + (bn ? (q / (BN / 8)) * (PB / 8) + q % (BN / 8) : (q / (BK / 8)) * (PT / 8) + q % (BK / 8))] = rb0_3;
+            }
+            if (4 < LA) {
+                uint q = tid + 4 * NT;
+                As[sa + (am ? (q / (BM / 8)) * (PAT / 8) + q % (BM / 8) : (q / (BK / 8)) * (PA / 8) + q % (BK / 8))] = ra0_4;
+            }
+            if (4 < LB) {
+                uint q = tid + 4 * NT;
+                Bs[sb + (bn ? (q / (BN / 8)) * (PB / 8) + q % (BN / 8) : (q / (BK / 8)) * (PT / 8) + q % (BK / 8))] = rb0_4;
+            }
+            if (5 < LA) {
+                uint q = tid + 5 * NT;
+                As[sa + (am ? (q / (BM / 8)) * (PAT / 8) + q % (BM / 8) : (q / (BK / 8)) * (PA / 8) + q % (BK / 8))] = ra0_5;
+            }
+            if (5 < LB) {
+                uint q = tid + 5 * NT;
+                Bs[sb + (bn ? (q / (BN / 8)) * (PB / 8) + q % (BN / 8) : (q / (BK / 8)) * (PT / 8) + q % (BK / 8))] = rb0_5;
+            }
+            if (6 < LA) {
+                uint q = tid + 6 * NT;
+                As[sa + (am ? (q / (BM / 8)) * (PAT / 8) + q % (BM / 8) : (q / (BK / 8)) * (PA / 8) + q % (BK / 8))] = ra0_6;
+            }
+            if (6 < LB) {
+                uint q = tid + 6 * NT;
+                Bs[sb + (bn ? (q / (BN / 8)) * (PB / 8) + q % (BN / 8) : (q / (BK / 8)) * (PT / 8) + q % (BK / 8))] = rb0_6;
+            }
+            if (7 < LA) {
+                uint q = tid + 7 * NT;
+                As[sa + (am ? (q / (BM / 8)) * (PAT / 8) + q % (BM / 8) : (q / (BK / 8)) * (PA / 8) + q % (BK / 8))] = ra0_7;
+            }
+            if (7 < LB) {
+                uint q = tid + 7 * NT;
+                Bs[sb + (bn ? (q / (BN / 8)) * (PB / 8) + q % (BN / 8) : (q / (BK / 8)) * (PT / 8) + q % (BK / 8))] = rb0_7;
+            }
+        }
+
+                barrier();
+                if (t + 1 <= ke) {
+                    if (t + 2 < ke)         {
+            const uint k0 = (t + 2) * BK;
+            if (0 < LA) {
+                uint q = tid + 0 * NT;
+                ra0_0 = am ? a4[(aoff + (k0 + q / (BM / 8)) * p.sak + m0 + (q % (BM / 8)) * 8) / 8]
+                               : a4[(aoff + (m0 + q / (BK / 8)) * p.sam + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (0 < LB) {
+                uint q = tid + 0 * NT;
+                rb0_0 = bn ? b4[(boff + (k0 + q / (BN / 8)) * p.sbk + n0 + (q % (BN / 8)) * 8) / 8]
+                               : b4[(boff + (n0 + q / (BK / 8)) * p.sbn + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (1 < LA) {
+                uint q = tid + 1 * NT;
+                ra0_1 = am ? a4[(aoff + (k0 + q / (BM / 8)) * p.sak + m0 + (q % (BM / 8)) * 8) / 8]
+                               : a4[(aoff + (m0 + q / (BK / 8)) * p.sam + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (1 < LB) {
+                uint q = tid + 1 * NT;
+                rb0_1 = bn ? b4[(boff + (k0 + q / (BN / 8)) * p.sbk + n0 + (q % (BN / 8)) * 8) / 8]
+                               : b4[(boff + (n0 + q / (BK / 8)) * p.sbn + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (2 < LA) {
+                uint q = tid + 2 * NT;
+                ra0_2 = am ? a4[(aoff + (k0 + q / (BM / 8)) * p.sak + m0 + (q % (BM / 8)) * 8) / 8]
+                               : a4[(aoff + (m0 + q / (BK / 8)) * p.sam + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (2 < LB) {
+                uint q = tid + 2 * NT;
+                rb0_2 = bn ? b4[(boff + (k0 + q / (BN / 8)) * p.sbk + n0 + (q % (BN / 8)) * 8) / 8]
+                               : b4[(boff + (n0 + q / (BK / 8)) * p.sbn + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (3 < LA) {
+                uint q = tid + 3 * NT;
+                ra0_3 = am ? a4[(aoff + (k0 + q / (BM / 8)) * p.sak + m0 + (q % (BM / 8)) * 8) / 8]
+                               : a4[(aoff + (m0 + q / (BK / 8)) * p.sam + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (3 < LB) {
+                uint q = tid + 3 * NT;
+                rb0_3 = bn ? b4[(boff + (k0 + q / (BN / 8)) * p.sbk + n0 + (q % (BN / 8)) * 8) / 8]
+                               : b4[(boff + (n0 + q / (BK / 8)) * p.sbn + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (4 < LA) {
+                uint q = tid + 4 * NT;
+                ra0_4 = am ? a4[(aoff + (k0 + q / (BM / 8)) * p.sak + m0 + (q % (BM / 8)) * 8) / 8]
+                               : a4[(aoff + (m0 + q / (BK / 8)) * p.sam + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (4 < LB) {
+                uint q = tid + 4 * NT;
+                rb0_4 = bn ? b4[(boff + (k0 + q / (BN / 8)) * p.sbk + n0 + (q % (BN / 8)) * 8) / 8]
+                               : b4[(boff + (n0 + q / (BK / 8)) * p.sbn + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (5 < LA) {
+                uint q = tid + 5 * NT;
+                ra0_5 = am ? a4[(aoff + (k0 + q / (BM / 8)) * p.sak + m0 + (q % (BM / 8)) * 8) / 8]
+                               : a4[(aoff + (m0 + q / (BK / 8)) * p.sam + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (5 < LB) {
+                uint q = tid + 5 * NT;
+                rb0_5 = bn ? b4[(boff + (k0 + q / (BN / 8)) * p.sbk + n0 + (q % (BN / 8)) * 8) / 8]
+                               : b4[(boff + (n0 + q / (BK / 8)) * p.sbn + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (6 < LA) {
+                uint q = tid + 6 * NT;
+                ra0_6 = am ? a4[(aoff + (k0 + q / (BM / 8)) * p.sak + m0 + (q % (BM / 8)) * 8) / 8]
+                               : a4[(aoff + (m0 + q / (BK / 8)) * p.sam + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (6 < LB) {
+                uint q = tid + 6 * NT;
+                rb0_6 = bn ? b4[(boff + (k0 + q / (BN / 8)) * p.sbk + n0 + (q % (BN / 8)) * 8) / 8]
+                               : b4[(boff + (n0 + q / (BK / 8)) * p.sbn + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (7 < LA) {
+                uint q = tid + 7 * NT;
+                ra0_7 = am ? a4[(aoff + (k0 + q / (BM / 8)) * p.sak + m0 + (q % (BM / 8)) * 8) / 8]
+                               : a4[(aoff + (m0 + q / (BK / 8)) * p.sam + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (7 < LB) {
+                uint q = tid + 7 * NT;
+                rb0_7 = bn ? b4[(boff + (k0 + q / (BN / 8)) * p.sbk + n0 + (q % (BN / 8)) * 8) / 8]
+                               : b4[(boff + (n0 + q / (BK / 8)) * p.sbn + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+        }
+
+                            {
+            const uint sa = ((t) & 1) * SA, sb = ((t) & 1) * SB;
+            [[unroll]] for (uint kk = 0; kk < BK; kk += 16) {
+                coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> a0;
+                if (am) coopMatLoad(a0, As, sa + (kk * PAT + wm0 + 0) / 8, PAT / 8, gl_CooperativeMatrixLayoutColumnMajor);
+                else coopMatLoad(a0, As, sa + ((wm0 + 0) * PA + kk) / 8, PA / 8, gl_CooperativeMatrixLayoutRowMajor);
+                coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> a1;
+                if (am) coopMatLoad(a1, As, sa + (kk * PAT + wm0 + 16) / 8, PAT / 8, gl_CooperativeMatrixLayoutColumnMajor);
+                else coopMatLoad(a1, As, sa + ((wm0 + 16) * PA + kk) / 8, PA / 8, gl_CooperativeMatrixLayoutRowMajor);
+                coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> a2;
+                if (am) coopMatLoad(a2, As, sa + (kk * PAT + wm0 + 32) / 8, PAT / 8, gl_CooperativeMatrixLayoutColumnMajor);
+                else coopMatLoad(a2, As, sa + ((wm0 + 32) * PA + kk) / 8, PA / 8, gl_CooperativeMatrixLayoutRowMajor);
+                coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> a3;
+                if (am) coopMatLoad(a3, As, sa + (kk * PAT + wm0 + 48) / 8, PAT / 8, gl_CooperativeMatrixLayoutColumnMajor);
+                else coopMatLoad(a3, As, sa + ((wm0 + 48) * PA + kk) / 8, PA / 8, gl_CooperativeMatrixLayoutRowMajor);
+                coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB> b0;
+                if (bn) coopMatLoad(b0, Bs, sb + (kk * PB + wn0 + 0) / 8, PB / 8, gl_CooperativeMatrixLayoutRowMajor);
+                else coopMatLoad(b0, Bs, sb + ((wn0 + 0) * PT + kk) / 8, PT / 8, gl_CooperativeMatrixLayoutColumnMajor);
+                coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB> b1;
+                if (bn) coopMatLoad(b1, Bs, sb + (kk * PB + wn0 + 16) / 8, PB / 8, gl_CooperativeMatrixLayoutRowMajor);
+                else coopMatLoad(b1, Bs, sb + ((wn0 + 16) * PT + kk) / 8, PT / 8, gl_CooperativeMatrixLayoutColumnMajor);
+                coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB> b2;
+                if (bn) coopMatLoad(b2, Bs, sb + (kk * PB + wn0 + 32) / 8, PB / 8, gl_CooperativeMatrixLayoutRowMajor);
+                else coopMatLoad(b2, Bs, sb + ((wn0 + 32) * PT + kk) / 8, PT / 8, gl_CooperativeMatrixLayoutColumnMajor);
+                coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB> b3;
+                if (bn) coopMatLoad(b3, Bs, sb + (kk * PB + wn0 + 48) / 8, PB / 8, gl_CooperativeMatrixLayoutRowMajor);
+                else coopMatLoad(b3, Bs, sb + ((wn0 + 48) * PT + kk) / 8, PT / 8, gl_CooperativeMatrixLayoutColumnMajor);
+                c0_0 = coopMatMulAdd(a0, b0, c0_0);
+                c0_1 = coopMatMulAdd(a0, b1, c0_1);
+                c0_2 = coopMatMulAdd(a0, b2, c0_2);
+                c0_3 = coopMatMulAdd(a0, b3, c0_3);
+                c1_0 = coopMatMulAdd(a1, b0, c1_0);
+                c1_1 = coopMatMulAdd(a1, b1, c1_1);
+                c1_2 = coopMatMulAdd(a1, b2, c1_2);
+                c1_3 = coopMatMulAdd(a1, b3, c1_3);
+                c2_0 = coopMatMulAdd(a2, b0, c2_0);
+                c2_1 = coopMatMulAdd(a2, b1, c2_1);
+                c2_2 = coopMatMulAdd(a2, b2, c2_2);
+                c2_3 = coopMatMulAdd(a2, b3, c2_3);
+                c3_0 = coopMatMulAdd(a3, b0, c3_0);
+                c3_1 = coopMatMulAdd(a3, b1, c3_1);
+                c3_2 = coopMatMulAdd(a3, b2, c3_2);
+                c3_3 = coopMatMulAdd(a3, b3, c3_3);
+            }
+        }
+
+                    if (t + 1 < ke)         {
+            const uint sa = ((t + 1) & 1) * SA, sb = ((t + 1) & 1) * SB;
+            if (0 < LA) {
+                uint q = tid + 0 * NT;
+                As[sa + (am ? (q / (BM / 8)) * (PAT / 8) + q % (BM / 8) : (q / (BK / 8)) * (PA / 8) + q % (BK / 8))] = ra1_0;
+            }
+            if (0 < LB) {
+                uint q = tid + 0 * NT;
+                Bs[sb + (bn ? (q / (BN / 8)) * (PB / 8) + q % (BN / 8) : (q / (BK / 8)) * (PT / 8) + q % (BK / 8))] = rb1_0;
+            }
+            if (1 < LA) {
+                uint q = tid + 1 * NT;
+                As[sa + (am ? (q / (BM / 8)) * (PAT / 8) + q % (BM / 8) : (q / (BK / 8)) * (PA / 8) + q % (BK / 8))] = ra1_1;
+            }
+            if (1 < LB) {
+                uint q = tid + 1 * NT;
+                Bs[sb + (bn ? (q / (BN / 8)) * (PB / 8) + q % (BN / 8) : (q / (BK / 8)) * (PT / 8) + q % (BK / 8))] = rb1_1;
+            }
+            if (2 < LA) {
+                uint q = tid + 2 * NT;
+                As[sa + (am ? (q / (BM / 8)) * (PAT / 8) + q % (BM / 8) : (q / (BK / 8)) * (PA / 8) + q % (BK / 8))] = ra1_2;
+            }
+            if (2 < LB) {
+                uint q = tid + 2 * NT;
+                Bs[sb + (bn ? (q / (BN / 8)) * (PB / 8) + q % (BN / 8) : (q / (BK / 8)) * (PT / 8) + q % (BK / 8))] = rb1_2;
+            }
+            if (3 < LA) {
+                uint q = tid + 3 * NT;
+                As[sa + (am ? (q / (BM / 8)) * (PAT / 8) + q % (BM / 8) : (q / (BK / 8)) * (PA / 8) + q % (BK / 8))] = ra1_3;
+            }
+            if (3 < LB) {
+                uint q = tid + 3 * NT;
+                Bs[sb + (bn ? (q / (BN / 8)) * (PB / 8) + q % (BN / 8) : (q / (BK / 8)) * (PT / 8) + q % (BK / 8))] = rb1_3;
+            }
+            if (4 < LA) {
+                uint q = tid + 4 * NT;
+                As[sa + (am ? (q / (BM / 8)) * (PAT / 8) + q % (BM / 8) : (q / (BK / 8)) * (PA / 8) + q % (BK / 8))] = ra1_4;
+            }
+            if (4 < LB) {
+                uint q = tid + 4 * NT;
+                Bs[sb + (bn ? (q / (BN / 8)) * (PB / 8) + q % (BN / 8) : (q / (BK / 8)) * (PT / 8) + q % (BK / 8))] = rb1_4;
+            }
+            if (5 < LA) {
+                uint q = tid + 5 * NT;
+                As[sa + (am ? (q / (BM / 8)) * (PAT / 8) + q % (BM / 8) : (q / (BK / 8)) * (PA / 8) + q % (BK / 8))] = ra1_5;
+            }
+            if (5 < LB) {
+                uint q = tid + 5 * NT;
+                Bs[sb + (bn ? (q / (BN / 8)) * (PB / 8) + q % (BN / 8) : (q / (BK / 8)) * (PT / 8) + q % (BK / 8))] = rb1_5;
+            }
+            if (6 < LA) {
+                uint q = tid + 6 * NT;
+                As[sa + (am ? (q / (BM / 8)) * (PAT / 8) + q % (BM / 8) : (q / (BK / 8)) * (PA / 8) + q % (BK / 8))] = ra1_6;
+            }
+            if (6 < LB) {
+                uint q = tid + 6 * NT;
+                Bs[sb + (bn ? (q / (BN / 8)) * (PB / 8) + q % (BN / 8) : (q / (BK / 8)) * (PT / 8) + q % (BK / 8))] = rb1_6;
+            }
+            if (7 < LA) {
+                uint q = tid + 7 * NT;
+                As[sa + (am ? (q / (BM / 8)) * (PAT / 8) + q % (BM / 8) : (q / (BK / 8)) * (PA / 8) + q % (BK / 8))] = ra1_7;
+            }
+            if (7 < LB) {
+                uint q = tid + 7 * NT;
+                Bs[sb + (bn ? (q / (BN / 8)) * (PB / 8) + q % (BN / 8) : (q / (BK / 8)) * (PT / 8) + q % (BK / 8))] = rb1_7;
+            }
+        }
+
+                    barrier();
+                }
+            }
+        }
+        else         {
+            const bool am = false, bn = false;
+            // Flag p2: two register sets; tile t + 1 is loaded in step t and stored at the end of step t + 1,
+            // so each load has two tiles' multiplications to arrive in. Steps go in pairs (set 0, set 1).
+            if (kb < ke)         {
+            const uint k0 = (kb) * BK;
+            if (0 < LA) {
+                uint q = tid + 0 * NT;
+                ra0_0 = am ? a4[(aoff + (k0 + q / (BM / 8)) * p.sak + m0 + (q % (BM / 8)) * 8) / 8]
+                               : a4[(aoff + (m0 + q / (BK / 8)) * p.sam + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (0 < LB) {
+                uint q = tid + 0 * NT;
+                rb0_0 = bn ? b4[(boff + (k0 + q / (BN / 8)) * p.sbk + n0 + (q % (BN / 8)) * 8) / 8]
+                               : b4[(boff + (n0 + q / (BK / 8)) * p.sbn + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (1 < LA) {
+                uint q = tid + 1 * NT;
+                ra0_1 = am ? a4[(aoff + (k0 + q / (BM / 8)) * p.sak + m0 + (q % (BM / 8)) * 8) / 8]
+                               : a4[(aoff + (m0 + q / (BK / 8)) * p.sam + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (1 < LB) {
+                uint q = tid + 1 * NT;
+                rb0_1 = bn ? b4[(boff + (k0 + q / (BN / 8)) * p.sbk + n0 + (q % (BN / 8)) * 8) / 8]
+                               : b4[(boff + (n0 + q / (BK / 8)) * p.sbn + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (2 < LA) {
+                uint q = tid + 2 * NT;
+                ra0_2 = am ? a4[(aoff + (k0 + q / (BM / 8)) * p.sak + m0 + (q % (BM / 8)) * 8) / 8]
+                               : a4[(aoff + (m0 + q / (BK / 8)) * p.sam + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (2 < LB) {
+                uint q = tid + 2 * NT;
+                rb0_2 = bn ? b4[(boff + (k0 + q / (BN / 8)) * p.sbk + n0 + (q % (BN / 8)) * 8) / 8]
+                               : b4[(boff + (n0 + q / (BK / 8)) * p.sbn + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (3 < LA) {
+                uint q = tid + 3 * NT;
+                ra0_3 = am ? a4[(aoff + (k0 + q / (BM / 8)) * p.sak + m0 + (q % (BM / 8)) * 8) / 8]
+                               : a4[(aoff + (m0 + q / (BK / 8)) * p.sam + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (3 < LB) {
+                uint q = tid + 3 * NT;
+                rb0_3 = bn ? b4[(boff + (k0 + q / (BN / 8)) * p.sbk + n0 + (q % (BN / 8)) * 8) / 8]
+                               : b4[(boff + (n0 + q / (BK / 8)) * p.sbn + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (4 < LA) {
+                uint q = tid + 4 * NT;
+                ra0_4 = am ? a4[(aoff + (k0 + q / (BM / 8)) * p.sak + m0 + (q % (BM / 8)) * 8) / 8]
+                               : a4[(aoff + (m0 + q / (BK / 8)) * p.sam + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (4 < LB) {
+                uint q = tid + 4 * NT;
+                rb0_4 = bn ? b4[(boff + (k0 + q / (BN / 8)) * p.sbk + n0 + (q % (BN / 8)) * 8) / 8]
+                               : b4[(boff + (n0 + q / (BK / 8)) * p.sbn + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (5 < LA) {
+                uint q = tid + 5 * NT;
+                ra0_5 = am ? a4[(aoff + (k0 + q / (BM / 8)) * p.sak + m0 + (q % (BM / 8)) * 8) / 8]
+                               : a4[(aoff + (m0 + q / (BK / 8)) * p.sam + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (5 < LB) {
+                uint q = tid + 5 * NT;
+                rb0_5 = bn ? b4[(boff + (k0 + q / (BN / 8)) * p.sbk + n0 + (q % (BN / 8)) * 8) / 8]
+                               : b4[(boff + (n0 + q / (BK / 8)) * p.sbn + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (6 < LA) {
+                uint q = tid + 6 * NT;
+                ra0_6 = am ? a4[(aoff + (k0 + q / (BM / 8)) * p.sak + m0 + (q % (BM / 8)) * 8) / 8]
+                               : a4[(aoff + (m0 + q / (BK / 8)) * p.sam + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (6 < LB) {
+                uint q = tid + 6 * NT;
+                rb0_6 = bn ? b4[(boff + (k0 + q / (BN / 8)) * p.sbk + n0 + (q % (BN / 8)) * 8) / 8]
+                               : b4[(boff + (n0 + q / (BK / 8)) * p.sbn + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (7 < LA) {
+                uint q = tid + 7 * NT;
+                ra0_7 = am ? a4[(aoff + (k0 + q / (BM / 8)) * p.sak + m0 + (q % (BM / 8)) * 8) / 8]
+                               : a4[(aoff + (m0 + q / (BK / 8)) * p.sam + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (7 < LB) {
+                uint q = tid + 7 * NT;
+                rb0_7 = bn ? b4[(boff + (k0 + q / (BN / 8)) * p.sbk + n0 + (q % (BN / 8)) * 8) / 8]
+                               : b4[(boff + (n0 + q / (BK / 8)) * p.sbn + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+        }
+
+            for (uint t = kb; t <= ke; t += 2) {
+                if (t + 1 < ke)         {
+            const uint k0 = (t + 1) * BK;
+            if (0 < LA) {
+                uint q = tid + 0 * NT;
+                ra1_0 = am ? a4[(aoff + (k0 + q / (BM / 8)) * p.sak + m0 + (q % (BM / 8)) * 8) / 8]
+                               : a4[(aoff + (m0 + q / (BK / 8)) * p.sam + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (0 < LB) {
+                uint q = tid + 0 * NT;
+                rb1_0 = bn ? b4[(boff + (k0 + q / (BN / 8)) * p.sbk + n0 + (q % (BN / 8)) * 8) / 8]
+                               : b4[(boff + (n0 + q / (BK / 8)) * p.sbn + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (1 < LA) {
+                uint q = tid + 1 * NT;
+                ra1_1 = am ? a4[(aoff + (k0 + q / (BM / 8)) * p.sak + m0 + (q % (BM / 8)) * 8) / 8]
+                               : a4[(aoff + (m0 + q / (BK / 8)) * p.sam + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (1 < LB) {
+                uint q = tid + 1 * NT;
+                rb1_1 = bn ? b4[(boff + (k0 + q / (BN / 8)) * p.sbk + n0 + (q % (BN / 8)) * 8) / 8]
+                               : b4[(boff + (n0 + q / (BK / 8)) * p.sbn + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (2 < LA) {
+                uint q = tid + 2 * NT;
+                ra1_2 = am ? a4[(aoff + (k0 + q / (BM / 8)) * p.sak + m0 + (q % (BM / 8)) * 8) / 8]
+                               : a4[(aoff + (m0 + q / (BK / 8)) * p.sam + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (2 < LB) {
+                uint q = tid + 2 * NT;
+                rb1_2 = bn ? b4[(boff + (k0 + q / (BN / 8)) * p.sbk + n0 + (q % (BN / 8)) * 8) / 8]
+                               : b4[(boff + (n0 + q / (BK / 8)) * p.sbn + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (3 < LA) {
+                uint q = tid + 3 * NT;
+                ra1_3 = am ? a4[(aoff + (k0 + q / (BM / 8)) * p.sak + m0 + (q % (BM / 8)) * 8) / 8]
+                               : a4[(aoff + (m0 + q / (BK / 8)) * p.sam + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (3 < LB) {
+                uint q = tid + 3 * NT;
+                rb1_3 = bn ? b4[(boff + (k0 + q / (BN / 8)) * p.sbk + n0 + (q % (BN / 8)) * 8) / 8]
+                               : b4[(boff + (n0 + q / (BK / 8)) * p.sbn + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (4 < LA) {
+                uint q = tid + 4 * NT;
+                ra1_4 = am ? a4[(aoff + (k0 + q / (BM / 8)) * p.sak + m0 + (q % (BM / 8)) * 8) / 8]
+                               : a4[(aoff + (m0 + q / (BK / 8)) * p.sam + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (4 < LB) {
+                uint q = tid + 4 * NT;
+                rb1_4 = bn ? b4[(boff + (k0 + q / (BN / 8)) * p.sbk + n0 + (q % (BN / 8)) * 8) / 8]
+                               : b4[(boff + (n0 + q / (BK / 8)) * p.sbn + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (5 < LA) {
+                uint q = tid + 5 * NT;
+                ra1_5 = am ? a4[(aoff + (k0 + q / (BM / 8)) * p.sak + m0 + (q % (BM / 8)) * 8) / 8]
+                               : a4[(aoff + (m0 + q / (BK / 8)) * p.sam + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (5 < LB) {
+                uint q = tid + 5 * NT;
+                rb1_5 = bn ? b4[(boff + (k0 + q / (BN / 8)) * p.sbk + n0 + (q % (BN / 8)) * 8) / 8]
+                               : b4[(boff + (n0 + q / (BK / 8)) * p.sbn + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (6 < LA) {
+                uint q = tid + 6 * NT;
+                ra1_6 = am ? a4[(aoff + (k0 + q / (BM / 8)) * p.sak + m0 + (q % (BM / 8)) * 8) / 8]
+                               : a4[(aoff + (m0 + q / (BK / 8)) * p.sam + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (6 < LB) {
+                uint q = tid + 6 * NT;
+                rb1_6 = bn ? b4[(boff + (k0 + q / (BN / 8)) * p.sbk + n0 + (q % (BN / 8)) * 8) / 8]
+                               : b4[(boff + (n0 + q / (BK / 8)) * p.sbn + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (7 < LA) {
+                uint q = tid + 7 * NT;
+                ra1_7 = am ? a4[(aoff + (k0 + q / (BM / 8)) * p.sak + m0 + (q % (BM / 8)) * 8) / 8]
+                               : a4[(aoff + (m0 + q / (BK / 8)) * p.sam + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (7 < LB) {
+                uint q = tid + 7 * NT;
+                rb1_7 = bn ? b4[(boff + (k0 + q / (BN / 8)) * p.sbk + n0 + (q % (BN / 8)) * 8) / 8]
+                               : b4[(boff + (n0 + q / (BK / 8)) * p.sbn + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+        }
+
+                if (t > kb)         {
+            const uint sa = ((t - 1) & 1) * SA, sb = ((t - 1) & 1) * SB;
+            [[unroll]] for (uint kk = 0; kk < BK; kk += 16) {
+                coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> a0;
+                if (am) coopMatLoad(a0, As, sa + (kk * PAT + wm0 + 0) / 8, PAT / 8, gl_CooperativeMatrixLayoutColumnMajor);
+                else coopMatLoad(a0, As, sa + ((wm0 + 0) * PA + kk) / 8, PA / 8, gl_CooperativeMatrixLayoutRowMajor);
+                coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> a1;
+                if (am) coopMatLoad(a1, As, sa + (kk * PAT + wm0 + 16) / 8, PAT / 8, gl_CooperativeMatrixLayoutColumnMajor);
+                else coopMatLoad(a1, As, sa + ((wm0 + 16) * PA + kk) / 8, PA / 8, gl_CooperativeMatrixLayoutRowMajor);
+                coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> a2;
+                if (am) coopMatLoad(a2, As, sa + (kk * PAT + wm0 + 32) / 8, PAT / 8, gl_CooperativeMatrixLayoutColumnMajor);
+                else coopMatLoad(a2, As, sa + ((wm0 + 32) * PA + kk) / 8, PA / 8, gl_CooperativeMatrixLayoutRowMajor);
+                coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> a3;
+                if (am) coopMatLoad(a3, As, sa + (kk * PAT + wm0 + 48) / 8, PAT / 8, gl_CooperativeMatrixLayoutColumnMajor);
+                else coopMatLoad(a3, As, sa + ((wm0 + 48) * PA + kk) / 8, PA / 8, gl_CooperativeMatrixLayoutRowMajor);
+                coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB> b0;
+                if (bn) coopMatLoad(b0, Bs, sb + (kk * PB + wn0 + 0) / 8, PB / 8, gl_CooperativeMatrixLayoutRowMajor);
+                else coopMatLoad(b0, Bs, sb + ((wn0 + 0) * PT + kk) / 8, PT / 8, gl_CooperativeMatrixLayoutColumnMajor);
+                coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB> b1;
+                if (bn) coopMatLoad(b1, Bs, sb + (kk * PB + wn0 + 16) / 8, PB / 8, gl_CooperativeMatrixLayoutRowMajor);
+                else coopMatLoad(b1, Bs, sb + ((wn0 + 16) * PT + kk) / 8, PT / 8, gl_CooperativeMatrixLayoutColumnMajor);
+                coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB> b2;
+                if (bn) coopMatLoad(b2, Bs, sb + (kk * PB + wn0 + 32) / 8, PB / 8, gl_CooperativeMatrixLayoutRowMajor);
+                else coopMatLoad(b2, Bs, sb + ((wn0 + 32) * PT + kk) / 8, PT / 8, gl_CooperativeMatrixLayoutColumnMajor);
+                coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB> b3;
+                if (bn) coopMatLoad(b3, Bs, sb + (kk * PB + wn0 + 48) / 8, PB / 8, gl_CooperativeMatrixLayoutRowMajor);
+                else coopMatLoad(b3, Bs, sb + ((wn0 + 48) * PT + kk) / 8, PT / 8, gl_CooperativeMatrixLayoutColumnMajor);
+                c0_0 = coopMatMulAdd(a0, b0, c0_0);
+                c0_1 = coopMatMulAdd(a0, b1, c0_1);
+                c0_2 = coopMatMulAdd(a0, b2, c0_2);
+                c0_3 = coopMatMulAdd(a0, b3, c0_3);
+                c1_0 = coopMatMulAdd(a1, b0, c1_0);
+                c1_1 = coopMatMulAdd(a1, b1, c1_1);
+                c1_2 = coopMatMulAdd(a1, b2, c1_2);
+                c1_3 = coopMatMulAdd(a1, b3, c1_3);
+                c2_0 = coopMatMulAdd(a2, b0, c2_0);
+                c2_1 = coopMatMulAdd(a2, b1, c2_1);
+                c2_2 = coopMatMulAdd(a2, b2, c2_2);
+                c2_3 = coopMatMulAdd(a2, b3, c2_3);
+                c3_0 = coopMatMulAdd(a3, b0, c3_0);
+                c3_1 = coopMatMulAdd(a3, b1, c3_1);
+                c3_2 = coopMatMulAdd(a3, b2, c3_2);
+                c3_3 = coopMatMulAdd(a3, b3, c3_3);
+            }
+        }
+
+                if (t < ke)         {
+            const uint sa = ((t) & 1) * SA, sb = ((t) & 1) * SB;
+            if (0 < LA) {
+                uint q = tid + 0 * NT;
+                As[sa + (am ? (q / (BM / 8)) * (PAT / 8) + q % (BM / 8) : (q / (BK / 8)) * (PA / 8) + q % (BK / 8))] = ra0_0;
+            }
+            if (0 < LB) {
+                uint q = tid + 0 * NT;
+                Bs[sb + (bn ? (q / (BN / 8)) * (PB / 8) + q % (BN / 8) : (q / (BK / 8)) * (PT / 8) + q % (BK / 8))] = rb0_0;
+            }
+            if (1 < LA) {
+                uint q = tid + 1 * NT;
+                As[sa + (am ? (q / (BM / 8)) * (PAT / 8) + q % (BM / 8) : (q / (BK / 8)) * (PA / 8) + q % (BK / 8))] = ra0_1;
+            }
+            if (1 < LB) {
+                uint q = tid + 1 * NT;
+                Bs[sb + (bn ? (q / (BN / 8)) * (PB / 8) + q % (BN / 8) : (q / (BK / 8)) * (PT / 8) + q % (BK / 8))] = rb0_1;
+            }
+            if (2 < LA) {
+                uint q = tid + 2 * NT;
+                As[sa + (am ? (q / (BM / 8)) * (PAT / 8) + q % (BM / 8) : (q / (BK / 8)) * (PA / 8) + q % (BK / 8))] = ra0_2;
+            }
+            if (2 < LB) {
+                uint q = tid + 2 * NT;
+                Bs[sb + (bn ? (q / (BN / 8)) * (PB / 8) + q % (BN / 8) : (q / (BK / 8)) * (PT / 8) + q % (BK / 8))] = rb0_2;
+            }
+            if (3 < LA) {
+                uint q = tid + 3 * NT;
+                As[sa + (am ? (q / (BM / 8)) * (PAT / 8) + q % (BM / 8) : (q / (BK / 8)) * (PA / 8) + q % (BK / 8))] = ra0_3;
+            }
+            if (3 < LB) {
+                uint q = tid + 3 * NT;
+                Bs[sb + (bn ? (q / (BN / 8)) * (PB / 8) + q % (BN / 8) : (q / (BK / 8)) * (PT / 8) + q % (BK / 8))] = rb0_3;
+            }
+            if (4 < LA) {
+                uint q = tid + 4 * NT;
+                As[sa + (am ? (q / (BM / 8)) * (PAT / 8) + q % (BM / 8) : (q / (BK / 8)) * (PA / 8) + q % (BK / 8))] = ra0_4;
+            }
+            if (4 < LB) {
+                uint q = tid + 4 * NT;
+                Bs[sb + (bn ? (q / (BN / 8)) * (PB / 8) + q % (BN / 8) : (q / (BK / 8)) * (PT / 8) + q % (BK / 8))] = rb0_4;
+            }
+            if (5 < LA) {
+                uint q = tid + 5 * NT;
+                As[sa + (am ? (q / (BM / 8)) * (PAT / 8) + q % (BM / 8) : (q / (BK / 8)) * (PA / 8) + q % (BK / 8))] = ra0_5;
+            }
+            if (5 < LB) {
+                uint q = tid + 5 * NT;
+                Bs[sb + (bn ? (q / (BN / 8)) * (PB / 8) + q % (BN / 8) : (q / (BK / 8)) * (PT / 8) + q % (BK / 8))] = rb0_5;
+            }
+            if (6 < LA) {
+                uint q = tid + 6 * NT;
+                As[sa + (am ? (q / (BM / 8)) * (PAT / 8) + q % (BM / 8) : (q / (BK / 8)) * (PA / 8) + q % (BK / 8))] = ra0_6;
+            }
+            if (6 < LB) {
+                uint q = tid + 6 * NT;
+                Bs[sb + (bn ? (q / (BN / 8)) * (PB / 8) + q % (BN / 8) : (q / (BK / 8)) * (PT / 8) + q % (BK / 8))] = rb0_6;
+            }
+            if (7 < LA) {
+                uint q = tid + 7 * NT;
+                As[sa + (am ? (q / (BM / 8)) * (PAT / 8) + q % (BM / 8) : (q / (BK / 8)) * (PA / 8) + q % (BK / 8))] = ra0_7;
+            }
+            if (7 < LB) {
+                uint q = tid + 7 * NT;
+                Bs[sb + (bn ? (q / (BN / 8)) * (PB / 8) + q % (BN / 8) : (q / (BK / 8)) * (PT / 8) + q % (BK / 8))] = rb0_7;
+            }
+        }
+
+                barrier();
+                if (t + 1 <= ke) {
+                    if (t + 2 < ke)         {
+            const uint k0 = (t + 2) * BK;
+            if (0 < LA) {
+                uint q = tid + 0 * NT;
+                ra0_0 = am ? a4[(aoff + (k0 + q / (BM / 8)) * p.sak + m0 + (q % (BM / 8)) * 8) / 8]
+                               : a4[(aoff + (m0 + q / (BK / 8)) * p.sam + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (0 < LB) {
+                uint q = tid + 0 * NT;
+                rb0_0 = bn ? b4[(boff + (k0 + q / (BN / 8)) * p.sbk + n0 + (q % (BN / 8)) * 8) / 8]
+                               : b4[(boff + (n0 + q / (BK / 8)) * p.sbn + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (1 < LA) {
+                uint q = tid + 1 * NT;
+                ra0_1 = am ? a4[(aoff + (k0 + q / (BM / 8)) * p.sak + m0 + (q % (BM / 8)) * 8) / 8]
+                               : a4[(aoff + (m0 + q / (BK / 8)) * p.sam + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (1 < LB) {
+                uint q = tid + 1 * NT;
+                rb0_1 = bn ? b4[(boff + (k0 + q / (BN / 8)) * p.sbk + n0 + (q % (BN / 8)) * 8) / 8]
+                               : b4[(boff + (n0 + q / (BK / 8)) * p.sbn + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (2 < LA) {
+                uint q = tid + 2 * NT;
+                ra0_2 = am ? a4[(aoff + (k0 + q / (BM / 8)) * p.sak + m0 + (q % (BM / 8)) * 8) / 8]
+                               : a4[(aoff + (m0 + q / (BK / 8)) * p.sam + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (2 < LB) {
+                uint q = tid + 2 * NT;
+                rb0_2 = bn ? b4[(boff + (k0 + q / (BN / 8)) * p.sbk + n0 + (q % (BN / 8)) * 8) / 8]
+                               : b4[(boff + (n0 + q / (BK / 8)) * p.sbn + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (3 < LA) {
+                uint q = tid + 3 * NT;
+                ra0_3 = am ? a4[(aoff + (k0 + q / (BM / 8)) * p.sak + m0 + (q % (BM / 8)) * 8) / 8]
+                               : a4[(aoff + (m0 + q / (BK / 8)) * p.sam + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (3 < LB) {
+                uint q = tid + 3 * NT;
+                rb0_3 = bn ? b4[(boff + (k0 + q / (BN / 8)) * p.sbk + n0 + (q % (BN / 8)) * 8) / 8]
+                               : b4[(boff + (n0 + q / (BK / 8)) * p.sbn + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (4 < LA) {
+                uint q = tid + 4 * NT;
+                ra0_4 = am ? a4[(aoff + (k0 + q / (BM / 8)) * p.sak + m0 + (q % (BM / 8)) * 8) / 8]
+                               : a4[(aoff + (m0 + q / (BK / 8)) * p.sam + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (4 < LB) {
+                uint q = tid + 4 * NT;
+                rb0_4 = bn ? b4[(boff + (k0 + q / (BN / 8)) * p.sbk + n0 + (q % (BN / 8)) * 8) / 8]
+                               : b4[(boff + (n0 + q / (BK / 8)) * p.sbn + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (5 < LA) {
+                uint q = tid + 5 * NT;
+                ra0_5 = am ? a4[(aoff + (k0 + q / (BM / 8)) * p.sak + m0 + (q % (BM / 8)) * 8) / 8]
+                               : a4[(aoff + (m0 + q / (BK / 8)) * p.sam + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (5 < LB) {
+                uint q = tid + 5 * NT;
+                rb0_5 = bn ? b4[(boff + (k0 + q / (BN / 8)) * p.sbk + n0 + (q % (BN / 8)) * 8) / 8]
+                               : b4[(boff + (n0 + q / (BK / 8)) * p.sbn + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (6 < LA) {
+                uint q = tid + 6 * NT;
+                ra0_6 = am ? a4[(aoff + (k0 + q / (BM / 8)) * p.sak + m0 + (q % (BM / 8)) * 8) / 8]
+                               : a4[(aoff + (m0 + q / (BK / 8)) * p.sam + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (6 < LB) {
+                uint q = tid + 6 * NT;
+                rb0_6 = bn ? b4[(boff + (k0 + q / (BN / 8)) * p.sbk + n0 + (q % (BN / 8)) * 8) / 8]
+                               : b4[(boff + (n0 + q / (BK / 8)) * p.sbn + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (7 < LA) {
+                uint q = tid + 7 * NT;
+                ra0_7 = am ? a4[(aoff + (k0 + q / (BM / 8)) * p.sak + m0 + (q % (BM / 8)) * 8) / 8]
+                               : a4[(aoff + (m0 + q / (BK / 8)) * p.sam + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+            if (7 < LB) {
+                uint q = tid + 7 * NT;
+                rb0_7 = bn ? b4[(boff + (k0 + q / (BN / 8)) * p.sbk + n0 + (q % (BN / 8)) * 8) / 8]
+                               : b4[(boff + (n0 + q / (BK / 8)) * p.sbn + k0 + (q % (BK / 8)) * 8) / 8];
+            }
+        }
+
+                            {
+            const uint sa = ((t) & 1) * SA, sb = ((t) & 1) * SB;
+            [[unroll]] for (uint kk = 0; kk < BK; kk += 16) {
+                coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> a0;
+                if (am) coopMatLoad(a0, As, sa + (kk * PAT + wm0 + 0) / 8, PAT / 8, gl_CooperativeMatrixLayoutColumnMajor);
+                else coopMatLoad(a0, As, sa + ((wm0 + 0) * PA + kk) / 8, PA / 8, gl_CooperativeMatrixLayoutRowMajor);
+                coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> a1;
+                if (am) coopMatLoad(a1, As, sa + (kk * PAT + wm0 + 16) / 8, PAT / 8, gl_CooperativeMatrixLayoutColumnMajor);
+                else coopMatLoad(a1, As, sa + ((wm0 + 16) * PA + kk) / 8, PA / 8, gl_CooperativeMatrixLayoutRowMajor);
+                coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> a2;
+                if (am) coopMatLoad(a2, As, sa + (kk * PAT + wm0 + 32) / 8, PAT / 8, gl_CooperativeMatrixLayoutColumnMajor);
+                else coopMatLoad(a2, As, sa + ((wm0 + 32) * PA + kk) / 8, PA / 8, gl_CooperativeMatrixLayoutRowMajor);
+                coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> a3;
+                if (am) coopMatLoad(a3, As, sa + (kk * PAT + wm0 + 48) / 8, PAT / 8, gl_CooperativeMatrixLayoutColumnMajor);
+                else coopMatLoad(a3, As, sa + ((wm0 + 48) * PA + kk) / 8, PA / 8, gl_CooperativeMatrixLayoutRowMajor);
+                coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB> b0;
+                if (bn) coopMatLoad(b0, Bs, sb + (kk * PB + wn0 + 0) / 8, PB / 8, gl_CooperativeMatrixLayoutRowMajor);
+                else coopMatLoad(b0, Bs, sb + ((wn0 + 0) * PT + kk) / 8, PT / 8, gl_CooperativeMatrixLayoutColumnMajor);
+                coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB> b1;
+                if (bn) coopMatLoad(b1, Bs, sb + (kk * PB + wn0 + 16) / 8, PB / 8, gl_CooperativeMatrixLayoutRowMajor);
+                else coopMatLoad(b1, Bs, sb + ((wn0 + 16) * PT + kk) / 8, PT / 8, gl_CooperativeMatrixLayoutColumnMajor);
+                coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB> b2;
+                if (bn) coopMatLoad(b2, Bs, sb + (kk * PB + wn0 + 32) / 8, PB / 8, gl_CooperativeMatrixLayoutRowMajor);
+                else coopMatLoad(b2, Bs, sb + ((wn0 + 32) * PT + kk) / 8, PT / 8, gl_CooperativeMatrixLayoutColumnMajor);
+                coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB> b3;
+                if (bn) coopMatLoad(b3, Bs, sb + (kk * PB + wn0 + 48) / 8, PB / 8, gl_CooperativeMatrixLayoutRowMajor);
+                else coopMatLoad(b3, Bs, sb + ((wn0 + 48) * PT + kk) / 8, PT / 8, gl_CooperativeMatrixLayoutColumnMajor);
+                c0_0 = coopMatMulAdd(a0, b0, c0_0);
+                c0_1 = coopMatMulAdd(a0, b1, c0_1);
+                c0_2 = coopMatMulAdd(a0, b2, c0_2);
+                c0_3 = coopMatMulAdd(a0, b3, c0_3);
+                c1_0 = coopMatMulAdd(a1, b0, c1_0);
+                c1_1 = coopMatMulAdd(a1, b1, c1_1);
+                c1_2 = coopMatMulAdd(a1, b2, c1_2);
+                c1_3 = coopMatMulAdd(a1, b3, c1_3);
+                c2_0 = coopMatMulAdd(a2, b0, c2_0);
+                c2_1 = coopMatMulAdd(a2, b1, c2_1);
+                c2_2 = coopMatMulAdd(a2, b2, c2_2);
+                c2_3 = coopMatMulAdd(a2, b3, c2_3);
+                c3_0 = coopMatMulAdd(a3, b0, c3_0);
+                c3_1 = coopMatMulAdd(a3, b1, c3_1);
+                c3_2 = coopMatMulAdd(a3, b2, c3_2);
+                c3_3 = coopMatMulAdd(a3, b3, c3_3);
+            }
+        }
+
+                    if (t + 1 < ke)         {
+            const uint sa = ((t + 1) & 1) * SA, sb = ((t + 1) & 1) * SB;
+            if (0 < LA) {
+                uint q = tid + 0 * NT;
+                As[sa + (am ? (q / (BM / 8)) * (PAT / 8) + q % (BM / 8) : (q / (BK / 8)) * (PA / 8) + q % (BK / 8))] = ra1_0;
+            }
+            if (0 < LB) {
+                uint q = tid + 0 * NT;
+                Bs[sb + (bn ? (q / (BN / 8)) * (PB / 8) + q % (BN / 8) : (q / (BK / 8)) * (PT / 8) + q % (BK / 8))] = rb1_0;
+            }
+            if (1 < LA) {
+                uint q = tid + 1 * NT;
+                As[sa + (am ? (q / (BM / 8)) * (PAT / 8) + q % (BM / 8) : (q / (BK / 8)) * (PA / 8) + q % (BK / 8))] = ra1_1;
+            }
+            if (1 < LB) {
+                uint q = tid + 1 * NT;
+                Bs[sb + (bn ? (q / (BN / 8)) * (PB / 8) + q % (BN / 8) : (q / (BK / 8)) * (PT / 8) + q % (BK / 8))] = rb1_1;
+            }
+            if (2 < LA) {
+                uint q = tid + 2 * NT;
+                As[sa + (am ? (q / (BM / 8)) * (PAT / 8) + q % (BM / 8) : (q / (BK / 8)) * (PA / 8) + q % (BK / 8))] = ra1_2;
+            }
+            if (2 < LB) {
+                uint q = tid + 2 * NT;
+                Bs[sb + (bn ? (q / (BN / 8)) * (PB / 8) + q % (BN / 8) : (q / (BK / 8)) * (PT / 8) + q % (BK / 8))] = rb1_2;
+            }
+            if (3 < LA) {
+                uint q = tid + 3 * NT;
+                As[sa + (am ? (q / (BM / 8)) * (PAT / 8) + q % (BM / 8) : (q / (BK / 8)) * (PA / 8) + q % (BK / 8))] = ra1_3;
+            }
+            if (3 < LB) {
+                uint q = tid + 3 * NT;
+                Bs[sb + (bn ? (q / (BN / 8)) * (PB / 8) + q % (BN / 8) : (q / (BK / 8)) * (PT / 8) + q % (BK / 8))] = rb1_3;
+            }
+            if (4 < LA) {
+                uint q = tid + 4 * NT;
+                As[sa + (am ? (q / (BM / 8)) * (PAT / 8) + q % (BM / 8) : (q / (BK / 8)) * (PA / 8) + q % (BK / 8))] = ra1_4;
+            }
+            if (4 < LB) {
+                uint q = tid + 4 * NT;
+                Bs[sb + (bn ? (q / (BN / 8)) * (PB / 8) + q % (BN / 8) : (q / (BK / 8)) * (PT / 8) + q % (BK / 8))] = rb1_4;
+            }
+            if (5 < LA) {
+                uint q = tid + 5 * NT;
+                As[sa + (am ? (q / (BM / 8)) * (PAT / 8) + q % (BM / 8) : (q / (BK / 8)) * (PA / 8) + q % (BK / 8))] = ra1_5;
+            }
+            if (5 < LB) {
+                uint q = tid + 5 * NT;
+                Bs[sb + (bn ? (q / (BN / 8)) * (PB / 8) + q % (BN / 8) : (q / (BK / 8)) * (PT / 8) + q % (BK / 8))] = rb1_5;
+            }
+            if (6 < LA) {
+                uint q = tid + 6 * NT;
+                As[sa + (am ? (q / (BM / 8)) * (PAT / 8) + q % (BM / 8) : (q / (BK / 8)) * (PA / 8) + q % (BK / 8))] = ra1_6;
+            }
+            if (6 < LB) {
+                uint q = tid + 6 * NT;
+                Bs[sb + (bn ? (q / (BN / 8)) * (PB / 8) + q % (BN / 8) : (q / (BK / 8)) * (PT / 8) + q % (BK / 8))] = rb1_6;
+            }
+            if (7 < LA) {
+                uint q = tid + 7 * NT;
+                As[sa + (am ? (q / (BM / 8)) * (PAT / 8) + q % (BM / 8) : (q / (BK / 8)) * (PA / 8) + q % (BK / 8))] = ra1_7;
+            }
+            if (7 < LB) {
+                uint q = tid + 7 * NT;
+                Bs[sb + (bn ? (q / (BN / 8)) * (PB / 8) + q % (BN / 8) : (q / (BK / 8)) * (PT / 8) + q % (BK / 8))] = rb1_7;
+            }
+        }
+
+                    barrier();
+                }
+            }
         }
     }
     {
