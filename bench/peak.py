@@ -92,9 +92,11 @@ void main() {{
 # the loop. elem: the shared array's element type (uvec4 as the kernels, or float16_t). bar: a barrier() every
 # iteration (the kernels have one or two per 16-wide k step).
 SMEM_CASES = [("uvec4", False, False), ("float16_t", False, False), ("uvec4", True, False), ("uvec4", False, True)]
+SMEM_GRID = (4, 2)  # FM x FN fragments a subgroup
 
 
-def smem_glsl(elem: str, bcol: bool, bar: bool, fm: int = 4, fn: int = 2) -> str:
+def smem_glsl(elem: str, bcol: bool, bar: bool) -> str:
+    fm, fn = SMEM_GRID
     cm = "coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>"
     u = 8 if elem == "uvec4" else 1  # halves per array element
     pa, pb = 40, (40 if bcol else 136)  # row strides in halves
@@ -140,7 +142,7 @@ void main() {{
 
 
 def smem_name(elem: str, bcol: bool, bar: bool) -> str:
-    return f"smem_4x2_{'u4' if elem == 'uvec4' else 'h'}{'_bcol' if bcol else ''}{'_bar' if bar else ''}"
+    return f"smem_{SMEM_GRID[0]}x{SMEM_GRID[1]}_{'u4' if elem == 'uvec4' else 'h'}{'_bcol' if bcol else ''}{'_bar' if bar else ''}"
 
 
 def shaders() -> dict:
@@ -220,10 +222,12 @@ def main(argv=None) -> int:
             print(f"{name}  16x16x16 f16->f32 MMA       {rates[name] / 1e12:9.2f} TFLOP/s")
         for case in SMEM_CASES:
             name = smem_name(*case)
-            o = mgr.tensor_t(np.zeros(groups * (WG // 32) * 8 * 256, dtype=np.float32), kp.TensorTypes.device)
+            frags = SMEM_GRID[0] * SMEM_GRID[1]
+            o = mgr.tensor_t(np.zeros(groups * (WG // 32) * frags * 256, dtype=np.float32), kp.TensorTypes.device)
             algo = mgr.algorithm([o], (SPV / f"{name}.spv").read_bytes(), [groups, 1, 1],
                                  np.zeros(1, dtype=np.uint32), np.array([mma_iters], dtype=np.uint32))
-            rates[name] = timed_rate(mgr, kp, algo, groups * (WG // 32) * mma_iters * 8 * 2.0 * 16 ** 3, args.reps)
+            rates[name] = timed_rate(mgr, kp, algo, groups * (WG // 32) * mma_iters * frags * 2.0 * 16 ** 3,
+                                     args.reps)
             print(f"{name:22s} fragments from shared  {rates[name] / 1e12:9.2f} TFLOP/s")
     else:
         print("mma: this device has no cooperative matrices")
