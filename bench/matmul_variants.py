@@ -167,7 +167,7 @@ def main(argv=None):
     ap.add_argument("sizes", type=int, nargs="*", default=[256])
     ap.add_argument("--dtype", choices=["f32", "f16"], action="append")
     ap.add_argument("--only", default="", help="variants whose name contains this (or one of these, comma-separated)")
-    ap.add_argument("--kinds", default="", help="comma-separated matmul kinds to force (tiled, v4, rb, cm); default all")
+    ap.add_argument("--kinds", default="", help="comma-separated matmul kinds to force (tiled, v4, rb, cm, cm2); default all")
     ap.add_argument("--layouts", default="nn", help="square sizes: comma-separated operand layouts, n (as is) or "
                     "t (transposed) for A then B, e.g. nn,nt (nt: B stored [N, K], k-contiguous)")
     ap.add_argument("--lm-shapes", action="store_true", help="the LM's linear-layer products instead of n^3")

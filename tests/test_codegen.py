@@ -30,7 +30,8 @@ def test_names_are_derived_from_the_table():
                 else f"wg{spec['WG']}" if set(spec) == {"WG"} and v["name"].endswith(f"_wg{spec['WG']}")  # CPU row sizes
                 else None)
         if "BM" in spec:  # the k-step too where it differs from the algorithm's usual one (cm 16, rb 8)
-            usual = 16 if "cm" in v["flags"] else 8 if any(f.startswith("rb") for f in v["flags"]) else spec["BK"]
+            usual = (16 if "cm" in v["flags"] else 64 if "cm2" in v["flags"]
+                     else 8 if any(f.startswith("rb") for f in v["flags"]) else spec["BK"])
             tile += f"k{spec['BK']}" if spec["BK"] != usual else ""
         assert v["name"] == "_".join([v["op"], v["dtype"], *v["flags"]] + ([tile] if tile else []))
         assert (ROOT / "generated" / v["spirv"]).exists()

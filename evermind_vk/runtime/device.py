@@ -6,7 +6,8 @@ them (ci/patches/0003); `Device.caps` says which are on after the kill switches 
 
 Kill switches (set to 1 to treat the feature as absent; makes feature bugs bisectable):
   EVERMIND_VK_DISABLE_F16      16-bit storage and float16 arithmetic
-  EVERMIND_VK_DISABLE_COOPMAT  cooperative matrices
+  EVERMIND_VK_DISABLE_COOPMAT  cooperative matrices (both kinds)
+  EVERMIND_VK_DISABLE_COOPMAT2 VK_NV_cooperative_matrix2 only (the cm2 matmuls; cm stays)
   EVERMIND_VK_DISABLE_SHARED_PIPELINES  build a pipeline per tensor set, as stock kp does
                                         (instead of once per variant, ci/patches/0008)
 Device choice: argument, else EVERMIND_VK_DEVICE (an index or a name substring), else device 0.
@@ -24,10 +25,11 @@ from ..errors import DeviceError, EvermindError
 
 KILL_SWITCHES = {
     "EVERMIND_VK_DISABLE_F16": ("storage_buffer_16bit_access", "shader_float16"),
-    "EVERMIND_VK_DISABLE_COOPMAT": ("cooperative_matrix",),
+    "EVERMIND_VK_DISABLE_COOPMAT": ("cooperative_matrix", "cooperative_matrix2"),
+    "EVERMIND_VK_DISABLE_COOPMAT2": ("cooperative_matrix2",),
 }
 FEATURES = ("shader_int16", "shader_int64", "storage_buffer_16bit_access", "shader_float16",
-            "vulkan_memory_model", "vulkan_memory_model_device_scope", "cooperative_matrix")
+            "vulkan_memory_model", "vulkan_memory_model_device_scope", "cooperative_matrix", "cooperative_matrix2")
 # VK_KHR_cooperative_matrix shape (M, N, K, A, B, C, Result, scope): FLOAT16 = 0, FLOAT32 = 1, SUBGROUP = 3.
 COOPMAT_F16_F32 = (16, 16, 16, 0, 0, 1, 1, 3)
 # Capability keys of the storage-buffer binding limits, named as DeviceInfo's fields.
@@ -77,6 +79,10 @@ class DeviceInfo:
     # Streaming multiprocessors / compute units (ci/patches/0010; 0: the device does not say): split-K
     # planning (runtime.variants.wave_split).
     multiprocessors: int = field(kw_only=True, default=0)
+    # VK_NV_cooperative_matrix2 (ci/patches/0011): the flexible shapes and the workgroup limit of workgroup-scope
+    # matrices (runtime.variants.device_errors checks the cm2 tiles against them); empty / 0 without it.
+    cooperative_matrix_flexible_shapes: tuple = field(kw_only=True, default=())
+    cooperative_matrix2_max_workgroup_size: int = field(kw_only=True, default=0)
 
     @property
     def f16(self) -> bool:
@@ -94,6 +100,8 @@ class DeviceInfo:
         # Derived: the coopmat shape our kernels use (16x16x16, f16 A/B, f32 C/result, subgroup scope),
         # and the subgroup size they assume.
         feats["coopmat_f16_16x16x16_f32"] = COOPMAT_F16_F32 in shapes
+        flexible = tuple(tuple(s) for s in caps.get("cooperative_matrix_flexible_shapes", ())) \
+            if feats["cooperative_matrix2"] else ()
         feats["subgroup_size_32"] = int(caps["subgroup_size"]) == 32
         missing = [k for k in BINDING_LIMITS if k not in caps]
         if missing:
@@ -107,6 +115,9 @@ class DeviceInfo:
             max_push_constants=int(caps["max_push_constants_size"]),
             max_storage_buffer_range=int(caps["max_storage_buffer_range"]),
             features=feats, cooperative_matrix_shapes=shapes, multiprocessors=int(caps["multiprocessors"]),
+            cooperative_matrix_flexible_shapes=flexible,
+            cooperative_matrix2_max_workgroup_size=int(caps.get("cooperative_matrix2_max_workgroup_size", 0))
+            if feats["cooperative_matrix2"] else 0,
             **{k: int(caps[k]) for k in BINDING_LIMITS})
 
 

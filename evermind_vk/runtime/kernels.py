@@ -77,7 +77,7 @@ def with_features(op: str, dtype: str, device) -> list[Variant]:
     if not cands:
         have = sorted({v.dtype for v in manifest().values() if v.op == op})
         raise UnsupportedError(f"no {op} kernel for dtype {dtype}" + (f" (have: {', '.join(have)})" if have else ""))
-    ok = [v for v in cands if all(device.has(f) for f in v.features)]
+    ok = [v for v in cands if all(device.has(f) for f in v.features) and not variants.device_errors(v, device.info)]
     if not ok:
         need = sorted({f for v in cands for f in v.features if not device.has(f)})
         raise UnsupportedError(f"{op} in {dtype} needs device feature(s) {', '.join(need)}, "
@@ -138,6 +138,9 @@ def dispatch(variant: Variant, tensors: list, push: dict, groups: tuple, writes:
     missing = [f for f in variant.features if not device.has(f)]
     if missing:
         raise UnsupportedError(f"{variant.name} needs {', '.join(missing)}, which {device.info.name} lacks")
+    shape = variants.device_errors(variant, device.info)
+    if shape:
+        raise UnsupportedError(shape[0])
     bindings = variants.binding_errors(variant, variants.max_bindings(device.info))
     if bindings:  # the selectors never pick such a variant; a forced or hand-picked one stops here
         raise BindingLimitError(bindings[0])

@@ -12,6 +12,8 @@ Matmul algorithms (one template each, `templates/matmul_<kind>.comp.j2`):
   rb     GPUs: an RMxRN register block per thread from 16-byte loads (flag rbRMxRN)
   v4     CPU devices: large register blocks from 16-byte loads, no shared memory (flag v4)
   cm     cooperative matrices (tensor cores), f16 in / f32 accumulate, aligned shapes (flags cm, rbFMxFN)
+  cm2    NVIDIA's VK_NV_cooperative_matrix2: workgroup-scope matrices the driver stages itself, f16 in / f32
+         accumulate, aligned shapes (flags cm2, lN; templates/matmul_cm2.spvasm.j2, SPIR-V assembly)
 Every f16 row has a twin with flag c32 that stores C in f32 (split-K's partial products); pick_matmul
 chooses among one set only (out32).
 """
@@ -26,7 +28,8 @@ from ..errors import BindingLimitError, ShapeError, UnsupportedError
 # Device features a dtype or a code-changing flag needs (names as in Device.caps).
 DTYPE_FEATURES = {"f16": ("storage_buffer_16bit_access",)}
 FLAG_FEATURES = {"cm": ("cooperative_matrix", "coopmat_f16_16x16x16_f32", "shader_float16", "subgroup_size_32",
-                        "vulkan_memory_model")}
+                        "vulkan_memory_model"),
+                 "cm2": ("cooperative_matrix2", "shader_float16", "vulkan_memory_model")}
 
 
 def features_for(dtype: str, flags=()) -> list[str]:
@@ -34,6 +37,30 @@ def features_for(dtype: str, flags=()) -> list[str]:
     for f in flags:
         out += FLAG_FEATURES.get(f, ())
     return sorted(set(out))
+
+
+# VK_NV_cooperative_matrix2's flexible shapes, as ci/patches/0011 reports them: (M, N, K granularity, A, B, C,
+# Result component type, scope, workgroup invocations: 0 for any). The cm2 kernels multiply f16 A and B
+# (FLOAT16 = 0) into f32 C and results (FLOAT32 = 1) at workgroup scope (2).
+CM2_TYPES = (0, 0, 1, 1, 2)
+
+
+def device_errors(v, info) -> list[str]:
+    """Why a variant cannot run on a device (a DeviceInfo) beyond the features it names (empty: it can):
+    a cm2 tile must be whole multiples of a flexible shape of its types whose invocation count allows
+    its workgroup, and its workgroup within the extension's limit."""
+    if matmul_kind(v.flags) != "cm2":
+        return []
+    nt, (bm, bn, bk) = local_size(v.flags), (v.spec["BM"], v.spec["BN"], v.spec["BK"])
+    errs = []
+    if nt > info.cooperative_matrix2_max_workgroup_size:
+        errs.append(f"{v.name}: {nt} threads exceed the device's cooperativeMatrixWorkgroupScopeMaxWorkgroupSize "
+                    f"{info.cooperative_matrix2_max_workgroup_size}")
+    if not any(tuple(s[3:8]) == CM2_TYPES and bm % s[0] == 0 and bn % s[1] == 0 and bk % s[2] == 0
+               and s[8] in (0, nt) for s in info.cooperative_matrix_flexible_shapes):
+        errs.append(f"{v.name}: no f16 x f16 -> f32 workgroup-scope flexible shape of the device divides "
+                    f"{bm}x{bn}x{bk} on {nt} threads")
+    return errs
 
 
 # -- storage-buffer bindings ---------------------------------------------------------------------------
@@ -126,6 +153,13 @@ def raster_group(flags) -> int:
     return int(f[0][1:]) if f else 0
 
 
+def local_size(flags) -> int:
+    """Threads a workgroup of a cm2 variant (flag lN: a template parameter, since workgroup-scope
+    matrices need the size at compile time), 0 without one."""
+    f = [f for f in flags if f[:1] == "l" and f[1:].isdigit()]
+    return int(f[0][1:]) if f else 0
+
+
 def rb_shared_bytes(bm: int, bn: int, bk: int) -> int:
     """Shared memory of an rb tile: two buffers of BK rows of BM/4 + 1 and BN/4 + 1 vec4s."""
     return 2 * bk * (bm // 4 + 1 + bn // 4 + 1) * 16
@@ -138,7 +172,9 @@ def cm_shared_bytes(bm: int, bn: int, bk: int) -> int:
 
 
 def matmul_kind(flags) -> str:
-    """'cm' | 'v4' | 'rb' | 'tiled' for a matmul variant's flags."""
+    """'cm' | 'cm2' | 'v4' | 'rb' | 'tiled' for a matmul variant's flags."""
+    if "cm2" in flags:
+        return "cm2"
     if "cm" in flags:
         return "cm"
     if "v4" in flags:
@@ -147,14 +183,19 @@ def matmul_kind(flags) -> str:
 
 
 # Shared memory buffers each algorithm keeps (the selector counts them against the device limit).
-MATMUL_BUFFERS = {"tiled": 1, "rb": 2, "v4": 0, "cm": 2}
+MATMUL_BUFFERS = {"tiled": 1, "rb": 2, "v4": 0, "cm": 2, "cm2": 0}  # cm2: the driver's own (cm2_device_errors)
 
 
 def matmul_row_errors(bm: int, bn: int, bk: int, wg_x: int, wg_y: int, flags) -> list[str]:
     """Why a (tile, workgroup, flags) row of the variant table cannot work with its template (empty: it can)."""
     kind, blk, nt = matmul_kind(flags), register_block(flags), wg_x * wg_y
     errs = []
-    if kind == "cm":
+    if kind == "cm2":
+        if nt != local_size(flags) or wg_y != 1:
+            errs.append(f"cm2 runs {local_size(flags)} threads (flag lN) as WG_X x 1, got {wg_x}x{wg_y}")
+        if bm % 16 or bn % 16 or bk % 16:
+            errs.append(f"cm2 tile {bm}x{bn}x{bk} must be multiples of 16")
+    elif kind == "cm":
         if not blk:
             return ["a cm matmul needs its fragment block as an rbFMxFN flag"]
         la, lb = bm * bk / (8 * nt), bn * bk / (8 * nt)  # 16-byte (8-half) loads per thread, at most 8
@@ -236,17 +277,17 @@ def matmul_launch_errors(kind: str, spec: dict, M: int, N: int, K: int, lay: Lay
     """Each assumption the `kind` template makes about a launch that this one breaks (empty: it may run)."""
     (sam, sak), (sbk, sbn), (scm, scn) = lay.a_strides, lay.b_strides, lay.c_strides
     errs = []
-    if kind == "cm":  # no bounds checks, 16-byte staging, coopMatLoad/Store of C with unit column stride
-        BM, BN, BK = spec["BM"], spec["BN"], spec["BK"]
+    if kind in ("cm", "cm2"):  # no bounds checks, 16-byte staging (cm) or unclamped tensor layouts (cm2), C
+        BM, BN, BK = spec["BM"], spec["BN"], spec["BK"]  # loaded and stored with a unit column stride
         if M % BM or N % BN or K % BK:
-            errs.append(f"cm needs M, N, K multiples of its tile {BM}x{BN}x{BK}, got {M}x{N}x{K}")
+            errs.append(f"{kind} needs M, N, K multiples of its tile {BM}x{BN}x{BK}, got {M}x{N}x{K}")
         if scn != 1 or 1 not in (sak, sam) or 1 not in (sbk, sbn):
-            errs.append(f"cm needs scn == 1 and A and B with a unit stride, got scn={scn} A={lay.a_strides} "
+            errs.append(f"{kind} needs scn == 1 and A and B with a unit stride, got scn={scn} A={lay.a_strides} "
                         f"B={lay.b_strides}")
         a_far = sam if sak == 1 else sak
         b_far = sbk if sbn == 1 else sbn
         if any(x % 8 for x in (scm, *lay.c_batch, a_far, *lay.a_batch, *lay.b_batch[:2], b_far, *lay.outer[1:])):
-            errs.append("cm needs row strides, batch strides and offsets that are multiples of 8 halves")
+            errs.append(f"{kind} needs row strides, batch strides and offsets that are multiples of 8 halves")
     elif kind == "v4":  # 16-byte loads of A along k (or m) and of B along n or k, N and K in whole vectors
         if not (lay.wide_loads and (sak == 1 or (sam == 1 and M % 4 == 0))):
             errs.append("v4 needs A k-contiguous, or m-contiguous with M a multiple of 4, and 16-byte aligned "
@@ -345,6 +386,18 @@ CM_ORDER = ("cm_rb4x2_w2x4_t128x128", "cm_rb4x4_t128x128", "cm_rb4x4_g8_t128x128
 # workgroups 80.0/70.3 (4096x512x512), 149.3/121.6 (x2816), 123.2/102.1 (x1408), 52.4/46.4 (x256); 352:
 # 90.9/77.9 (4096x1408x512); 704: 94.7/97.7 (4096x2816x512); 1024: 162/180 (4096^3, round 3).
 CM_FEW = ("cm_rb2x2_w4x4_t128x128k32", 512)  # (the row, below how many workgroups it comes first)
+
+# VK_NV_cooperative_matrix2 rows (kind cm2, preferred over cm wherever both may run) in the order measured on
+# an NVIDIA H200 (bench/results/round11-h200-cm2.txt, TFLOP/s at 4096^3 nn / nt / tn and 8192^3 nn; cuBLAS
+# 740-760): 128x256 BK 32 268/238/280/277, 128x256 BK 64 247/254/254/253, 128x128 BK 64 245/240/246, 128x128
+# BK 128 207/226/218, 64x64 on 128 threads 160/161/159 (cm's best 183/169/197/190). A launch takes the first
+# with at least CM2_MIN_GROUPS workgroups, else the one with the most; it is split along K only where no cm2
+# tile makes CM2_MIN_GROUPS whole (split whole-filling products lost: 4096x512x1408 0.32 of cuBLAS split
+# 4 ways against 0.58 whole, 4096x512x2816 0.22 against 0.33; 512x512x4096, 16 tiles whole, 0.71 split
+# against 0.55).
+CM2_ORDER = ("cm2_l256_t128x256k32", "cm2_l256_t128x256", "cm2_l256_t128x128", "cm2_l256_t128x128k128",
+             "cm2_l128_t64x64")
+CM2_MIN_GROUPS = 128
 
 
 # Causal hints for square products (the matmul templates' k_range, push `tri`): what a product may skip
@@ -476,8 +529,8 @@ def pick_matmul(cands, M: int, N: int, K: int, lay: Layout, device_type: str, sh
 
     A forced name (EVERMIND_VK_MATMUL_VARIANT) wins where its launch rules hold (an f16 row's name
     also forces its c32 twin: a forced tile runs the chunks of a split product too). Otherwise:
-    cooperative matrices where the launch is aligned to their tile (CM_ORDER; CM_FEW's row first below
-    its workgroup count); on CPU devices the v4
+    cooperative matrices where the launch is aligned to their tile: cm2 first (CM2_ORDER, CM2_MIN_GROUPS),
+    else cm (CM_ORDER; CM_FEW's row first below its workgroup count); on CPU devices the v4
     blocks for aligned products (A k- or m-contiguous); on other devices register blocks where 16-byte loads are possible;
     otherwise the shared-memory tiles. Tiles come from matmul_tile, except that where the product may be
     split along K (split: see matmul_split_k) register blocks take the largest tile that, split at
@@ -504,6 +557,17 @@ def pick_matmul(cands, M: int, N: int, K: int, lay: Layout, device_type: str, sh
     by_kind: dict[str, list] = {}
     for v in cands:
         by_kind.setdefault(matmul_kind(v.flags), []).append(v)
+    cm2 = [v for v in by_kind.get("cm2", ()) if ok(v)]
+    if cm2:
+        def rank2(v):  # CM2_ORDER, then the larger tile, the longer k-step
+            name = v.name.split("_", 2)[2].replace("_c32", "")
+            return (CM2_ORDER.index(name) if name in CM2_ORDER else len(CM2_ORDER),
+                    -v.spec["BM"] * v.spec["BN"], -v.spec["BK"])
+        ordered = sorted(cm2, key=rank2)
+        big = [v for v in ordered if groups(v.spec["BM"], v.spec["BN"]) >= CM2_MIN_GROUPS]
+        hit = split_tile(ordered, lambda v: groups(v.spec["BM"], v.spec["BN"]), K) if split and not big else None
+        return hit or (big[0] if big else max(ordered, key=lambda v: (groups(v.spec["BM"], v.spec["BN"]),
+                                                                       v.spec["BK"])))
     cm = [v for v in by_kind.get("cm", ()) if ok(v)
           and cm_shared_bytes(v.spec["BM"], v.spec["BN"], v.spec["BK"]) <= shared_memory]
     if cm:

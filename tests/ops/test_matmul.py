@@ -270,25 +270,31 @@ def test_gemm_strided_refuses_launches_past_its_tensors(device):
     gemm_strided(x, x, c, 8, 8, 8, **kw, batch=2, b_batch=(0, 8, 2), c_batch=(0, 0))  # bdiv 2: b's z stays 0
 
 
-CM = [v for v in kernels.variants_of("matmul", "f16") if "cm" in v.flags and "c32" not in v.flags]
+CM = [v for v in kernels.variants_of("matmul", "f16")
+      if variants.matmul_kind(v.flags) in ("cm", "cm2") and "c32" not in v.flags]
+
+
+def skip_unless_runs(device, variant):
+    """Skip where the device lacks a variant's features, or its tile fits none of the device's shapes (cm2)."""
+    missing = [f for f in variant.features if not device.has(f)] or variants.device_errors(variant, device.info)
+    if missing:
+        pytest.skip(f"{device.info.name}: {', '.join(missing)}")
 
 
 @pytest.mark.parametrize("variant", CM, ids=lambda v: v.name)
 @pytest.mark.parametrize("transpose_b", [False, True])
 def test_coopmat_variants(device, monkeypatch, variant, transpose_b):
     """Tensor-core variants, each forced by name, on aligned shapes (skipped where the device lacks
-    cooperative matrices); the selector picks some cm variant for such shapes by itself too."""
-    missing = [f for f in variant.features if not device.has(f)]
-    if missing:
-        pytest.skip(f"{device.info.name} lacks {', '.join(missing)}")
+    cooperative matrices); the selector picks some cm or cm2 variant for such shapes by itself too."""
+    skip_unless_runs(device, variant)
     bm, bn, bk = variant.spec["BM"], variant.spec["BN"], variant.spec["BK"]
     rng = np.random.default_rng(bm)
     M, N, K = 2 * bm, 3 * bn, 4 * bk
     a = rng.standard_normal((M, K)).astype(np.float16)
     b = rng.standard_normal((N, K) if transpose_b else (K, N)).astype(np.float16)
     lay = variants.Layout((K, 1), (1, K) if transpose_b else (N, 1), (N, 1))
-    assert "cm" in variants.pick_matmul(kernels.usable("matmul", "f16", device), M, N, K, lay, device.info.type,
-                                        device.info.shared_memory).flags
+    assert variants.matmul_kind(variants.pick_matmul(kernels.usable("matmul", "f16", device), M, N, K, lay,
+                                                     device.info.type, device.info.shared_memory).flags) in ("cm", "cm2")
     used = force(monkeypatch, variant.name)
     got = ev.matmul(ev.tensor(a), ev.tensor(b), transpose_b=transpose_b).numpy()
     assert used[0] == variant.name  # then the read-back copy
@@ -310,16 +316,15 @@ def test_coopmat_variants_strided(device, monkeypatch, variant, a_kmajor, b_nmaj
 def coopmat_strided(device, monkeypatch, variant, a_kmajor, b_nmajor, beta):
     """One tensor-core variant through strided_case on tile-multiple shapes (skipped without cooperative
     matrices)."""
-    missing = [f for f in variant.features if not device.has(f)]
-    if missing:
-        pytest.skip(f"{device.info.name} lacks {', '.join(missing)}")
+    skip_unless_runs(device, variant)
     bm, bn, bk = variant.spec["BM"], variant.spec["BN"], variant.spec["BK"]
     strided_case(device, monkeypatch, variant.name, bm, 2 * bn, 2 * bk, a_kmajor, b_nmajor, 2, 2, 2, 3, True, beta,
                  bm + bn, align=8)
 
 
 # -- the cooperative-matrix rule, without a device (lavapipe has no cooperative matrices) --------------------
-F16 = kernels.variants_of("matmul", "f16")
+# A GPU with KHR cooperative matrices but not NVIDIA's cooperative_matrix2 (the cm rule alone).
+F16 = [v for v in kernels.variants_of("matmul", "f16") if variants.matmul_kind(v.flags) != "cm2"]
 
 
 def gpu_pick(M, N, K, lay, batch=1):
@@ -434,3 +439,26 @@ def test_split_k_matches_oracle(device, monkeypatch, split, trans_a, trans_b):
     A, B = (A.T if trans_a else A), (B.T if trans_b else B)
     assert used == ["matmul", "colsum"]
     assert_within(c.numpy(), 0.5 * A @ B, 0.5 * dot_bound(np.abs(A), np.abs(B), K, "f32"), f"split-K {split}")
+
+
+def test_cm2_rule_order_and_split():
+    """On a GPU with NVIDIA's cooperative_matrix2 (every f16 row a candidate), aligned f16 products go to cm2 in
+    CM2_ORDER's order, split along K only where no cm2 tile fills the device whole (pure rule: lavapipe has no
+    cooperative matrices); what no cm2 tile divides falls to the cm rule and beyond."""
+    every = kernels.variants_of("matmul", "f16")
+    L = variants.Layout
+
+    def pick(M, N, K, lay, split=False):
+        return variants.pick_matmul(every, M, N, K, lay, "discrete_gpu", 49152, split=split)
+    assert pick(4096, 4096, 4096, L((4096, 1), (4096, 1), (4096, 1))).name == "matmul_f16_cm2_l256_t128x256k32"
+    # fwd of the down-projection, 4096 x 512 x 1408: 128x128 whole (128 workgroups), not 128x256 split 4 ways
+    assert pick(4096, 512, 1408, L((1408, 1), (1, 1408), (512, 1)), split=True).name == "matmul_f16_cm2_l256_t128x128"
+    # dW of a 512 x 512 weight over 4096 tokens: no cm2 tile fills the device whole; the first tile split
+    dw = pick(512, 512, 4096, L((1, 512), (512, 1), (512, 1)), split=True)
+    assert dw.name == "matmul_f16_cm2_l256_t128x256k32"
+    assert variants.split_ways(8, 4096) == 16
+    # c32 twins rank as their rows
+    assert variants.pick_matmul(every, 512, 512, 4096, L((1, 512), (512, 1), (512, 1)), "discrete_gpu", 49152,
+                                split=True, out32=True).name == "matmul_f16_cm2_l256_c32_t128x256k32"
+    for M in (4096 - 16, 4096 + 8):  # no cm2 tile divides M
+        assert variants.matmul_kind(pick(M, 512, 512, L((512, 1), (512, 1), (512, 1))).flags) != "cm2"

@@ -18,8 +18,8 @@ ALL = [v for dt in ("f32", "f16") for v in kernels.variants_of("matmul", dt) if 
 def _case(device, monkeypatch, v, S, N, z, seed, hint, triangular=True):
     """C_z = A_z . B_z for z batches of S x S A (or S x N C for lower_c, N = S there) with `hint`; returns
     (got, full product of the same operands without the hint, the variant that ran)."""
-    if [f for f in v.features if not device.has(f)]:
-        pytest.skip(f"{device.info.name} lacks {v.name}'s features")
+    if [f for f in v.features if not device.has(f)] or variants.device_errors(v, device.info):
+        pytest.skip(f"{device.info.name} lacks {v.name}'s features or shapes")
     rng = np.random.default_rng(seed)
     np_dt = np.float16 if v.dtype == "f16" else np.float32
     K = S
@@ -57,7 +57,7 @@ def test_hint_gives_the_full_product(device, monkeypatch, v, hint, s, n, z, seed
     bm, bn, kind = v.spec["BM"], v.spec["BN"], variants.matmul_kind(v.flags)
     # sizes that cross several tiles: whole tiles for cm (its launch rule), else ending mid-tile, in whole
     # 16-byte vectors for rb and v4
-    if kind == "cm":
+    if kind in ("cm", "cm2"):
         S, N = s * bm, n * bn
     else:
         S, N = s * bm // 2 + (4 if kind in ("rb", "v4") else 3), n * bn // 2 + (4 if kind in ("rb", "v4") else 1)
@@ -98,8 +98,8 @@ def test_chunks_told_their_diagonal_give_the_full_product(device, monkeypatch, v
     """gemm_chunks: a causal product cut along K, each chunk launched with its diagonal offset kd = k0, gives
     per chunk exactly the unhinted chunk's partial (skipped terms are exact zeros), and the rows sum to the
     float64 product. Chunks start at whole 16s (whole tiles' k for cm)."""
-    if [f for f in v.features if not device.has(f)]:
-        pytest.skip(f"{device.info.name} lacks {v.name}'s features")
+    if [f for f in v.features if not device.has(f)] or variants.device_errors(v, device.info):
+        pytest.skip(f"{device.info.name} lacks {v.name}'s features or shapes")
     kind = variants.matmul_kind(v.flags)
     unit = v.spec["BK"] if kind == "cm" else 16
     S = s * (v.spec["BM"] if kind == "cm" else 32) + (0 if kind == "cm" else 4)

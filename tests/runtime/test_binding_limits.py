@@ -97,11 +97,16 @@ def test_manifest_binding_count_is_what_each_module_declares():
         decl = spirv_bindings(kernels.spirv(v.spirv))
         assert sorted(decl) == list(range(n)), (v.name, n, sorted(decl))
         assert set(decl.values()) == {(0, STORAGE_BUFFER)}, (v.name, decl)
-        glsl = (files / "glsl" / f"{v.module}.comp").read_text()
-        lines = [ln for ln in glsl.splitlines() if re.search(r"binding\s*=", ln)]
-        # distinct numbers: a template may view one buffer twice (matmul v4: floats and vec4s)
-        assert sorted({int(re.search(r"binding\s*=\s*(\d+)", ln)[1]) for ln in lines}) == list(range(n)), v.name
-        assert all(re.search(r"\bbuffer\s+Buf_", ln) for ln in lines), (v.name, lines)
+        asm = files / "spvasm" / f"{v.module}.spvasm"
+        if asm.exists():  # SPIR-V assembly templates (matmul_cm2): its `OpDecorate %x Binding N` lines
+            lines = [ln for ln in asm.read_text().splitlines() if re.search(r"OpDecorate %\w+ Binding \d+", ln)]
+            assert sorted(int(ln.split()[-1]) for ln in lines) == list(range(n)), v.name
+        else:
+            glsl = (files / "glsl" / f"{v.module}.comp").read_text()
+            lines = [ln for ln in glsl.splitlines() if re.search(r"binding\s*=", ln)]
+            # distinct numbers: a template may view one buffer twice (matmul v4: floats and vec4s)
+            assert sorted({int(re.search(r"binding\s*=\s*(\d+)", ln)[1]) for ln in lines}) == list(range(n)), v.name
+            assert all(re.search(r"\bbuffer\s+Buf_", ln) for ln in lines), (v.name, lines)
         checked.add(v.module)
     assert len(checked) > 100
 
