@@ -12,7 +12,8 @@ python3 -m pip install -q --no-index --no-deps --no-compile --target "$SITE" .wh
 python3 -m pip install -q --no-index --no-deps --no-build-isolation --target "$SITE" . || return 1
 # PYTHONSAFEPATH: import the installed package, not the source tree (it has no evermind_vk.generated).
 export PYTHONPATH="$SITE" PYTHONUNBUFFERED=1 CI=true PYTHONSAFEPATH=1
-export GLSLANG_VALIDATOR="$SITE/cmeel.prefix/bin/glslangValidator" LD_LIBRARY_PATH="$SITE/cmeel.prefix/lib:${LD_LIBRARY_PATH:-}"
+export GLSLANG_VALIDATOR="$SITE/cmeel.prefix/bin/glslangValidator" SPIRV_AS="$SITE/cmeel.prefix/bin/spirv-as" \
+    SPIRV_VAL="$SITE/cmeel.prefix/bin/spirv-val" LD_LIBRARY_PATH="$SITE/cmeel.prefix/lib:${LD_LIBRARY_PATH:-}"
 if ! python3 -c 'import evermind_vk as ev; ev.devices()' 2>/dev/null; then
     export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
 fi

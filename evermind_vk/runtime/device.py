@@ -79,10 +79,9 @@ class DeviceInfo:
     # Streaming multiprocessors / compute units (ci/patches/0010; 0: the device does not say): split-K
     # planning (runtime.variants.wave_split).
     multiprocessors: int = field(kw_only=True, default=0)
-    # VK_NV_cooperative_matrix2 (ci/patches/0011): the flexible shapes and the workgroup limit of workgroup-scope
-    # matrices (runtime.variants.device_errors checks the cm2 tiles against them); empty / 0 without it.
+    # VK_NV_cooperative_matrix2 (ci/patches/0011): the flexible shapes of its matrices (runtime.variants.device_errors
+    # checks the cm2 tiles against them); empty without it.
     cooperative_matrix_flexible_shapes: tuple = field(kw_only=True, default=())
-    cooperative_matrix2_max_workgroup_size: int = field(kw_only=True, default=0)
 
     @property
     def f16(self) -> bool:
@@ -116,8 +115,6 @@ class DeviceInfo:
             max_storage_buffer_range=int(caps["max_storage_buffer_range"]),
             features=feats, cooperative_matrix_shapes=shapes, multiprocessors=int(caps["multiprocessors"]),
             cooperative_matrix_flexible_shapes=flexible,
-            cooperative_matrix2_max_workgroup_size=int(caps.get("cooperative_matrix2_max_workgroup_size", 0))
-            if feats["cooperative_matrix2"] else 0,
             **{k: int(caps[k]) for k in BINDING_LIMITS})
 
 

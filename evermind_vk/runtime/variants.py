@@ -40,27 +40,22 @@ def features_for(dtype: str, flags=()) -> list[str]:
 
 
 # VK_NV_cooperative_matrix2's flexible shapes, as ci/patches/0011 reports them: (M, N, K granularity, A, B, C,
-# Result component type, scope, workgroup invocations: 0 for any). The cm2 kernels multiply f16 A and B
-# (FLOAT16 = 0) into f32 C and results (FLOAT32 = 1) at workgroup scope (2).
+# Result component type, scope, workgroup invocations: the workgroup size a workgroup-scope shape takes). The
+# cm2 kernels multiply f16 A and B (FLOAT16 = 0) into f32 C and results (FLOAT32 = 1) at workgroup scope (2).
 CM2_TYPES = (0, 0, 1, 1, 2)
 
 
 def device_errors(v, info) -> list[str]:
     """Why a variant cannot run on a device (a DeviceInfo) beyond the features it names (empty: it can):
-    a cm2 tile must be whole multiples of a flexible shape of its types whose invocation count allows
-    its workgroup, and its workgroup within the extension's limit."""
+    a cm2 tile must be whole multiples of a flexible shape of its types for its workgroup size."""
     if matmul_kind(v.flags) != "cm2":
         return []
     nt, (bm, bn, bk) = local_size(v.flags), (v.spec["BM"], v.spec["BN"], v.spec["BK"])
-    errs = []
-    if nt > info.cooperative_matrix2_max_workgroup_size:
-        errs.append(f"{v.name}: {nt} threads exceed the device's cooperativeMatrixWorkgroupScopeMaxWorkgroupSize "
-                    f"{info.cooperative_matrix2_max_workgroup_size}")
-    if not any(tuple(s[3:8]) == CM2_TYPES and bm % s[0] == 0 and bn % s[1] == 0 and bk % s[2] == 0
-               and s[8] in (0, nt) for s in info.cooperative_matrix_flexible_shapes):
-        errs.append(f"{v.name}: no f16 x f16 -> f32 workgroup-scope flexible shape of the device divides "
-                    f"{bm}x{bn}x{bk} on {nt} threads")
-    return errs
+    if any(tuple(s[3:8]) == CM2_TYPES and s[8] == nt and bm % s[0] == 0 and bn % s[1] == 0 and bk % s[2] == 0
+           for s in info.cooperative_matrix_flexible_shapes):
+        return []
+    return [f"{v.name}: no f16 x f16 -> f32 workgroup-scope flexible shape of the device for {nt} threads divides "
+            f"{bm}x{bn}x{bk}"]
 
 
 # -- storage-buffer bindings ---------------------------------------------------------------------------

@@ -39,18 +39,19 @@ def test_multiprocessors_reported(device):
 
 def test_cooperative_matrix2_reported(device):
     """ci/patches/0011: the capability dicts say whether VK_NV_cooperative_matrix2's workgroup scope, flexible
-    dimensions and tensor addressing are on, with the workgroup limit and the flexible shapes (9 numbers
-    each); none of it without the extension (lavapipe). DeviceInfo keeps them only while the feature is on."""
+    dimensions and tensor addressing are on, with the flexible shapes (9 numbers each; a workgroup-scope one
+    names its workgroup size); none of it without the extension (lavapipe). DeviceInfo keeps the shapes only
+    while the feature is on."""
     caps = device.manager.get_device_capabilities()
     assert isinstance(caps["cooperative_matrix2"], bool)
     shapes = caps["cooperative_matrix_flexible_shapes"]
     assert all(len(s) == 9 for s in shapes)
     if caps["cooperative_matrix2"]:
-        assert caps["cooperative_matrix"] and caps["cooperative_matrix2_max_workgroup_size"] >= 32 and shapes
-        assert device.info.cooperative_matrix2_max_workgroup_size == caps["cooperative_matrix2_max_workgroup_size"]
+        assert caps["cooperative_matrix"] and shapes
+        assert all(s[8] > 0 for s in shapes if s[7] == 2)
+        assert device.info.cooperative_matrix_flexible_shapes == tuple(tuple(s) for s in shapes)
     else:
-        assert not shapes and caps["cooperative_matrix2_max_workgroup_size"] == 0
-        assert not device.info.cooperative_matrix_flexible_shapes
+        assert not shapes and not device.info.cooperative_matrix_flexible_shapes
 
 
 def test_cm2_variants_need_a_device_shape():
@@ -60,19 +61,22 @@ def test_cm2_variants_need_a_device_shape():
     cm2 = [v for v in kernels.variants_of("matmul", "f16") if variants.matmul_kind(v.flags) == "cm2"]
     assert cm2 and all("cooperative_matrix2" in v.features for v in cm2)
 
-    def info(shapes, max_wg=1024):
+    def info(*shapes):
         return DeviceInfo(0, "fake", "discrete_gpu", 32, 49152, 128, 1 << 30, max_per_stage_descriptor_storage_buffers=32,
                           max_descriptor_set_storage_buffers=256, max_per_stage_resources=128,
-                          cooperative_matrix_flexible_shapes=shapes, cooperative_matrix2_max_workgroup_size=max_wg)
-    good = (16, 16, 16, 0, 0, 1, 1, 2, 0)
-    assert not any(variants.device_errors(v, info((good,))) for v in cm2)
-    assert all(variants.device_errors(v, info(((16, 16, 16, 0, 0, 1, 1, 3, 0),))) for v in cm2)  # subgroup scope
-    assert all(variants.device_errors(v, info(((16, 16, 16, 0, 0, 0, 0, 2, 0),))) for v in cm2)  # f16 results
-    assert all(variants.device_errors(v, info(((48, 16, 16, 0, 0, 1, 1, 2, 0),))) for v in cm2)  # granularity
-    only128 = (16, 16, 16, 0, 0, 1, 1, 2, 128)
-    assert {variants.local_size(v.flags) for v in cm2 if not variants.device_errors(v, info((only128,)))} == {128}
-    assert all(variants.device_errors(v, info((good,), max_wg=64)) for v in cm2)
-    assert not any(variants.device_errors(v, info(())) for v in kernels.variants_of("matmul", "f32"))
+                          cooperative_matrix_flexible_shapes=shapes)
+    # the H200's (driver 580): 32x16x16 on 128 threads, 32x32x16 on 256
+    h200 = info((32, 16, 16, 0, 0, 1, 1, 2, 128), (32, 32, 16, 0, 0, 1, 1, 2, 256))
+    assert not any(variants.device_errors(v, h200) for v in cm2)
+    sizes = {variants.local_size(v.flags) for v in cm2}
+    assert sizes == {128, 256}
+    for wrong in ((16, 16, 16, 0, 0, 1, 1, 3, 0),                 # subgroup scope
+                  (16, 16, 16, 0, 0, 0, 0, 2, 256), (16, 16, 16, 0, 0, 0, 0, 2, 128),  # f16 results
+                  (48, 16, 16, 0, 0, 1, 1, 2, 256), (48, 16, 16, 0, 0, 1, 1, 2, 128)):  # granularity
+        assert all(variants.device_errors(v, info(wrong)) for v in cm2), wrong
+    only128 = info((16, 16, 16, 0, 0, 1, 1, 2, 128))  # a shape names its workgroup size
+    assert {variants.local_size(v.flags) for v in cm2 if not variants.device_errors(v, only128)} == {128}
+    assert not any(variants.device_errors(v, info()) for v in kernels.variants_of("matmul", "f32"))
 
 
 def test_f16_variants_declare_their_feature():

@@ -12,9 +12,14 @@ from evermind_vk.runtime import kernels, variants
 from evermind_vk.train import Trainer
 
 
-def h200_like_step(device, monkeypatch, precision, multiprocessors=0):
+# The H200's VK_NV_cooperative_matrix2 shapes of f16 x f16 -> f32 at workgroup scope (driver 580: ci/patches/0011).
+H200_FLEXIBLE = ((32, 16, 16, 0, 0, 1, 1, 2, 128), (32, 32, 16, 0, 0, 1, 1, 2, 256))
+
+
+def h200_like_step(device, monkeypatch, precision, multiprocessors=0, flexible=()):
     """Record one training step of the 23.7M config (bench/train_bench.py's) on the local device dressed as a
-    discrete GPU with 48 KiB of shared memory, every feature and `multiprocessors`, while kernels.dispatch only
+    discrete GPU with 48 KiB of shared memory, every feature and `multiprocessors` (cooperative_matrix2 only with
+    `flexible`, its shapes), while kernels.dispatch only
     logs: returns the dispatches ((variant name, push constants) in order) and every matmul_split_k decision
     (((M, N, K), S)). Nothing executes, so the loss read back is whatever the never-written buffer held and
     the trainer's non-finite-loss check may fire after recording; only that error is accepted."""
@@ -22,7 +27,8 @@ def h200_like_step(device, monkeypatch, precision, multiprocessors=0):
     monkeypatch.delenv("EVERMIND_VK_MATMUL_VARIANT", raising=False)
     monkeypatch.setattr(device, "info", dataclasses.replace(
         device.info, type="discrete_gpu", shared_memory=49152, subgroup_size=32, multiprocessors=multiprocessors,
-        features={k: True for k in device.info.features}))
+        features={k: k != "cooperative_matrix2" or bool(flexible) for k in device.info.features},
+        cooperative_matrix_flexible_shapes=flexible))
     dispatches, splits = [], []
     monkeypatch.setattr(kernels, "dispatch", lambda v, tensors, push, groups, *rest: dispatches.append((v.name, push)))
     real = variants.matmul_split_k
@@ -67,6 +73,22 @@ def test_h200_like_selection_splits_the_f16_weight_gradients(device, monkeypatch
     split_c32 = [n for n in c32 if n.endswith("t128x128k32")]
     assert len(split_c32) == n_split and all("_cm_" in n for n in split_c32), set(split_c32)
     assert len(c32) - len(split_c32) == G * attn, collections.Counter(c32)
+
+
+def test_h200_like_selection_with_cooperative_matrix2(device, monkeypatch):
+    """The same step on a device that also has VK_NV_cooperative_matrix2 with the H200's shapes: the products go
+    to cm2 tiles, and only the weight gradients no cm2 tile fills the device with whole split (variants.CM2_ORDER):
+    the output projection's and q/o's, 16 ways onto cm2 c32 rows; gate+up's and down's run whole on 64x64."""
+    dispatches, splits, cfg = h200_like_step(device, monkeypatch, "f16", flexible=H200_FLEXIBLE)
+    names = [n for n, _ in dispatches]
+    split = {p: s for p, s in splits if s > 1}
+    assert split == {(256, 512, 4096): 16, (512, 512, 4096): 16}, split
+    n_split = sum(1 for _, s in splits if s > 1)
+    attn = 2 * cfg.n_layers
+    assert names.count("colsum_cast_f16") == n_split + attn
+    mm = [n for n in names if n.startswith("matmul")]
+    assert sum("_cm2_" in n for n in mm) > 0.9 * len(mm), collections.Counter(mm)
+    assert "matmul_f16_cm2_l256_c32_t128x256k32" in names  # q/o's dW, split
 
 
 def test_f16_step_with_split_k_forced_matches_the_unsplit_step(device, monkeypatch):
