@@ -7,7 +7,7 @@ Used by both sides of the contract:
     `check_matmul_launch` asserts, before every matmul dispatch, each assumption the chosen
     algorithm's template makes about its inputs (a forced variant is checked the same way).
 
-Matmul algorithms (one template each, `templates/matmul_<kind>.comp.j2`):
+Matmul algorithms (one template each, `templates/matmul_<kind>.comp.j2`, cm2's `.spvasm.j2`):
   tiled  shared-memory tiles, any shape and layout (the fallback)
   rb     GPUs: an RMxRN register block per thread from 16-byte loads (flag rbRMxRN)
   v4     CPU devices: large register blocks from 16-byte loads, no shared memory (flag v4)
