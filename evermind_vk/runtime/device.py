@@ -99,9 +99,9 @@ class DeviceInfo:
         # Derived: the coopmat shape our kernels use (16x16x16, f16 A/B, f32 C/result, subgroup scope),
         # and the subgroup size they assume.
         feats["coopmat_f16_16x16x16_f32"] = COOPMAT_F16_F32 in shapes
+        feats["subgroup_size_32"] = int(caps["subgroup_size"]) == 32
         flexible = tuple(tuple(s) for s in caps.get("cooperative_matrix_flexible_shapes", ())) \
             if feats["cooperative_matrix2"] else ()
-        feats["subgroup_size_32"] = int(caps["subgroup_size"]) == 32
         missing = [k for k in BINDING_LIMITS if k not in caps]
         if missing:
             raise DeviceError(f"kp lacks the binding limits {', '.join(missing)} (ci/patches/0003); "

@@ -70,6 +70,14 @@ def usable(op: str, dtype: str, device) -> list[Variant]:
     return variants.within_binding_limit(with_features(op, dtype, device), variants.max_bindings(device.info))
 
 
+def run_errors(variant: Variant, device) -> list[str]:
+    """Why `device` cannot run `variant` (empty: it can): the features it lacks or has switched off, then the
+    device rules of runtime.variants.device_errors (a cm2 tile against the device's flexible shapes)."""
+    missing = [f for f in variant.features if not device.has(f)]
+    lacks = [f"{variant.name} needs {', '.join(missing)}, which {device.info.name} lacks"] if missing else []
+    return lacks + variants.device_errors(variant, device.info)
+
+
 def with_features(op: str, dtype: str, device) -> list[Variant]:
     """Variants of (op, dtype) whose features the device has, whatever they bind (for selectors that
     apply the binding limit themselves: fused attention, norm_partials_multi). Raises UnsupportedError if none."""
@@ -77,7 +85,7 @@ def with_features(op: str, dtype: str, device) -> list[Variant]:
     if not cands:
         have = sorted({v.dtype for v in manifest().values() if v.op == op})
         raise UnsupportedError(f"no {op} kernel for dtype {dtype}" + (f" (have: {', '.join(have)})" if have else ""))
-    ok = [v for v in cands if all(device.has(f) for f in v.features) and not variants.device_errors(v, device.info)]
+    ok = [v for v in cands if not run_errors(v, device)]
     if not ok:
         need = sorted({f for v in cands for f in v.features if not device.has(f)})
         raise UnsupportedError(f"{op} in {dtype} needs device feature(s) {', '.join(need)}, "
@@ -135,12 +143,9 @@ def dispatch(variant: Variant, tensors: list, push: dict, groups: tuple, writes:
             raise UnsupportedError(f"{variant.name}: tensors on different devices")
         if t.dtype != btype and btype != "u32":  # u32 bindings (copy/fill) take any dtype's words
             raise UnsupportedError(f"{variant.name}: binding {name} wants {btype}, got {t.dtype}")
-    missing = [f for f in variant.features if not device.has(f)]
-    if missing:
-        raise UnsupportedError(f"{variant.name} needs {', '.join(missing)}, which {device.info.name} lacks")
-    shape = variants.device_errors(variant, device.info)
-    if shape:
-        raise UnsupportedError(shape[0])
+    cannot = run_errors(variant, device)
+    if cannot:
+        raise UnsupportedError(cannot[0])
     bindings = variants.binding_errors(variant, variants.max_bindings(device.info))
     if bindings:  # the selectors never pick such a variant; a forced or hand-picked one stops here
         raise BindingLimitError(bindings[0])

@@ -178,7 +178,7 @@ def matmul_kind(flags) -> str:
 
 
 # Shared memory buffers each algorithm keeps (the selector counts them against the device limit).
-MATMUL_BUFFERS = {"tiled": 1, "rb": 2, "v4": 0, "cm": 2, "cm2": 0}  # cm2: the driver's own (cm2_device_errors)
+MATMUL_BUFFERS = {"tiled": 1, "rb": 2, "v4": 0, "cm": 2, "cm2": 0}  # cm2: the driver's own (device_errors)
 
 
 def matmul_row_errors(bm: int, bn: int, bk: int, wg_x: int, wg_y: int, flags) -> list[str]:
@@ -552,11 +552,13 @@ def pick_matmul(cands, M: int, N: int, K: int, lay: Layout, device_type: str, sh
     by_kind: dict[str, list] = {}
     for v in cands:
         by_kind.setdefault(matmul_kind(v.flags), []).append(v)
+
+    def row(v):  # the name CM2_ORDER, CM_ORDER and CM_FEW use: a c32 twin ranks as its row
+        return v.name.split("_", 2)[2].replace("_c32", "")
     cm2 = [v for v in by_kind.get("cm2", ()) if ok(v)]
     if cm2:
         def rank2(v):  # CM2_ORDER, then the larger tile, the longer k-step
-            name = v.name.split("_", 2)[2].replace("_c32", "")
-            return (CM2_ORDER.index(name) if name in CM2_ORDER else len(CM2_ORDER),
+            return (CM2_ORDER.index(row(v)) if row(v) in CM2_ORDER else len(CM2_ORDER),
                     -v.spec["BM"] * v.spec["BN"], -v.spec["BK"])
         ordered = sorted(cm2, key=rank2)
         big = [v for v in ordered if groups(v.spec["BM"], v.spec["BN"]) >= CM2_MIN_GROUPS]
@@ -567,9 +569,6 @@ def pick_matmul(cands, M: int, N: int, K: int, lay: Layout, device_type: str, sh
           and cm_shared_bytes(v.spec["BM"], v.spec["BN"], v.spec["BK"]) <= shared_memory]
     if cm:
         big = [v for v in cm if groups(v.spec["BM"], v.spec["BN"]) >= 128]
-
-        def row(v):  # the name CM_ORDER and CM_FEW use: a c32 twin ranks as its row
-            return v.name.split("_", 2)[2].replace("_c32", "")
 
         def rank(v):
             return (CM_ORDER.index(row(v)), 0) if row(v) in CM_ORDER else (len(CM_ORDER), -v.spec["BM"] * v.spec["BN"])

@@ -276,9 +276,9 @@ CM = [v for v in kernels.variants_of("matmul", "f16")
 
 def skip_unless_runs(device, variant):
     """Skip where the device lacks a variant's features, or its tile fits none of the device's shapes (cm2)."""
-    missing = [f for f in variant.features if not device.has(f)] or variants.device_errors(variant, device.info)
-    if missing:
-        pytest.skip(f"{device.info.name}: {', '.join(missing)}")
+    cannot = kernels.run_errors(variant, device)
+    if cannot:
+        pytest.skip("; ".join(cannot))
 
 
 @pytest.mark.parametrize("variant", CM, ids=lambda v: v.name)

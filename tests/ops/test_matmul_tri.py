@@ -10,7 +10,7 @@ from hypothesis import given, settings, strategies as st
 import evermind_vk as ev
 from evermind_vk.ops.matmul import gemm_chunks, gemm_strided
 from evermind_vk.runtime import kernels, variants
-from test_matmul import force
+from test_matmul import force, skip_unless_runs
 
 ALL = [v for dt in ("f32", "f16") for v in kernels.variants_of("matmul", dt) if v.spec.get("BM", 1) > 1]
 
@@ -18,8 +18,7 @@ ALL = [v for dt in ("f32", "f16") for v in kernels.variants_of("matmul", dt) if 
 def _case(device, monkeypatch, v, S, N, z, seed, hint, triangular=True):
     """C_z = A_z . B_z for z batches of S x S A (or S x N C for lower_c, N = S there) with `hint`; returns
     (got, full product of the same operands without the hint, the variant that ran)."""
-    if [f for f in v.features if not device.has(f)] or variants.device_errors(v, device.info):
-        pytest.skip(f"{device.info.name} lacks {v.name}'s features or shapes")
+    skip_unless_runs(device, v)
     rng = np.random.default_rng(seed)
     np_dt = np.float16 if v.dtype == "f16" else np.float32
     K = S
@@ -98,8 +97,7 @@ def test_chunks_told_their_diagonal_give_the_full_product(device, monkeypatch, v
     """gemm_chunks: a causal product cut along K, each chunk launched with its diagonal offset kd = k0, gives
     per chunk exactly the unhinted chunk's partial (skipped terms are exact zeros), and the rows sum to the
     float64 product. Chunks start at whole 16s (whole tiles' k for cm)."""
-    if [f for f in v.features if not device.has(f)] or variants.device_errors(v, device.info):
-        pytest.skip(f"{device.info.name} lacks {v.name}'s features or shapes")
+    skip_unless_runs(device, v)
     kind = variants.matmul_kind(v.flags)
     unit = v.spec["BK"] if kind == "cm" else 16
     S = s * (v.spec["BM"] if kind == "cm" else 32) + (0 if kind == "cm" else 4)
