@@ -122,7 +122,7 @@ def run_case(label, m, n, k, ta, tb, a_shape, b_shape, dtype, cands, dev, rng, s
     lay = layout(m, n, k, ta, tb)
     rows = [("auto", "", ""), ("auto (no split-K)", "", "0")] + [(f"auto (split-K {s})", "", str(s)) for s in split_k]
     rows += [(v.name + (f" split {forced_split}" if forced_split else ""), v.name, forced_split) for v in cands
-             if not variants.matmul_launch_errors(variants.matmul_kind(v.flags), v.spec, m, n, k, lay)]
+             if not variants.variant_launch_errors(v, m, n, k, lay)]
     best = None
     for name, forced, split in rows:
         os.environ["EVERMIND_VK_MATMUL_VARIANT"] = forced

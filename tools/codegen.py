@@ -151,11 +151,13 @@ VARIANTS = [
     # (variants.CPU_V4_THREADS; bench/results/lavapipe-step-round5.txt).
     *(matmul(dt, bm, bn, 4, wx, wy, ["v4"]) for dt in F
       for (bm, bn, wx, wy) in ((64, 64, 4, 4), (128, 64, 4, 4), (16, 64, 8, 1), (8, 64, 8, 1))),
-    # GPUs, 16-byte-aligned layouts: an RMxRN register block per thread.
-    *(matmul(dt, rm * wy, rn * wx, bk, wx, wy, [f"rb{rm}x{rn}"]) for dt in F
+    # GPUs, 16-byte-aligned layouts: an RMxRN register block per thread. Every row has an aligned twin (flag
+    # al: loads without bounds checks, for launches of whole tiles; runtime.variants.variant_launch_errors).
+    *(matmul(dt, rm * wy, rn * wx, bk, wx, wy, [f"rb{rm}x{rn}", *al]) for dt in F for al in ([], ["al"])
       for (rm, rn, bk, wx, wy) in ((8, 8, 8, 16, 16), (8, 4, 16, 16, 16), (4, 4, 16, 16, 16))),
     # ... larger blocks, and tiles visited in groups of 8 tile rows (flag g8).
-    *(matmul("f32", rm * wy, rn * wx, bk, wx, wy, [f"rb{rm}x{rn}", *g]) for (rm, rn, bk, wx, wy, g) in (
+    *(matmul("f32", rm * wy, rn * wx, bk, wx, wy, [f"rb{rm}x{rn}", *g, *al]) for al in ([], ["al"])
+      for (rm, rn, bk, wx, wy, g) in (
         (8, 8, 8, 16, 16, ["g8"]), (8, 16, 8, 16, 16, []), (16, 8, 8, 16, 16, []), (8, 4, 16, 16, 16, ["g8"]),
         (16, 8, 8, 16, 16, ["g8"]), (16, 4, 16, 16, 16, []), (16, 8, 8, 8, 16, []), (8, 8, 16, 16, 16, []))),
     # Tensor cores (KHR cooperative matrices), f16, aligned shapes only; FMxFN 16x16 fragments per

@@ -107,7 +107,7 @@ def gemm_strided(a: Tensor, b: Tensor, c: Tensor, M: int, N: int, K: int, *,
                                (a_batch[0] + k0 * a_strides[1], a_batch[1]),
                                (b_batch[0] + k0 * b_strides[0], b_batch[1], b_batch[2]), lay.c_batch,
                                float(beta) if j == 0 else 1.0, lay.outer)
-        errs = variants.matmul_launch_errors(variants.matmul_kind(v.flags), v.spec, M, N, k1 - k0, part)
+        errs = variants.variant_launch_errors(v, M, N, k1 - k0, part)
         if errs:  # the selector never does this; a template must never run outside its assumptions
             raise UnsupportedError(f"{v.name} cannot run {M}x{N}x{k1 - k0}: " + "; ".join(errs))
         push = dict(M=M, N=N, K=k1 - k0, sam=a_strides[0], sak=a_strides[1], sbk=b_strides[0], sbn=b_strides[1],

@@ -8,13 +8,15 @@ from evermind_vk.runtime import kernels, variants
 from oracle import U16, U32, assert_within, dot_bound, rounded
 
 
-def kind_names(kind, c32=False):
-    """Variants of one algorithm; c32: the f16 rows' twins that store C in f32 instead."""
+def kind_names(kind, c32=False, al=False):
+    """Variants of one algorithm; c32: the f16 rows' twins that store C in f32 instead; al: the register
+    blocks' aligned twins (whole tiles only)."""
     return [v.name for dt in ("f32", "f16") for v in kernels.variants_of("matmul", dt)
-            if variants.matmul_kind(v.flags) == kind and ("c32" in v.flags) == c32]
+            if variants.matmul_kind(v.flags) == kind and ("c32" in v.flags) == c32 and variants.aligned(v.flags) == al]
 
 
-SCALAR, V4, RB = kind_names("tiled"), kind_names("v4"), kind_names("rb")
+SCALAR, V4, RB, RB_AL = kind_names("tiled"), kind_names("v4"), kind_names("rb"), kind_names("rb", al=True)
+SPECS = {v.name: v.spec for dt in ("f32", "f16") for v in kernels.variants_of("matmul", dt)}
 dims = st.integers(1, 80)
 
 
@@ -127,6 +129,38 @@ def test_rb_variants_strided(device, monkeypatch, name, M, N, K, a_kmajor, b_nma
                              c_unit, beta, seed):
     """The GPU register-block variants through gemm_strided (see strided_case)."""
     strided_case(device, monkeypatch, name, M, N, K, a_kmajor, b_nmajor, z1, batch, bdiv, pad, c_unit, beta, seed)
+
+
+@pytest.mark.parametrize("name", RB_AL)
+@settings(max_examples=4)  # each example builds a pipeline
+@given(m=st.integers(1, 2), n=st.integers(1, 2), k=st.integers(1, 3), **STRIDED)
+def test_rb_aligned_variants_strided(device, monkeypatch, name, m, n, k, a_kmajor, b_nmajor, z1, batch, bdiv, pad,
+                                     c_unit, beta, seed):
+    """The register blocks' aligned twins (flag al: loads without bounds checks) on whole tiles, through
+    gemm_strided (see strided_case): padded rows, so a load past a row's end would read the padding."""
+    t = SPECS[name]
+    strided_case(device, monkeypatch, name, m * t["BM"], n * t["BN"], k * t["BK"], a_kmajor, b_nmajor, z1, batch, bdiv,
+                 pad, c_unit, beta, seed)
+
+
+def test_aligned_twins_take_whole_tiles_only():
+    """The selector gives a register-block launch its tile's aligned twin exactly where M, N and K are whole
+    tiles (variants.variant_launch_errors; pure rule), and the rule names what breaks it."""
+    every = kernels.variants_of("matmul", "f32")
+    L = variants.Layout
+
+    def pick(M, N, K, lay):
+        return variants.pick_matmul(every, M, N, K, lay, "discrete_gpu", 49152)
+    lay = L((512, 1), (1, 512), (512, 1))
+    whole = pick(4096, 512, 512, lay)
+    assert variants.aligned(whole.flags) and variants.matmul_kind(whole.flags) == "rb", whole.name
+    for M, N, K in ((4096 - 4, 512, 512), (4096, 512 + 4, 512), (4096, 512, 512 - 4)):
+        v = pick(M, N, K, L((K, 1), (1, K), (N, 1)))
+        assert not variants.aligned(v.flags), (M, N, K, v.name)
+        twin = next(w for w in every if w.name == v.name.replace(f"_t{v.spec['BM']}", f"_al_t{v.spec['BM']}"))
+        assert any("al (loads without bounds checks)" in e
+                   for e in variants.variant_launch_errors(twin, M, N, K, L((K, 1), (1, K), (N, 1))))
+    assert not variants.variant_launch_errors(whole, 4096, 512, 512, lay)
 
 
 @pytest.mark.parametrize("name", SCALAR)

@@ -45,7 +45,7 @@ def _case(device, monkeypatch, v, S, N, z, seed, hint, triangular=True):
 
 def _launchable(v, S, N):
     lay = variants.Layout((S, 1), (N, 1), (N, 1), (0, S * S), (0, S * N, 1), (0, S * N))
-    return not variants.matmul_launch_errors(variants.matmul_kind(v.flags), v.spec, S, N, S, lay)
+    return not variants.variant_launch_errors(v, S, N, S, lay)
 
 
 @pytest.mark.parametrize("v", ALL, ids=lambda v: v.name)
@@ -54,9 +54,9 @@ def _launchable(v, S, N):
 @given(s=st.integers(1, 5), n=st.integers(1, 3), z=st.integers(1, 3), seed=st.integers(0, 2**31))
 def test_hint_gives_the_full_product(device, monkeypatch, v, hint, s, n, z, seed):
     bm, bn, kind = v.spec["BM"], v.spec["BN"], variants.matmul_kind(v.flags)
-    # sizes that cross several tiles: whole tiles for cm (its launch rule), else ending mid-tile, in whole
+    # sizes that cross several tiles: whole tiles for cm and the al twins (their launch rules), else ending mid-tile, in whole
     # 16-byte vectors for rb and v4
-    if kind in ("cm", "cm2"):
+    if kind in ("cm", "cm2") or variants.aligned(v.flags):
         S, N = s * bm, n * bn
     else:
         S, N = s * bm // 2 + (4 if kind in ("rb", "v4") else 3), n * bn // 2 + (4 if kind in ("rb", "v4") else 1)
@@ -85,7 +85,7 @@ def test_a_hint_really_skips_work(device, monkeypatch, hint):
 
 
 # One variant per (dtype, kind), for the split products below.
-KINDS = list({(v.dtype, variants.matmul_kind(v.flags)): v for v in ALL}.values())
+KINDS = list({(v.dtype, variants.matmul_kind(v.flags), variants.aligned(v.flags)): v for v in ALL}.values())
 
 
 @pytest.mark.parametrize("v", KINDS, ids=lambda v: v.name)
@@ -96,12 +96,14 @@ KINDS = list({(v.dtype, variants.matmul_kind(v.flags)): v for v in ALL}.values()
 def test_chunks_told_their_diagonal_give_the_full_product(device, monkeypatch, v, hint, s, cuts, z, seed):
     """gemm_chunks: a causal product cut along K, each chunk launched with its diagonal offset kd = k0, gives
     per chunk exactly the unhinted chunk's partial (skipped terms are exact zeros), and the rows sum to the
-    float64 product. Chunks start at whole 16s (whole tiles' k for cm)."""
+    float64 product. Chunks start at whole 16s (whole tiles' k for the cooperative-matrix kinds and the aligned
+    register blocks, whose launch rules want whole tiles)."""
     skip_unless_runs(device, v)
     kind = variants.matmul_kind(v.flags)
-    unit = v.spec["BK"] if kind == "cm" else 16
-    S = s * (v.spec["BM"] if kind == "cm" else 32) + (0 if kind == "cm" else 4)
-    N = v.spec["BN"] if kind == "cm" else 12
+    whole = kind in ("cm", "cm2") or variants.aligned(v.flags)
+    unit = v.spec["BK"] if whole else 16
+    S = s * (v.spec["BM"] if whole else 32) + (0 if whole else 4)
+    N = v.spec["BN"] if whole else 12
     bounds = sorted({c * unit for c in cuts if c * unit < S})
     chunks = list(zip([0] + bounds, bounds + [S]))
     rng = np.random.default_rng(seed)
@@ -119,7 +121,7 @@ def test_chunks_told_their_diagonal_give_the_full_product(device, monkeypatch, v
         return work.numpy()
     used = force(monkeypatch, v.name)
     monkeypatch.setenv("EVERMIND_VK_MATMUL_SPLIT_K", "0")
-    if variants.matmul_launch_errors(kind, v.spec, S, N, chunks[0][1], variants.Layout(
+    if variants.variant_launch_errors(v, S, N, chunks[0][1], variants.Layout(
             (S, 1), (N, 1), (N, 1), (0, S * S), (0, S * N, 1), (0, S * N))):
         pytest.skip(f"{v.name} cannot run these chunks")
     got, full = run(hint), run("")
