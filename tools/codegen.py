@@ -39,7 +39,7 @@ TEMPLATES = ROOT / "templates"
 GENERATED = ROOT / "generated"
 
 sys.path.insert(0, str(ROOT))
-from evermind_vk.runtime.variants import (attention_row_errors, features_for, local_size, matmul_kind,  # noqa: E402
+from evermind_vk.runtime.variants import (UNIT_LAYOUTS, attention_row_errors, features_for, local_size, matmul_kind,  # noqa: E402
                                           matmul_row_errors, multi_slots, raster_group, register_block, ssd_row_errors,
                                           subgroup_grid)
 
@@ -119,6 +119,7 @@ def ssd(op, dtype, wg=64, qmax=64, nmax=64, template="ssd"):
 
 
 F = ("f32", "f16")
+ALIGNED_TWINS = ([], *(["al", u] for u in UNIT_LAYOUTS))  # a register-block row's flags: plain, then its twins
 # Fused attention configurations (HD, ROWS, TILE, TPR), the same for every pass. CPU devices (lavapipe,
 # where 32 rows beat 16, 64 and 128 at S = 128 and 256: bench/results/lavapipe-attention.txt):
 # one thread per row. GPUs: rows split over 2 or 4 threads of a subgroup; 32-row variants for launches
@@ -151,12 +152,13 @@ VARIANTS = [
     # (variants.CPU_V4_THREADS; bench/results/lavapipe-step-round5.txt).
     *(matmul(dt, bm, bn, 4, wx, wy, ["v4"]) for dt in F
       for (bm, bn, wx, wy) in ((64, 64, 4, 4), (128, 64, 4, 4), (16, 64, 8, 1), (8, 64, 8, 1))),
-    # GPUs, 16-byte-aligned layouts: an RMxRN register block per thread. Every row has an aligned twin (flag
-    # al: loads without bounds checks, for launches of whole tiles; runtime.variants.variant_launch_errors).
-    *(matmul(dt, rm * wy, rn * wx, bk, wx, wy, [f"rb{rm}x{rn}", *al]) for dt in F for al in ([], ["al"])
+    # GPUs, 16-byte-aligned layouts: an RMxRN register block per thread. Every row has an aligned twin per
+    # operand layout (flags al uAB: whole tiles loaded without bounds checks, the layout fixed at compile time;
+    # runtime.variants.UNIT_LAYOUTS, variant_launch_errors).
+    *(matmul(dt, rm * wy, rn * wx, bk, wx, wy, [f"rb{rm}x{rn}", *al]) for dt in F for al in ALIGNED_TWINS
       for (rm, rn, bk, wx, wy) in ((8, 8, 8, 16, 16), (8, 4, 16, 16, 16), (4, 4, 16, 16, 16))),
     # ... larger blocks, and tiles visited in groups of 8 tile rows (flag g8).
-    *(matmul("f32", rm * wy, rn * wx, bk, wx, wy, [f"rb{rm}x{rn}", *g, *al]) for al in ([], ["al"])
+    *(matmul("f32", rm * wy, rn * wx, bk, wx, wy, [f"rb{rm}x{rn}", *g, *al]) for al in ALIGNED_TWINS
       for (rm, rn, bk, wx, wy, g) in (
         (8, 8, 8, 16, 16, ["g8"]), (8, 16, 8, 16, 16, []), (16, 8, 8, 16, 16, []), (8, 4, 16, 16, 16, ["g8"]),
         (16, 8, 8, 16, 16, ["g8"]), (16, 4, 16, 16, 16, []), (16, 8, 8, 8, 16, []), (8, 8, 16, 16, 16, []))),

@@ -213,6 +213,8 @@ def matmul_row_errors(bm: int, bn: int, bk: int, wg_x: int, wg_y: int, flags) ->
             errs.append(f"rb block {blk} and BK {bk} must be multiples of 4")
         if la not in (1, 2, 3, 4) or lb not in (1, 2, 3, 4):
             errs.append(f"rb tile {bm}x{bn}x{bk} needs 1..4 whole 16-byte loads per thread, got {la}, {lb}")
+        if aligned(flags) != bool(unit_layout(flags)):
+            errs.append(f"an rb aligned twin (al) takes exactly one layout flag of {UNIT_LAYOUTS}, got {list(flags)}")
         if rb_shared_bytes(bm, bn, bk) > 49152:  # 256x128x16 (50 KiB) lost the H200's device when forced
             errs.append(f"rb tile {bm}x{bn}x{bk} needs {rb_shared_bytes(bm, bn, bk)} bytes of shared memory (> 48 KiB)")
     elif kind == "v4":
@@ -295,19 +297,41 @@ def matmul_launch_errors(kind: str, spec: dict, M: int, N: int, K: int, lay: Lay
     return errs
 
 
+# The aligned twins of the register blocks (flag al): loads without bounds checks, for launches of whole tiles,
+# and the operands' layout fixed at compile time (flag uAB: A's unit stride along A = k or m, B's along B = n or
+# k; the template then holds one loop, not both). On the LM's f32 products (H200) the bounds checks cost 4-10%
+# (bench/results/round12-h200-matmul-f32-lm.txt) and the run-time layout another 2-6% (-layouts.txt).
+UNIT_LAYOUTS = ("ukk", "ukn", "umn", "umk")
+
+
 def aligned(flags) -> bool:
-    """Whether a register-block variant is an aligned twin (flag al): its loads have no bounds checks."""
+    """Whether a register-block variant is an aligned twin (flag al)."""
     return "al" in flags
+
+
+def unit_layout(flags) -> str:
+    """An aligned twin's operand layout flag (UNIT_LAYOUTS), '' without one."""
+    f = [f for f in flags if f in UNIT_LAYOUTS]
+    return f[0] if f else ""
 
 
 def variant_launch_errors(v, M: int, N: int, K: int, lay: Layout) -> list[str]:
     """Each assumption matmul variant `v` (an object with .flags and .spec) makes about a launch that this
-    one breaks: its kind's (matmul_launch_errors), and for an aligned twin (flag al) whole tiles."""
+    one breaks: its kind's (matmul_launch_errors), and for an aligned twin (flag al) whole tiles and the
+    operand layout of its flag uAB (the template takes A k-contiguous where sak == 1, B n-contiguous where
+    sbn == 1)."""
     errs = matmul_launch_errors(matmul_kind(v.flags), v.spec, M, N, K, lay)
+    if not aligned(v.flags):
+        return errs
     BM, BN, BK = (v.spec[x] for x in ("BM", "BN", "BK"))
-    if aligned(v.flags) and (M % BM or N % BN or K % BK):
+    if M % BM or N % BN or K % BK:
         errs.append(f"al (loads without bounds checks) needs M, N, K multiples of its tile {BM}x{BN}x{BK}, "
                     f"got {M}x{N}x{K}")
+    u = unit_layout(v.flags)
+    have = "u" + ("k" if lay.a_strides[1] == 1 else "m") + ("n" if lay.b_strides[1] == 1 else "k")
+    if u != have:
+        errs.append(f"{u or 'an al twin without a layout flag'} runs A and B as {u[1:] or '?'}; this launch is {have} "
+                    f"(A strides {lay.a_strides}, B strides {lay.b_strides})")
     return errs
 
 

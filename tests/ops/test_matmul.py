@@ -16,7 +16,7 @@ def kind_names(kind, c32=False, al=False):
 
 
 SCALAR, V4, RB, RB_AL = kind_names("tiled"), kind_names("v4"), kind_names("rb"), kind_names("rb", al=True)
-SPECS = {v.name: v.spec for dt in ("f32", "f16") for v in kernels.variants_of("matmul", dt)}
+VARIANTS = {v.name: v for dt in ("f32", "f16") for v in kernels.variants_of("matmul", dt)}
 dims = st.integers(1, 80)
 
 
@@ -133,34 +133,45 @@ def test_rb_variants_strided(device, monkeypatch, name, M, N, K, a_kmajor, b_nma
 
 @pytest.mark.parametrize("name", RB_AL)
 @settings(max_examples=4)  # each example builds a pipeline
-@given(m=st.integers(1, 2), n=st.integers(1, 2), k=st.integers(1, 3), **STRIDED)
-def test_rb_aligned_variants_strided(device, monkeypatch, name, m, n, k, a_kmajor, b_nmajor, z1, batch, bdiv, pad,
-                                     c_unit, beta, seed):
-    """The register blocks' aligned twins (flag al: loads without bounds checks) on whole tiles, through
-    gemm_strided (see strided_case): padded rows, so a load past a row's end would read the padding."""
-    t = SPECS[name]
-    strided_case(device, monkeypatch, name, m * t["BM"], n * t["BN"], k * t["BK"], a_kmajor, b_nmajor, z1, batch, bdiv,
-                 pad, c_unit, beta, seed)
+@given(m=st.integers(1, 2), n=st.integers(1, 2), k=st.integers(1, 3),
+       **{k: v for k, v in STRIDED.items() if k not in ("a_kmajor", "b_nmajor")})
+def test_rb_aligned_variants_strided(device, monkeypatch, name, m, n, k, z1, batch, bdiv, pad, c_unit, beta, seed):
+    """The register blocks' aligned twins (flag al: loads without bounds checks; flag uAB: the operand layout
+    fixed at compile time) on whole tiles in their layout, through gemm_strided (see strided_case): padded
+    rows, so a load past a row's end would read the padding."""
+    v = VARIANTS[name]
+    t, u = v.spec, variants.unit_layout(v.flags)
+    strided_case(device, monkeypatch, name, m * t["BM"], n * t["BN"], k * t["BK"], u[1] == "k", u[2] == "n", z1, batch,
+                 bdiv, pad, c_unit, beta, seed)
 
 
-def test_aligned_twins_take_whole_tiles_only():
-    """The selector gives a register-block launch its tile's aligned twin exactly where M, N and K are whole
-    tiles (variants.variant_launch_errors; pure rule), and the rule names what breaks it."""
+@pytest.mark.parametrize("u, a_strides, b_strides", [
+    ("ukk", (512, 1), (1, 512)),   # fwd Y = X W^T: W stored [N, K]
+    ("ukn", (512, 1), (512, 1)),   # dX = dY W
+    ("umn", (1, 4096), (512, 1)),  # dW = dY^T X: A m-contiguous
+    ("umk", (1, 4096), (1, 512)),
+])
+def test_aligned_twins_take_whole_tiles_in_their_layout_only(u, a_strides, b_strides):
+    """The selector gives a register-block launch its tile's aligned twin for the launch's operand layout
+    exactly where M, N and K are whole tiles (variants.variant_launch_errors; pure rule), and the rule names
+    what breaks it: a part tile, or another layout."""
     every = kernels.variants_of("matmul", "f32")
     L = variants.Layout
 
     def pick(M, N, K, lay):
         return variants.pick_matmul(every, M, N, K, lay, "discrete_gpu", 49152)
-    lay = L((512, 1), (1, 512), (512, 1))
+    lay = L(a_strides, b_strides, (512, 1))
     whole = pick(4096, 512, 512, lay)
-    assert variants.aligned(whole.flags) and variants.matmul_kind(whole.flags) == "rb", whole.name
-    for M, N, K in ((4096 - 4, 512, 512), (4096, 512 + 4, 512), (4096, 512, 512 - 4)):
-        v = pick(M, N, K, L((K, 1), (1, K), (N, 1)))
-        assert not variants.aligned(v.flags), (M, N, K, v.name)
-        twin = next(w for w in every if w.name == v.name.replace(f"_t{v.spec['BM']}", f"_al_t{v.spec['BM']}"))
-        assert any("al (loads without bounds checks)" in e
-                   for e in variants.variant_launch_errors(twin, M, N, K, L((K, 1), (1, K), (N, 1))))
+    assert variants.aligned(whole.flags) and variants.unit_layout(whole.flags) == u, whole.name
     assert not variants.variant_launch_errors(whole, 4096, 512, 512, lay)
+    for other in set(variants.UNIT_LAYOUTS) - {u}:
+        twin = VARIANTS[whole.name.replace(u, other)]
+        assert any(f"this launch is {u}" in e for e in variants.variant_launch_errors(twin, 4096, 512, 512, lay))
+    for M, N, K in ((4096 - 4, 512, 512), (4096, 512 + 4, 512), (4096, 512, 512 - 4)):
+        v = pick(M, N, K, lay)
+        assert not variants.aligned(v.flags), (M, N, K, v.name)
+        twin = VARIANTS[v.name.replace(f"_t{v.spec['BM']}", f"_al_{u}_t{v.spec['BM']}")]
+        assert any("al (loads without bounds checks)" in e for e in variants.variant_launch_errors(twin, M, N, K, lay))
 
 
 @pytest.mark.parametrize("name", SCALAR)

@@ -80,13 +80,13 @@ def _fake_gpu(features=()):
 
 
 @pytest.mark.parametrize("M, N, K, batch, tri, want", [
-    (256, 256, 64, 128, "lower_c", "rb8x8_al_t128x128"),      # the LM's scores: 256x128 without the hint
-    (4096, 4096, 128, 4, "lower_c", "rb8x8_al_t128x128"),     # (whole tiles: the aligned twins)
-    (256, 64, 256, 128, "lower_a", "rb4x4_al_t64x64k16"),     # P V, dS K: 256x64 without the hint
-    (4096, 128, 4096, 4, "lower_a", "rb4x4_al_t64x64k16"),
-    (256, 64, 256, 64, "upper_a", "rb4x4_al_t64x64k16"),      # dK, dV
+    (256, 256, 64, 128, "lower_c", "rb8x8_al_ukn_t128x128"),      # the LM's scores: 256x128 without the hint
+    (4096, 4096, 128, 4, "lower_c", "rb8x8_al_ukn_t128x128"),     # (whole tiles: the aligned twins)
+    (256, 64, 256, 128, "lower_a", "rb4x4_al_ukn_t64x64k16"),     # P V, dS K: 256x64 without the hint
+    (4096, 128, 4096, 4, "lower_a", "rb4x4_al_ukn_t64x64k16"),
+    (256, 64, 256, 64, "upper_a", "rb4x4_al_ukn_t64x64k16"),      # dK, dV
     (256, 60, 256, 64, "upper_a", "rb4x4_t64x64k16"),         # N not whole: the plain row
-    (256, 256, 64, 128, "", "rb16x8_al_t256x128"),            # no hint: matmul_tile's pick
+    (256, 256, 64, 128, "", "rb16x8_al_ukn_t256x128"),            # no hint: matmul_tile's pick
     (200, 200, 64, 128, "lower_c", None),                     # 128x128 would pad 64%: matmul_tile's pick
 ])
 def test_causal_products_take_the_tri_tile_on_gpus(M, N, K, batch, tri, want):
@@ -141,12 +141,12 @@ def test_causal_hint_changes_no_cpu_pick(device):
 
 def test_register_blocks_on_gpus_for_aligned_layouts():
     gpu = _fake_gpu(["storage_buffer_16bit_access"])
-    assert pick("f32", 4096, 4096, 4096, gpu).name == "matmul_f32_rb16x8_al_t256x128"  # whole tiles: the al twin
+    assert pick("f32", 4096, 4096, 4096, gpu).name == "matmul_f32_rb16x8_al_ukn_t256x128"  # whole tiles: the al twin
     assert pick("f32", 4096, 4096, 4100, gpu).name == "matmul_f32_rb16x8_t256x128"
-    assert pick("f16", 4096, 4096, 4096, gpu).name == "matmul_f16_rb8x8_al_t128x128"
-    assert pick("f32", 512, 512, 512, gpu).name == "matmul_f32_rb4x4_al_t64x64k16"  # 64 groups
+    assert pick("f16", 4096, 4096, 4096, gpu).name == "matmul_f16_rb8x8_al_ukn_t128x128"
+    assert pick("f32", 512, 512, 512, gpu).name == "matmul_f32_rb4x4_al_ukn_t64x64k16"  # 64 groups
     assert pick("f32", 4096, 4096, 4096, gpu, UNALIGNED).name == "matmul_f32_t64x64"
-    assert pick("f32", 4096, 4096, 4096, gpu, PACKED_B).name == "matmul_f32_rb16x8_al_t256x128"
+    assert pick("f32", 4096, 4096, 4096, gpu, PACKED_B).name == "matmul_f32_rb16x8_al_ukk_t256x128"
 
 
 def test_coopmat_needs_feature_and_alignment():
@@ -269,8 +269,8 @@ def test_split_k_takes_the_largest_tile_that_split_fills_the_device():
     dw = variants.Layout((1, 512), (512, 1), (512, 1))  # dW = X^T . dY: A m-contiguous
     assert pick_split(512, 512, 4096, dw).spec["BM"] == 256  # 8 tiles, split 16 ways
     assert pick("f32", 512, 512, 4096, gpu, dw).spec["BM"] == 64  # no split: the smallest tile
-    assert pick_split(4096, 4096, 4096, ALIGNED).name == "matmul_f32_rb16x8_al_t256x128"  # enough tiles whole
-    assert pick_split(4096, 512, 256, ALIGNED).name == "matmul_f32_rb8x8_al_t128x128k16"  # K too short to split
+    assert pick_split(4096, 4096, 4096, ALIGNED).name == "matmul_f32_rb16x8_al_ukn_t256x128"  # enough tiles whole
+    assert pick_split(4096, 512, 256, ALIGNED).name == "matmul_f32_rb8x8_al_ukn_t128x128k16"  # K too short to split
 
 
 def test_f16_split_k_takes_the_first_cm_tile_that_split_fills_the_device():

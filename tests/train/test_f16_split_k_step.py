@@ -138,6 +138,6 @@ def test_h200_like_f32_step_splits_weight_gradients_in_whole_waves(device, monke
     # down and dX of gate+up (64 tiles, K 1,408 / 2,816): 2 (128); q/o [d, d] on 8 tiles: 16 (128)
     assert split[(2816, 512, 4096)] == 3 and split[(512, 1408, 4096)] == 6, split
     assert split[(4096, 512, 1408)] == 2 and split[(4096, 512, 2816)] == 2, split
-    uneven = [(n, p) for n, p in names if n == "matmul_f32_rb16x8_al_t256x128" and p["K"] in (1376, 1344, 688, 656)]
+    uneven = [(n, p) for n, p in names if n == "matmul_f32_rb16x8_al_umn_t256x128" and p["K"] in (1376, 1344, 688, 656)]
     # per layer: gate+up's dW 1,376 1,376 1,344; down's 688 x 5 and 656
     assert collections.Counter(p["K"] for _, p in uneven) == {1376: 16, 1344: 8, 688: 40, 656: 8}, uneven[:3]
