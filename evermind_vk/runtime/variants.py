@@ -299,8 +299,9 @@ def matmul_launch_errors(kind: str, spec: dict, M: int, N: int, K: int, lay: Lay
 
 # The aligned twins of the register blocks (flag al): loads without bounds checks, for launches of whole tiles,
 # and the operands' layout fixed at compile time (flag uAB: A's unit stride along A = k or m, B's along B = n or
-# k; the template then holds one loop, not both). On the LM's f32 products (H200) the bounds checks cost 4-10%
-# (bench/results/round12-h200-matmul-f32-lm.txt) and the run-time layout another 2-6% (-layouts.txt).
+# k; the template then holds one loop, not both). On the LM's f32 products (H200) the bounds checks cost 1-15%
+# (most 4-11%; bench/results/round12-h200-matmul-f32-lm-first.txt) and the run-time layout another 1-8% (most
+# 2-6%; bench/results/round12-h200-matmul-f32-layouts.txt).
 UNIT_LAYOUTS = ("ukk", "ukn", "umn", "umk")
 
 
@@ -636,8 +637,7 @@ def pick_matmul(cands, M: int, N: int, K: int, lay: Layout, device_type: str, sh
         tile = split_tile(sorted(fits, key=lambda t: tile_preference(t, device_type != "cpu"), reverse=True),
                           lambda t: groups(t[0], t[1]), K)
     tile = tile or matmul_tile(M, N, K, tiles, shared_memory, device_type, batch, buffers=MATMUL_BUFFERS[kind])
-    # the tile's aligned twin (flag al) where the launch allows it: loads without bounds checks ran 4-10% faster
-    # on the LM's f32 products (H200, bench/results/round12-h200-matmul-f32-lm.txt)
+    # the tile's aligned twin for the launch's layout (flags al uAB, UNIT_LAYOUTS) where the launch is whole tiles
     return max((v for v in pool if (v.spec["BM"], v.spec["BN"], v.spec["BK"]) == tile and ok(v)),
                key=lambda v: aligned(v.flags))
 
