@@ -41,7 +41,7 @@ GENERATED = ROOT / "generated"
 sys.path.insert(0, str(ROOT))
 from evermind_vk.runtime.variants import (UNIT_LAYOUTS, attention_row_errors, features_for, local_size, matmul_kind,  # noqa: E402
                                           matmul_row_errors, multi_slots, raster_group, register_block, ssd_row_errors,
-                                          subgroup_grid)
+                                          subgroup_grid, unit_layout)
 
 # Each template declares, at its top, `{% set INTERFACE = {op: {...}} %}`: per op its storage buffers
 # (name, element type, access r|w|rw), push constants (name, u32|f32; all words are 4 bytes) and
@@ -346,7 +346,8 @@ def render(v: Variant, env) -> tuple[str, dict]:
     module = tpl.make_module(dict(op=v.op, dtype=v.dtype, flags=v.flags, T=GLSL_TYPES[v.dtype],
                                   f16=v.dtype == "f16", glsl_types=GLSL_TYPES, rb=register_block(v.flags),
                                   sg_grid=subgroup_grid(v.flags), raster=raster_group(v.flags),
-                                  slots=multi_slots(v.flags), local_size=local_size(v.flags)))
+                                  slots=multi_slots(v.flags), local_size=local_size(v.flags),
+                                  unit_layout=unit_layout(v.flags)))
     iface = module.INTERFACE.get(v.op)
     if iface is None:
         raise SystemExit(f"codegen: template {v.template} declares no interface for op {v.op}")
