@@ -270,14 +270,20 @@ def batch_chunks(z1: int, z2: int, bdiv: int, limit: int) -> list[tuple[int, int
     return [(a, 1, b, min(step, z2 - b)) for a in range(z1) for b in range(0, z2, step)]
 
 
+def whole_tile_errors(what: str, spec: dict, M: int, N: int, K: int) -> list[str]:
+    """The rule of a template without bounds checks: M, N and K whole multiples of its tile (empty: they are)."""
+    BM, BN, BK = spec["BM"], spec["BN"], spec["BK"]
+    if M % BM or N % BN or K % BK:
+        return [f"{what} needs M, N, K multiples of its tile {BM}x{BN}x{BK}, got {M}x{N}x{K}"]
+    return []
+
+
 def matmul_launch_errors(kind: str, spec: dict, M: int, N: int, K: int, lay: Layout) -> list[str]:
     """Each assumption the `kind` template makes about a launch that this one breaks (empty: it may run)."""
     (sam, sak), (sbk, sbn), (scm, scn) = lay.a_strides, lay.b_strides, lay.c_strides
     errs = []
     if kind in ("cm", "cm2"):  # no bounds checks, 16-byte staging (cm) or unclamped tensor layouts (cm2), C
-        BM, BN, BK = spec["BM"], spec["BN"], spec["BK"]  # loaded and stored with a unit column stride
-        if M % BM or N % BN or K % BK:
-            errs.append(f"{kind} needs M, N, K multiples of its tile {BM}x{BN}x{BK}, got {M}x{N}x{K}")
+        errs += whole_tile_errors(kind, spec, M, N, K)  # loaded and stored with a unit column stride
         if scn != 1 or 1 not in (sak, sam) or 1 not in (sbk, sbn):
             errs.append(f"{kind} needs scn == 1 and A and B with a unit stride, got scn={scn} A={lay.a_strides} "
                         f"B={lay.b_strides}")
@@ -324,15 +330,12 @@ def variant_launch_errors(v, M: int, N: int, K: int, lay: Layout) -> list[str]:
     errs = matmul_launch_errors(matmul_kind(v.flags), v.spec, M, N, K, lay)
     if not aligned(v.flags):
         return errs
-    BM, BN, BK = (v.spec[x] for x in ("BM", "BN", "BK"))
-    if M % BM or N % BN or K % BK:
-        errs.append(f"al (loads without bounds checks) needs M, N, K multiples of its tile {BM}x{BN}x{BK}, "
-                    f"got {M}x{N}x{K}")
-    u = unit_layout(v.flags)
+    errs += whole_tile_errors("al (loads without bounds checks)", v.spec, M, N, K)
+    u = unit_layout(v.flags)  # matmul_row_errors: every al row has one
     have = "u" + ("k" if lay.a_strides[1] == 1 else "m") + ("n" if lay.b_strides[1] == 1 else "k")
     if u != have:
-        errs.append(f"{u or 'an al twin without a layout flag'} runs A and B as {u[1:] or '?'}; this launch is {have} "
-                    f"(A strides {lay.a_strides}, B strides {lay.b_strides})")
+        errs.append(f"{u} runs A and B as {u[1:]}; this launch is {have} (A strides {lay.a_strides}, "
+                    f"B strides {lay.b_strides})")
     return errs
 
 

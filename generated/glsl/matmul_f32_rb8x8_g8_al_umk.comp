@@ -50,8 +50,9 @@ layout(local_size_x_id = 0, local_size_y_id = 1) in;
 // registers while the current one is used, so one barrier per BK step. Operands: A with sak == 1 or
 // sam == 1, B with sbn == 1 or sbk == 1, offsets and the other strides multiples of 4 (the selector
 // guarantees it); any M, N, K (edges load zeros), except with flag al: M, N, K whole tiles loaded without
-// bounds checks, and the operands' layout fixed by flag uAB (runtime.variants.variant_launch_errors). Thread (tx, ty) owns rows ty*4 + i*4*WG_Y + e and
-// columns tx*4 + j*4*WG_X + e: a half-warp reads 256 contiguous bytes of a B row and one A vector.
+// bounds checks, and the operands' layout fixed by flag uAB (runtime.variants.variant_launch_errors).
+// Thread (tx, ty) owns rows ty*4 + i*4*WG_Y + e and columns tx*4 + j*4*WG_X + e: a half-warp reads 256
+// contiguous bytes of a B row and one A vector.
 layout(std430, binding = 0) readonly buffer Buf_a4 { vec4 a4[]; };
 layout(std430, binding = 1) readonly buffer Buf_b4 { vec4 b4[]; };
 layout(std430, binding = 2) buffer Buf_c4 { vec4 c4[]; };

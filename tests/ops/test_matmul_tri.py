@@ -56,8 +56,8 @@ def _launchable(v, S, N):
 @given(s=st.integers(1, 5), n=st.integers(1, 3), z=st.integers(1, 3), seed=st.integers(0, 2**31))
 def test_hint_gives_the_full_product(device, monkeypatch, v, hint, s, n, z, seed):
     bm, bn, kind = v.spec["BM"], v.spec["BN"], variants.matmul_kind(v.flags)
-    # sizes that cross several tiles: whole tiles for cm and the al twins (their launch rules), else ending mid-tile, in whole
-    # 16-byte vectors for rb and v4
+    # sizes that cross several tiles: whole tiles for cm and the al twins (their launch rules), else ending
+    # mid-tile, in whole 16-byte vectors for rb and v4
     if kind in ("cm", "cm2") or variants.aligned(v.flags):
         S, N = s * bm, n * bn
     else:
