@@ -73,7 +73,7 @@ def gemm_strided(a: Tensor, b: Tensor, c: Tensor, M: int, N: int, K: int, *,
         kernels.usable("matmul", a.dtype, dev), M, N, K, lay, dev.info.type, dev.info.shared_memory, nz,
         os.environ.get("EVERMIND_VK_MATMUL_VARIANT", "").strip(),
         split=variants.split_allowed(a.dtype, nz, float(beta), c_dense, dev.info.type, forced_split),
-        out32=out32, tri=tri)
+        out32=out32, tri=tri, multiprocessors=dev.info.multiprocessors)
     split = variants.matmul_split_k(M, N, K, -(-M // v.spec["BM"]) * -(-N // v.spec["BN"]) * nz, dev.info.type,
                                     a.dtype, nz, float(beta), c_dense, forced_split,
                                     dev.info.multiprocessors, v.spec["BM"] * v.spec["BN"])

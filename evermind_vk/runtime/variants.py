@@ -548,6 +548,19 @@ def wave_split(groups: int, K: int, multiprocessors: int) -> int:
     return best[1]
 
 
+# ... but not into fewer than WAVE_SPLIT_MIN chunks: split 2 ways, 256x128 lost to 128x128 run whole on the 128
+# workgroups of fwd 4096x512x1408 (0.820 against 0.838 of cuBLAS; round 12 0.812 against 0.842) and dX 4096x512x2816
+# (0.858 against 0.863; 0.856 against 0.869): the column sum over the partials costs more than the larger tile
+# gains (H200, bench/results/round13-h200-matmul-f32-sweep.txt).
+WAVE_SPLIT_MIN = 3
+
+
+def wave_split_pays(groups: int, K: int, multiprocessors: int) -> bool:
+    """Whether a tile of BIG_TILE_AREA on `groups` workgroups may be split in whole waves (wave_split): yes where
+    the device's multiprocessors are unknown (0), else where it would be cut into at least WAVE_SPLIT_MIN chunks."""
+    return not multiprocessors or wave_split(groups, K, multiprocessors) >= WAVE_SPLIT_MIN
+
+
 def split_tile(order, groups, K: int):
     """The split-K tile rule, shared by the register blocks (f32) and the cooperative matrices (f16):
     walking `order` (tiles or variants, most preferred first; groups(t) = its workgroups whole), the
@@ -563,7 +576,8 @@ def split_tile(order, groups, K: int):
 
 
 def pick_matmul(cands, M: int, N: int, K: int, lay: Layout, device_type: str, shared_memory: int,
-                batch: int = 1, forced: str = "", split: bool = False, out32: bool = False, tri: str = ""):
+                batch: int = 1, forced: str = "", split: bool = False, out32: bool = False, tri: str = "",
+                multiprocessors: int = 0):
     """The matmul variant for a launch, from the usable candidates (objects with .name, .flags, .spec).
 
     A forced name (EVERMIND_VK_MATMUL_VARIANT) wins where its launch rules hold (an f16 row's name
@@ -577,7 +591,8 @@ def pick_matmul(cands, M: int, N: int, K: int, lay: Layout, device_type: str, sh
     4 ways 0.80 of cuBLAS against 0.71 for 128x128 whole on 4096x512x2816; split only 2 ways, 128x128
     tiles lost to 128x64 whole on 4096x256x512, 0.68 against 0.75, and 256x128 only tied 128x128
     whole on 4096x512x512). Cooperative matrices split the same way (split_tile), walking their
-    variants in CM_ORDER. out32: choose among the f16 rows' c32 twins (C in f32), else among the others.
+    variants in CM_ORDER; f32 tiles of BIG_TILE_AREA, which split in whole waves where the device reports its
+    `multiprocessors` (matmul_split_k), only where that split pays (wave_split_pays). out32: choose among the f16 rows' c32 twins (C in f32), else among the others.
     tri: the product's causal hint (TRI); register blocks on GPUs then take TRI_TILES' tile where it pads at
     most 25% and fits in shared memory.
     """
@@ -636,7 +651,9 @@ def pick_matmul(cands, M: int, N: int, K: int, lay: Layout, device_type: str, sh
             and padded_area(M, N, want[0], want[1]) <= MAX_PADDED * M * N:
         tile = want
     if tile is None and split and kind == "rb":
-        fits = [t for t in tiles if rb_shared_bytes(*t) <= shared_memory]
+        waves = multiprocessors if pool[0].dtype == "f32" else 0  # matmul_split_k's whole-wave split: f32 only
+        fits = [t for t in tiles if rb_shared_bytes(*t) <= shared_memory
+                and (t[0] * t[1] < BIG_TILE_AREA or wave_split_pays(groups(t[0], t[1]), K, waves))]
         tile = split_tile(sorted(fits, key=lambda t: tile_preference(t, device_type != "cpu"), reverse=True),
                           lambda t: groups(t[0], t[1]), K)
     tile = tile or matmul_tile(M, N, K, tiles, shared_memory, device_type, batch, buffers=MATMUL_BUFFERS[kind])

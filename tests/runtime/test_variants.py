@@ -273,6 +273,36 @@ def test_split_k_takes_the_largest_tile_that_split_fills_the_device():
     assert pick_split(4096, 512, 256, ALIGNED).name == "matmul_f32_rb8x8_al_ukn_t128x128k16"  # K too short to split
 
 
+def test_whole_wave_split_into_two_chunks_gives_way_to_the_next_tile_whole():
+    """variants.wave_split_pays: where the device reports its multiprocessors, an f32 tile of BIG_TILE_AREA that
+    wave_split would cut into fewer than WAVE_SPLIT_MIN chunks is passed over by the split rule; the LM's
+    fwd 4096x512x1408 and dX 4096x512x2816 then run 128x128 whole (128 workgroups), while dW 2816x512x4096
+    (3 chunks) and 512x1408x4096 (6) still split 256x128."""
+    gpu = _fake_gpu(["storage_buffer_16bit_access"])
+    cands = kernels.usable("matmul", "f32", gpu)
+    ukk = variants.Layout((1408, 1), (1, 1408), (512, 1))    # Y = X . W^T, W stored [N, K]
+    ukn = variants.Layout((2816, 1), (512, 1), (512, 1))     # dX = dY . W
+    dw = variants.Layout((1, 2816), (512, 1), (512, 1))      # dW = dY^T . X: A m-contiguous
+
+    def pick_split(M, N, K, lay, sms):
+        return variants.pick_matmul(cands, M, N, K, lay, gpu.info.type, gpu.info.shared_memory, split=True,
+                                    multiprocessors=sms).name
+    assert variants.wave_split(64, 1408, 132) == variants.wave_split(64, 2816, 132) == 2
+    assert pick_split(4096, 512, 1408, ukk, 132) == "matmul_f32_rb8x8_al_ukk_t128x128k16"
+    assert pick_split(4096, 512, 2816, ukn, 132) == "matmul_f32_rb8x8_al_ukn_t128x128k16"
+    # multiprocessors unknown: no whole-wave split to judge, the big tile as before
+    assert pick_split(4096, 512, 1408, ukk, 0) == "matmul_f32_rb16x8_al_ukk_t256x128"
+    assert variants.wave_split(44, 4096, 132) == 3 and variants.wave_split(22, 4096, 132) == 6
+    assert pick_split(2816, 512, 4096, dw, 132) == "matmul_f32_rb16x8_al_umn_t256x128"
+    assert pick_split(512, 1408, 4096, variants.Layout((1, 512), (1408, 1), (1408, 1)), 132) == \
+        "matmul_f32_rb16x8_al_umn_t256x128"
+    # f16 register blocks split with split_ways, never in whole waves: the rule leaves them alone
+    f16 = kernels.usable("matmul", "f16", gpu)
+    assert variants.pick_matmul(f16, 4096, 512, 1408, ukk, gpu.info.type, gpu.info.shared_memory, split=True,
+                                multiprocessors=132).name == \
+        variants.pick_matmul(f16, 4096, 512, 1408, ukk, gpu.info.type, gpu.info.shared_memory, split=True).name
+
+
 def test_f16_split_k_takes_the_first_cm_tile_that_split_fills_the_device():
     """The same split rule (variants.split_tile) on cooperative matrices, walking CM_ORDER: the weight
     gradients of the 23.7M LM leave whole 64x64 tiles 32-352 workgroups; split, they run 128x128."""
