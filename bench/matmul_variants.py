@@ -9,6 +9,8 @@ run when torch is importable (cuBLAS with TF32 off on a CUDA host; f16 inputs fo
 
 "auto" is the selector's pick with split-K where it applies (the dW products of --lm-shapes on a GPU:
 f32 and f16), "auto (no split-K)" the pick with EVERMIND_VK_MATMUL_SPLIT_K=0; the summary lists both.
+--rounds R times torch and the pick alternately R more times per case and reports the median, min and max of
+the R ratios (the summary then uses the median): one pair of timings moves by a few percent from run to run.
 
 Square sizes n: C[n,n] = A[n,n] . B[n,n] (--layouts nt etc.: B or A stored transposed). --lm-shapes: for each linear layer (K in, N out) of the
 23.7M LM (d 512, ff 1408, vocab 256) with M = batch x tokens = 4096 rows, the three products of a
@@ -106,7 +108,8 @@ def layout(m, n, k, ta, tb):
     return variants.Layout((1, m) if ta else (k, 1), (1, k) if tb else (n, 1), (n, 1))
 
 
-def run_case(label, m, n, k, ta, tb, a_shape, b_shape, dtype, cands, dev, rng, summary, split_k=(), forced_split=""):
+def run_case(label, m, n, k, ta, tb, a_shape, b_shape, dtype, cands, dev, rng, summary, split_k=(), forced_split="",
+             rounds=0):
     npd = np.float16 if dtype == "f16" else np.float32
     a = rng.standard_normal(a_shape).astype(npd)
     b = rng.standard_normal(b_shape).astype(npd)
@@ -139,7 +142,10 @@ def run_case(label, m, n, k, ta, tb, a_shape, b_shape, dtype, cands, dev, rng, s
         ratio = f"{tt / t:6.3f}" if tt else "   -  "
         print(f"  {name:52s} {flop / t / 1e12:8.2f} TFLOP/s  {ratio} of torch  rel.err {err:.1e}", flush=True)
         if name.startswith("auto ="):
-            summary.append([label, dtype, tt and tt / t, None, None, None])
+            auto = tt and tt / t
+            if tt and rounds:
+                auto = interleaved_ratio(a, b, A, B, C, m, n, k, ta, tb, reps, rounds)
+            summary.append([label, dtype, auto, None, None, None])
         elif name.startswith("auto (no split-K) =") and summary:
             summary[-1][3] = tt and tt / t
         elif forced and (best is None or t < best[1]):
@@ -148,6 +154,17 @@ def run_case(label, m, n, k, ta, tb, a_shape, b_shape, dtype, cands, dev, rng, s
         summary[-1][4:] = [best[0], tt and tt / best[1]]
     os.environ.pop("EVERMIND_VK_MATMUL_VARIANT", None)
     os.environ.pop("EVERMIND_VK_MATMUL_SPLIT_K", None)
+
+
+def interleaved_ratio(a, b, A, B, C, m, n, k, ta, tb, reps, rounds):
+    """Median of `rounds` ratios torch time / our time, each pair timed back to back (the current pick)."""
+    ratios = []
+    for _ in range(rounds):
+        ratios.append(torch_time(a, b, ta, tb, reps) / ev_time(A, B, C, m, n, k, ta, tb, reps))
+    med = statistics.median(ratios)
+    print(f"  {'  over ' + str(rounds) + ' interleaved rounds':52s} ratio median {med:.3f}  min {min(ratios):.3f}  "
+          f"max {max(ratios):.3f}", flush=True)
+    return med
 
 
 def gemm_logged(A, B, C, m, n, k, ta, tb) -> list:
@@ -176,6 +193,8 @@ def main(argv=None):
                     "(EVERMIND_VK_MATMUL_SPLIT_K for their rows; default: the selector's split)")
     ap.add_argument("--split-k", default="", help="comma-separated chunk counts to time the selector's pick "
                     "split that many ways too (EVERMIND_VK_MATMUL_SPLIT_K=n; where K allows), e.g. 2,4,8,16")
+    ap.add_argument("--rounds", type=int, default=0, help="time torch and the selector's pick alternately this "
+                    "many more times per case; the summary's auto column is then the median ratio")
     args = ap.parse_args(argv)
     dev = ev.get_device()
     print(f"# {dev.info.name}", flush=True)
@@ -191,14 +210,15 @@ def main(argv=None):
             for K, N in LM_LAYERS:
                 for case in lm_products(args.rows, K, N):
                     run_case(f"{case[0]} K={K} N={N}", *case[1:], dtype, cands, dev, rng, summary, split_k,
-                             args.forced_split)
+                             args.forced_split, args.rounds)
         else:
             for n in args.sizes:
                 for lay in args.layouts.split(","):
                     ta, tb = lay[0] == "t", lay[1] == "t"
                     run_case(f"n={n} {lay}", n, n, n, ta, tb, (n, n), (n, n), dtype, cands, dev, rng, summary, split_k,
-                             args.forced_split)
-    print("\n# summary: ratio to torch of the selector's pick (auto), of the pick with split-K off "
+                             args.forced_split, args.rounds)
+    med = f", the median of {args.rounds} interleaved rounds" if args.rounds else ""
+    print(f"\n# summary: ratio to torch of the selector's pick (auto{med}), of the pick with split-K off "
           "(EVERMIND_VK_MATMUL_SPLIT_K=0) and of the best forced variant (split where auto splits)")
     for label, dtype, auto, nosplit, bname, bratio in summary:
         a = f"{auto:.3f}" if auto else "-"
