@@ -592,7 +592,8 @@ def pick_matmul(cands, M: int, N: int, K: int, lay: Layout, device_type: str, sh
     tiles lost to 128x64 whole on 4096x256x512, 0.68 against 0.75, and 256x128 only tied 128x128
     whole on 4096x512x512). Cooperative matrices split the same way (split_tile), walking their
     variants in CM_ORDER; f32 tiles of BIG_TILE_AREA, which split in whole waves where the device reports its
-    `multiprocessors` (matmul_split_k), only where that split pays (wave_split_pays). out32: choose among the f16 rows' c32 twins (C in f32), else among the others.
+    `multiprocessors` (matmul_split_k), only where that split pays (wave_split_pays). out32: choose among the
+    f16 rows' c32 twins (C in f32), else among the others.
     tri: the product's causal hint (TRI); register blocks on GPUs then take TRI_TILES' tile where it pads at
     most 25% and fits in shared memory.
     """
