@@ -74,21 +74,28 @@ def gemm_strided(a: Tensor, b: Tensor, c: Tensor, M: int, N: int, K: int, *,
         os.environ.get("EVERMIND_VK_MATMUL_VARIANT", "").strip(),
         split=variants.split_allowed(a.dtype, nz, float(beta), c_dense, dev.info.type, forced_split),
         out32=out32, tri=tri, multiprocessors=dev.info.multiprocessors)
+    kind = variants.matmul_kind(v.flags)
     split = variants.matmul_split_k(M, N, K, -(-M // v.spec["BM"]) * -(-N // v.spec["BN"]) * nz, dev.info.type,
                                     a.dtype, nz, float(beta), c_dense, forced_split,
-                                    dev.info.multiprocessors, v.spec["BM"] * v.spec["BN"])
+                                    dev.info.multiprocessors, v.spec["BM"] * v.spec["BN"],
+                                    kind=kind, tile=(v.spec["BM"], v.spec["BN"], v.spec["BK"]))
     if split > 1:  # parallel split-K: S chunks of k into an f32 workspace [S, M*N], then a column sum
         ks = variants.k_chunks(K, split)  # (colsum_cast into an f16 C: the partials added in f32, rounded once)
+        # cm2's chunks run on the planned tile's c32 twin (variants.cm2_pair_split); other kinds' chunks on what
+        # the selector picks for them, except an f32 whole-wave split's unequal chunks (the planned tile)
+        twin = variants.c32_twin(v, kernels.usable("matmul", a.dtype, dev)) \
+            if kind == "cm2" and not forced_split else None
         work = empty((len(ks), M * N), "f32", dev)
         kc = ks[0][1] - ks[0][0]
         if all(k1 - k0 == kc for k0, k1 in ks):  # equal chunks: one batched launch
             gemm_strided(a, b, work, M, N, kc, a_strides=a_strides, b_strides=b_strides, c_strides=(N, 1),
                          batch=split, a_batch=(a_batch[0], kc * a_strides[1]),
-                         b_batch=(b_batch[0], kc * b_strides[0], 1), c_batch=(0, M * N), alpha=alpha)
+                         b_batch=(b_batch[0], kc * b_strides[0], 1), c_batch=(0, M * N), alpha=alpha,
+                         variant=twin)
         else:  # a whole-wave split (f32, variants.wave_split): a launch a chunk on the planned tile, side by side
             gemm_chunks(a, b, work, 0, ks, M, N, a_strides=a_strides, b_strides=b_strides, c_strides=(N, 1),
                         a_batch=(a_batch[0], 0), b_batch=(b_batch[0], 0, 1), alpha=alpha,
-                        variant=v if a.dtype == "f32" else None)  # f16: each chunk on a c32 twin
+                        variant=v if a.dtype == "f32" else twin)  # f16: each chunk on a c32 row
         colsum(work, out=c)
         return c
     splits = variants.matmul_k_splits(variants.matmul_kind(v.flags), v.spec, K, dev.info.type)

@@ -438,6 +438,25 @@ CM2_ORDER = ("cm2_l256_t128x256k32", "cm2_l256_t128x256", "cm2_l256_t128x128", "
              "cm2_l128_t64x64")
 CM2_MIN_GROUPS = 128
 
+# ... except one case where only the 64x64 tile fills the device whole: a tile of at least CM2_PAIR_MIN_AREA with
+# CM2_PAIR_MIN_GROUPS or more workgroups (but fewer than CM2_MIN_GROUPS) over a long K runs split in 2, its two
+# chunks on the tile's c32 twin. NVIDIA H100, the 23.7M LM's weight gradients (K = 4,096 tokens), TFLOP/s in one
+# session (bench/results/round14-h100-cm2-split.txt): dW 2816x512x4096, 64x64 whole 118-119, 128x256 BK 32
+# (44 workgroups) split 2 161, 4 146, 8 135, 128x128 split 2 146, 4 163, 8 130; dW 512x1408x4096, 64x64 whole
+# 115, 128x128 (44 workgroups) split 2 135, 4 122, 8 123. The same split of K = 512 lost (fwd 4096x256x512:
+# 64x64 whole 1.6 of cuBLAS, 128x128 split 2 1.06).
+CM2_PAIR_MIN_AREA = 128 * 128
+CM2_PAIR_MIN_GROUPS = 40  # measured at 44
+CM2_PAIR_MIN_K = 4096
+
+
+def cm2_pair_split(groups: int, bm: int, bn: int, bk: int, K: int) -> bool:
+    """Whether a cm2 bm x bn (BK bk) tile on `groups` workgroups runs split in 2 along K (CM2_PAIR_MIN_*): at
+    least CM2_PAIR_MIN_AREA, CM2_PAIR_MIN_GROUPS..CM2_MIN_GROUPS - 1 workgroups, K >= CM2_PAIR_MIN_K and each
+    half whole k-steps of bk (and of 16: k_chunks)."""
+    return (bm * bn >= CM2_PAIR_MIN_AREA and CM2_PAIR_MIN_GROUPS <= groups < CM2_MIN_GROUPS
+            and K >= CM2_PAIR_MIN_K and K % (2 * math.lcm(bk, 16)) == 0)
+
 
 # Causal hints for square products (the matmul templates' k_range, push `tri`): what a product may skip
 # because the op knows where its operands are zero or its output is unused. "lower_a": A[m,k] = 0 for k > m
@@ -622,6 +641,11 @@ def pick_matmul(cands, M: int, N: int, K: int, lay: Layout, device_type: str, sh
                     -v.spec["BM"] * v.spec["BN"], -v.spec["BK"])
         ordered = sorted(cm2, key=rank2)
         big = [v for v in ordered if groups(v.spec["BM"], v.spec["BN"]) >= CM2_MIN_GROUPS]
+        if split and big and big[0].spec["BM"] * big[0].spec["BN"] < CM2_PAIR_MIN_AREA:  # cm2_pair_split's case
+            pair = [v for v in ordered if cm2_pair_split(groups(v.spec["BM"], v.spec["BN"]), v.spec["BM"],
+                                                         v.spec["BN"], v.spec["BK"], K)]
+            if pair:
+                return pair[0]
         hit = split_tile(ordered, lambda v: groups(v.spec["BM"], v.spec["BN"]), K) if split and not big else None
         return hit or (big[0] if big else max(ordered, key=lambda v: (groups(v.spec["BM"], v.spec["BN"]),
                                                                        v.spec["BK"])))
@@ -663,8 +687,21 @@ def pick_matmul(cands, M: int, N: int, K: int, lay: Layout, device_type: str, sh
                key=lambda v: aligned(v.flags))
 
 
+def c32_twin(v, cands):
+    """An f16 matmul row's twin with C in f32 (flag c32, the same kind, tile and other flags) among `cands`;
+    v itself where it is one. UnsupportedError where cands lack it (codegen gives every f16 row its twin)."""
+    if "c32" in v.flags:
+        return v
+    want = sorted((*v.flags, "c32"))
+    for c in cands:
+        if c.op == v.op and c.dtype == v.dtype and sorted(c.flags) == want and c.spec == v.spec:
+            return c
+    raise UnsupportedError(f"{v.name} has no c32 twin among the usable variants")
+
+
 def matmul_split_k(M: int, N: int, K: int, groups: int, device_type: str, dtype: str, batch: int, beta: float,
-                   c_dense: bool, forced: str = "", multiprocessors: int = 0, tile_area: int = 0) -> int:
+                   c_dense: bool, forced: str = "", multiprocessors: int = 0, tile_area: int = 0,
+                   kind: str = "", tile: tuple = ()) -> int:
     """Parallel split-K for GPUs: the number of K chunks S (1: no split) when a product's tile
     (`groups` workgroups) leaves the device short of work (fewer than 128) and K is long (split_ways):
     the chunks run as one batched launch into an [S, M, N] f32 workspace that a column sum adds up
@@ -674,12 +711,15 @@ def matmul_split_k(M: int, N: int, K: int, groups: int, device_type: str, dtype:
     splits n ways where that is possible (k_chunks: n chunks of whole 16s, the last one shorter where n
     does not divide K so; unequal chunks run as separate launches). An f32 product on tiles of
     BIG_TILE_AREA (tile_area) on a device that reports its multiprocessors splits in whole waves instead
-    (wave_split; its chunks need not be equal: k_chunks)."""
+    (wave_split; its chunks need not be equal: k_chunks). A cm2 `tile` (BM, BN, BK) splits in 2 where
+    cm2_pair_split says so."""
     if not split_allowed(dtype, batch, beta, c_dense, device_type, forced):
         return 1
     if forced:
         n = int(forced)
         return n if n > 1 and len(k_chunks(K, n)) == n else 1
+    if kind == "cm2" and tile and batch == 1 and cm2_pair_split(groups, *tile, K):
+        return 2
     if groups >= 128:
         return 1
     if multiprocessors > 0 and dtype == "f32" and tile_area >= BIG_TILE_AREA:

@@ -487,6 +487,32 @@ def test_split_k_matches_oracle(device, monkeypatch, split, trans_a, trans_b):
     assert_within(c.numpy(), 0.5 * A @ B, 0.5 * dot_bound(np.abs(A), np.abs(B), K, "f32"), f"split-K {split}")
 
 
+@pytest.mark.parametrize("M,N,tile", [(2816, 512, "t128x256k32"), (512, 1408, "t128x128")])
+def test_cm2_pair_split_matches_oracle(device, monkeypatch, M, N, tile):
+    """Where the device has cooperative_matrix2: a weight gradient X^T dY over K = 4,096 that only the 64x64
+    tile fills whole runs split in 2 (variants.cm2_pair_split), both chunks on the planned tile's c32 twin,
+    the f32 partials summed into the f16 C by colsum_cast, and matches the float64 oracle."""
+    if not device.has("cooperative_matrix2"):
+        pytest.skip("the device has no cooperative_matrix2")
+    monkeypatch.delenv("EVERMIND_VK_MATMUL_SPLIT_K", raising=False)
+    monkeypatch.delenv("EVERMIND_VK_MATMUL_VARIANT", raising=False)
+    K = 4096
+    used = []
+    real = kernels.dispatch
+    def logged(v, tensors, push, *rest, **kw):
+        used.append((v.name, push["K"] if v.op == "matmul" else None))
+        return real(v, tensors, push, *rest, **kw)
+    monkeypatch.setattr(kernels, "dispatch", logged)
+    rng = np.random.default_rng(M)
+    a = rng.standard_normal((K, M)).astype(np.float16)  # X stored [tokens, M]: A m-contiguous
+    b = rng.standard_normal((K, N)).astype(np.float16)
+    c = ev.tensor(np.full((M, N), np.nan, np.float16))
+    ev.ops.gemm(ev.tensor(a), ev.tensor(b), c, M, N, K, trans_a=True)
+    assert used == [(f"matmul_f16_cm2_l256_c32_{tile}", K // 2), ("colsum_cast_f16", None)], used
+    A, B = rounded(a, "f16").T, rounded(b, "f16")
+    assert_within(c.numpy().astype(np.float64), A @ B, dot_bound(np.abs(A), np.abs(B), K, "f16"), "cm2 pair split")
+
+
 def test_cm2_rule_order_and_split():
     """On a GPU with NVIDIA's cooperative_matrix2 (every f16 row a candidate), aligned f16 products go to cm2 in
     CM2_ORDER's order, split along K only where no cm2 tile fills the device whole (pure rule: lavapipe has no
@@ -503,6 +529,19 @@ def test_cm2_rule_order_and_split():
     dw = pick(512, 512, 4096, L((1, 512), (512, 1), (512, 1)), split=True)
     assert dw.name == "matmul_f16_cm2_l256_t128x256k32"
     assert variants.split_ways(8, 4096) == 16
+    # dW of gate+up [2816, 512] and of down [512, 1408] over 4096 tokens: only 64x64 fills the device whole; the
+    # first tile of at least 128x128 with 40-127 workgroups runs split in 2 instead (variants.cm2_pair_split)
+    for (M, N), name, g in (((2816, 512), "matmul_f16_cm2_l256_t128x256k32", 44),
+                            ((512, 1408), "matmul_f16_cm2_l256_t128x128", 44)):
+        for K, want in ((4096, name), (2048, "matmul_f16_cm2_l128_t64x64")):
+            v = pick(M, N, K, L((1, M), (N, 1), (N, 1)), split=True)
+            assert v.name == want, (M, N, K, v.name)
+            assert pick(M, N, K, L((1, M), (N, 1), (N, 1))).name == "matmul_f16_cm2_l128_t64x64"  # no split allowed
+        assert variants.matmul_split_k(M, N, 4096, g, "discrete_gpu", "f16", 1, 0.0, True, kind="cm2",
+                                       tile=(128, 256 if N == 512 else 128, 32 if N == 512 else 64)) == 2
+    assert not variants.cm2_pair_split(39, 128, 128, 64, 4096) and variants.cm2_pair_split(40, 128, 128, 64, 4096)
+    assert not variants.cm2_pair_split(44, 64, 64, 64, 4096) and not variants.cm2_pair_split(128, 128, 128, 64, 4096)
+    assert not variants.cm2_pair_split(44, 128, 128, 64, 4096 + 64)  # halves of 2080: not whole k-steps of 64
     # c32 twins rank as their rows
     assert variants.pick_matmul(every, 512, 512, 4096, L((1, 512), (512, 1), (512, 1)), "discrete_gpu", 49152,
                                 split=True, out32=True).name == "matmul_f16_cm2_l256_c32_t128x256k32"

@@ -77,18 +77,24 @@ def test_h200_like_selection_splits_the_f16_weight_gradients(device, monkeypatch
 
 def test_h200_like_selection_with_cooperative_matrix2(device, monkeypatch):
     """The same step on a device that also has VK_NV_cooperative_matrix2 with the H200's shapes: the products go
-    to cm2 tiles, and only the weight gradients no cm2 tile fills the device with whole split (variants.CM2_ORDER):
-    the output projection's and q/o's, 16 ways onto cm2 c32 rows; gate+up's and down's run whole on 64x64."""
+    to cm2 tiles, and only the weight gradients no cm2 tile of 128x128 or more fills the device with whole split
+    (variants.CM2_ORDER): the output projection's and q/o's, 16 ways onto cm2 c32 rows; gate+up's (44 tiles of
+    128x256) and down's (44 of 128x128) in 2 (variants.cm2_pair_split), their chunks on their tile's c32 twin."""
     dispatches, splits, cfg = h200_like_step(device, monkeypatch, "f16", flexible=H200_FLEXIBLE)
     names = [n for n, _ in dispatches]
     split = {p: s for p, s in splits if s > 1}
-    assert split == {(256, 512, 4096): 16, (512, 512, 4096): 16}, split
+    assert split == {(256, 512, 4096): 16, (512, 512, 4096): 16, (2816, 512, 4096): 2, (512, 1408, 4096): 2}, split
     n_split = sum(1 for _, s in splits if s > 1)
     attn = 2 * cfg.n_layers
     assert names.count("colsum_cast_f16") == n_split + attn
     mm = [n for n in names if n.startswith("matmul")]
     assert sum("_cm2_" in n for n in mm) > 0.9 * len(mm), collections.Counter(mm)
     assert "matmul_f16_cm2_l256_c32_t128x256k32" in names  # q/o's dW, split
+    # the pair splits' chunks (batch 2, K 2,048) on the planned tile's twin, not the 128x128 a fresh pick gives them
+    pairs = [(n, p["M"], p["N"]) for n, p in dispatches if n.startswith("matmul") and p["K"] == 2048]
+    assert set(pairs) == {("matmul_f16_cm2_l256_c32_t128x256k32", 2816, 512),
+                          ("matmul_f16_cm2_l256_c32_t128x128", 512, 1408)}, set(pairs)
+    assert "matmul_f16_cm2_l128_t64x64" not in {n for n, p in dispatches if p.get("K") == 4096}
 
 
 def test_f16_step_with_split_k_forced_matches_the_unsplit_step(device, monkeypatch):
