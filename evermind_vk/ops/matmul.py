@@ -81,10 +81,12 @@ def gemm_strided(a: Tensor, b: Tensor, c: Tensor, M: int, N: int, K: int, *,
                                     kind=kind, tile=(v.spec["BM"], v.spec["BN"], v.spec["BK"]))
     if split > 1:  # parallel split-K: S chunks of k into an f32 workspace [S, M*N], then a column sum
         ks = variants.k_chunks(K, split)  # (colsum_cast into an f16 C: the partials added in f32, rounded once)
-        # cm2's chunks run on the planned tile's c32 twin (variants.cm2_pair_split); other kinds' chunks on what
-        # the selector picks for them, except an f32 whole-wave split's unequal chunks (the planned tile)
-        twin = variants.c32_twin(v, kernels.usable("matmul", a.dtype, dev)) \
-            if kind == "cm2" and not forced_split else None
+        # a cm2 pair split's two chunks run on the planned tile's c32 twin (variants.cm2_pair_split: its halves are
+        # whole k-steps of the tile); other chunks on what the selector picks for them, except an f32 whole-wave
+        # split's unequal chunks (the planned tile)
+        pair = kind == "cm2" and split == 2 and not forced_split and variants.cm2_pair_split(
+            -(-M // v.spec["BM"]) * -(-N // v.spec["BN"]) * nz, v.spec["BM"], v.spec["BN"], v.spec["BK"], K)
+        twin = variants.c32_twin(v, kernels.usable("matmul", a.dtype, dev)) if pair else None
         work = empty((len(ks), M * N), "f32", dev)
         kc = ks[0][1] - ks[0][0]
         if all(k1 - k0 == kc for k0, k1 in ks):  # equal chunks: one batched launch
