@@ -74,18 +74,16 @@ def gemm_strided(a: Tensor, b: Tensor, c: Tensor, M: int, N: int, K: int, *,
         os.environ.get("EVERMIND_VK_MATMUL_VARIANT", "").strip(),
         split=variants.split_allowed(a.dtype, nz, float(beta), c_dense, dev.info.type, forced_split),
         out32=out32, tri=tri, multiprocessors=dev.info.multiprocessors)
-    kind = variants.matmul_kind(v.flags)
-    split = variants.matmul_split_k(M, N, K, -(-M // v.spec["BM"]) * -(-N // v.spec["BN"]) * nz, dev.info.type,
-                                    a.dtype, nz, float(beta), c_dense, forced_split,
-                                    dev.info.multiprocessors, v.spec["BM"] * v.spec["BN"],
-                                    kind=kind, tile=(v.spec["BM"], v.spec["BN"], v.spec["BK"]))
+    kind, tile = variants.matmul_kind(v.flags), (v.spec["BM"], v.spec["BN"], v.spec["BK"])
+    tiles = -(-M // tile[0]) * -(-N // tile[1]) * nz  # the launch's workgroups, whole
+    split = variants.matmul_split_k(M, N, K, tiles, dev.info.type, a.dtype, nz, float(beta), c_dense, forced_split,
+                                    dev.info.multiprocessors, tile, kind)
     if split > 1:  # parallel split-K: S chunks of k into an f32 workspace [S, M*N], then a column sum
         ks = variants.k_chunks(K, split)  # (colsum_cast into an f16 C: the partials added in f32, rounded once)
         # a cm2 pair split's two chunks run on the planned tile's c32 twin (variants.cm2_pair_split: its halves are
         # whole k-steps of the tile); other chunks on what the selector picks for them, except an f32 whole-wave
         # split's unequal chunks (the planned tile)
-        pair = kind == "cm2" and split == 2 and not forced_split and variants.cm2_pair_split(
-            -(-M // v.spec["BM"]) * -(-N // v.spec["BN"]) * nz, v.spec["BM"], v.spec["BN"], v.spec["BK"], K)
+        pair = kind == "cm2" and split == 2 and not forced_split and variants.cm2_pair_split(tiles, *tile, K)
         twin = variants.c32_twin(v, kernels.usable("matmul", a.dtype, dev)) if pair else None
         work = empty((len(ks), M * N), "f32", dev)
         kc = ks[0][1] - ks[0][0]
@@ -100,7 +98,7 @@ def gemm_strided(a: Tensor, b: Tensor, c: Tensor, M: int, N: int, K: int, *,
                         variant=v if a.dtype == "f32" else twin)  # f16: each chunk on a c32 row
         colsum(work, out=c)
         return c
-    splits = variants.matmul_k_splits(variants.matmul_kind(v.flags), v.spec, K, dev.info.type)
+    splits = variants.matmul_k_splits(kind, v.spec, K, dev.info.type)
     if len(splits) > 1:  # split-K: later parts accumulate (beta = 1), so pick for that layout
         lay1 = variants.Layout(lay.a_strides, lay.b_strides, lay.c_strides, lay.a_batch, lay.b_batch,
                                lay.c_batch, 1.0, lay.outer)

@@ -700,8 +700,8 @@ def c32_twin(v, cands):
 
 
 def matmul_split_k(M: int, N: int, K: int, groups: int, device_type: str, dtype: str, batch: int, beta: float,
-                   c_dense: bool, forced: str = "", multiprocessors: int = 0, tile_area: int = 0,
-                   kind: str = "", tile: tuple = ()) -> int:
+                   c_dense: bool, forced: str = "", multiprocessors: int = 0, tile: tuple = (),
+                   kind: str = "") -> int:
     """Parallel split-K for GPUs: the number of K chunks S (1: no split) when a product's tile
     (`groups` workgroups) leaves the device short of work (fewer than 128) and K is long (split_ways):
     the chunks run as one batched launch into an [S, M, N] f32 workspace that a column sum adds up
@@ -710,8 +710,8 @@ def matmul_split_k(M: int, N: int, K: int, groups: int, device_type: str, dtype:
     row-major at offset 0) with beta 0. forced (EVERMIND_VK_MATMUL_SPLIT_K): '0' never splits, 'n'
     splits n ways where that is possible (k_chunks: n chunks of whole 16s, the last one shorter where n
     does not divide K so; unequal chunks run as separate launches). An f32 product on tiles of
-    BIG_TILE_AREA (tile_area) on a device that reports its multiprocessors splits in whole waves instead
-    (wave_split; its chunks need not be equal: k_chunks). A cm2 `tile` (BM, BN, BK) splits in 2 where
+    BIG_TILE_AREA (`tile`: BM, BN, BK) on a device that reports its multiprocessors splits in whole waves instead
+    (wave_split; its chunks need not be equal: k_chunks). A cm2 `tile` (`kind`) splits in 2 where
     cm2_pair_split says so."""
     if not split_allowed(dtype, batch, beta, c_dense, device_type, forced):
         return 1
@@ -722,7 +722,7 @@ def matmul_split_k(M: int, N: int, K: int, groups: int, device_type: str, dtype:
         return 2
     if groups >= 128:
         return 1
-    if multiprocessors > 0 and dtype == "f32" and tile_area >= BIG_TILE_AREA:
+    if multiprocessors > 0 and dtype == "f32" and tile and tile[0] * tile[1] >= BIG_TILE_AREA:
         return wave_split(groups, K, multiprocessors)
     return split_ways(groups, K)
 

@@ -20,11 +20,16 @@ VARIANTS = {v.name: v for dt in ("f32", "f16") for v in kernels.variants_of("mat
 dims = st.integers(1, 80)
 
 
-def log_dispatches(monkeypatch) -> list:
-    """The names of the variants dispatched from now on (the list fills as they run)."""
+def log_dispatches(monkeypatch, push_field: str = "") -> list:
+    """The names of the variants dispatched from now on (the list fills as they run); with push_field,
+    (name, that push constant or None) pairs."""
     used = []
     real = kernels.dispatch
-    monkeypatch.setattr(kernels, "dispatch", lambda v, *a, **k: (used.append(v.name), real(v, *a, **k)))
+
+    def logged(v, tensors, push, *rest, **kw):
+        used.append((v.name, push.get(push_field)) if push_field else v.name)
+        return real(v, tensors, push, *rest, **kw)
+    monkeypatch.setattr(kernels, "dispatch", logged)
     return used
 
 
@@ -449,7 +454,7 @@ def test_whole_wave_split_runs_unequal_chunks_on_the_planned_tile(device, monkey
                              device.info.shared_memory, forced="matmul_f32_rb16x8_t256x128", split=True)
     assert v.spec["BM"] * v.spec["BN"] >= variants.BIG_TILE_AREA
     S = variants.matmul_split_k(M, N, K, m_tiles, "discrete_gpu", "f32", 1, 0.0, True, "", P,
-                                v.spec["BM"] * v.spec["BN"])
+                                (v.spec["BM"], v.spec["BN"], v.spec["BK"]))
     ks = variants.k_chunks(K, S)
     used = log_dispatches(monkeypatch)
     rng = np.random.default_rng(seed)
@@ -497,12 +502,7 @@ def test_cm2_pair_split_matches_oracle(device, monkeypatch, M, N, tile):
     monkeypatch.delenv("EVERMIND_VK_MATMUL_SPLIT_K", raising=False)
     monkeypatch.delenv("EVERMIND_VK_MATMUL_VARIANT", raising=False)
     K = 4096
-    used = []
-    real = kernels.dispatch
-    def logged(v, tensors, push, *rest, **kw):
-        used.append((v.name, push["K"] if v.op == "matmul" else None))
-        return real(v, tensors, push, *rest, **kw)
-    monkeypatch.setattr(kernels, "dispatch", logged)
+    used = log_dispatches(monkeypatch, "K")
     rng = np.random.default_rng(M)
     a = rng.standard_normal((K, M)).astype(np.float16)  # X stored [tokens, M]: A m-contiguous
     b = rng.standard_normal((K, N)).astype(np.float16)

@@ -249,11 +249,11 @@ def test_split_k_in_whole_waves_where_the_device_counts_its_multiprocessors():
     assert ws(64, 1408, 132) == 2   # 4096x512x1408: one wave of 704 ties two of 352: fewer chunks
     assert ws(64, 512, 132) == 2 and ws(64, 496, 132) == 2 and ws(64, 480, 132) == 1  # chunks keep >= 256 of k
     sk = variants.matmul_split_k
-    big = dict(multiprocessors=132, tile_area=256 * 128)
+    big = dict(multiprocessors=132, tile=(256, 128, 16))
     assert sk(2816, 512, 4096, 44, "discrete_gpu", "f32", 1, 0.0, True, **big) == 3
     assert sk(2816, 512, 4096, 44, "discrete_gpu", "f32", 1, 0.0, True) == 8  # count unknown: split_ways
     assert sk(2816, 512, 4096, 44, "discrete_gpu", "f32", 1, 0.0, True, multiprocessors=132,
-              tile_area=128 * 128) == 8  # smaller tiles share a multiprocessor: split_ways
+              tile=(128, 128, 16)) == 8  # smaller tiles share a multiprocessor: split_ways
     assert sk(2816, 512, 4096, 44, "discrete_gpu", "f16", 1, 0.0, True, **big) == 8  # f16: split_ways
     assert sk(2816, 512, 4096, 132, "discrete_gpu", "f32", 1, 0.0, True, **big) == 1  # fills the device
     assert sk(2816, 512, 4096, 44, "cpu", "f32", 1, 0.0, True, **big) == 1
