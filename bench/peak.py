@@ -7,6 +7,11 @@
         accumulators per subgroup (the matmul_cm kernels' instruction and fragment grid)
   smem  the same multiply-adds with every fragment loaded from shared memory each time (SMEM_CASES: the
         cm kernels' feeding without global loads)
+  l2    16-byte loads from a buffer small enough to stay in the L2 cache (--l2-mib), every workgroup
+        sweeping all of it from its own starting point (no L1 reuse): the rate at which the multiprocessors
+        together can fetch tiles that are not in their own caches. A matmul tile of BM x BN (f16 operands)
+        brings BM*BN/(BM+BN) FLOP per byte fetched, so this rate times that is the tile's fetch ceiling.
+  dram  the same loads from a buffer far larger than the L2 (--dram-mib)
 
 No memory traffic inside the loops, so each rate is what the ALUs / tensor cores give through this
 driver and compiler; a matmul kernel's rate over it is that kernel's efficiency. With --torch the same
@@ -141,6 +146,29 @@ void main() {{
 """
 
 
+def stream_glsl() -> str:
+    """16-byte loads: workgroup g starts at its own offset and sweeps a power-of-two window (mask) in
+    coalesced rows of WG uvec4s; the XOR of everything it read is written so nothing is dead code."""
+    return f"""#version 450
+layout(local_size_x = {WG}) in;
+layout(std430, binding = 0) readonly buffer In {{ uvec4 x[]; }};
+layout(std430, binding = 1) writeonly buffer Out {{ uint o[]; }};
+layout(push_constant) uniform P {{ uint iters; uint mask; uint start; }} p;
+void main() {{
+    const uint tid = gl_LocalInvocationID.x;
+    uint i = gl_WorkGroupID.x * p.start + tid;
+    uvec4 s = uvec4(0), r = uvec4(0);
+    for (uint t = 0; t < p.iters; t += 2) {{
+        s ^= x[i & p.mask];
+        r ^= x[(i + {WG}) & p.mask];
+        i += {2 * WG};
+    }}
+    s ^= r;
+    o[gl_GlobalInvocationID.x] = s.x ^ s.y ^ s.z ^ s.w;
+}}
+"""
+
+
 def smem_name(elem: str, bcol: bool, bar: bool) -> str:
     return f"smem_{SMEM_GRID[0]}x{SMEM_GRID[1]}_{'u4' if elem == 'uvec4' else 'h'}{'_bcol' if bcol else ''}{'_bar' if bar else ''}"
 
@@ -149,6 +177,7 @@ def shaders() -> dict:
     out = {"fma": fma_glsl()}
     out.update({f"mma_{fm}x{fn}": mma_glsl(fm, fn) for fm, fn in MMA_GRIDS})
     out.update({smem_name(*c): smem_glsl(*c) for c in SMEM_CASES})
+    out["stream"] = stream_glsl()
     return out
 
 
@@ -187,6 +216,8 @@ def main(argv=None) -> int:
     ap.add_argument("--torch", action="store_true", help="also measure PyTorch 4096^3 matmuls (cuBLAS) in this run")
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--quick", action="store_true", help="a few workgroups and iterations (a CPU driver: checks it runs)")
+    ap.add_argument("--l2-mib", type=int, default=16, help="the L2 probe's buffer (a power of two; fits the L2)")
+    ap.add_argument("--dram-mib", type=int, default=1024, help="the DRAM probe's buffer (a power of two)")
     ap.add_argument("--json", default="peak.json", help="where the run is written (TFLOP/s per kernel)")
     args = ap.parse_args(argv)
     if args.compile or not all((SPV / f"{n}.spv").exists() for n in shaders()):
@@ -231,6 +262,26 @@ def main(argv=None) -> int:
             print(f"{name:22s} fragments from shared  {rates[name] / 1e12:9.2f} TFLOP/s")
     else:
         print("mma: this device has no cooperative matrices")
+    # l2 / dram: bytes per second of 16-byte loads; the probe reads the window many times over (iters rows of WG
+    # uvec4s a workgroup), so what is measured is cache (l2) or memory (dram) bandwidth, not the first touch.
+    out_u = mgr.tensor_t(np.zeros(groups * WG, dtype=np.uint32), kp.TensorTypes.device)
+    for name, mib in (("l2", args.l2_mib), ("dram", args.dram_mib)):
+        if mib & (mib - 1):
+            sys.exit(f"peak: --{name}-mib must be a power of two, not {mib}")
+        n4 = (8 if args.quick else mib) * (1 << 20) // 16
+        buf = mgr.tensor_t(np.arange(n4 * 4, dtype=np.uint32), kp.TensorTypes.device)
+        stream_iters = 64 if args.quick else 2048
+        # starts 5/13 of the window apart (odd multiples of a row): workgroups sharing a multiprocessor do not read
+        # the same rows at the same time
+        start = (n4 * 5 // 13) // WG * WG + WG
+        algo = mgr.algorithm([buf, out_u], (SPV / "stream.spv").read_bytes(), [groups, 1, 1],
+                             np.zeros(1, dtype=np.uint32), np.array([stream_iters, n4 - 1, start], dtype=np.uint32))
+        rates[name] = timed_rate(mgr, kp, algo, groups * WG * stream_iters * 16.0, args.reps)
+        print(f"{name:5s} 16-byte loads from {n4 * 16 >> 20} MiB  {rates[name] / 1e9:10.1f} GB/s")
+        del algo, buf
+    for bm, bn in ((128, 128), (128, 256), (256, 256)):
+        print(f"      f16 tile {bm}x{bn}: {bm * bn / (bm + bn):.1f} FLOP a byte -> l2 fetch ceiling "
+              f"{rates['l2'] * bm * bn / (bm + bn) / 1e12:7.1f} TFLOP/s")
     if args.torch:
         import torch
         torch.backends.cuda.matmul.allow_tf32 = False
