@@ -13,8 +13,8 @@
         brings BM*BN/(BM+BN) FLOP per byte fetched, so this rate times that is the tile's fetch ceiling.
   dram  the same loads from a buffer far larger than the L2 (--dram-mib)
 
-No memory traffic inside the loops, so each rate is what the ALUs / tensor cores give through this
-driver and compiler; a matmul kernel's rate over it is that kernel's efficiency. With --torch the same
+No memory traffic inside the fma, mma and smem loops, so each of those rates is what the ALUs / tensor cores
+give through this driver and compiler; a matmul kernel's rate over it is that kernel's efficiency. With --torch the same
 run measures PyTorch's 4096^3 matmul (cuBLAS, TF32 off, and f16) to give the ceilings as fractions of it.
 
     python bench/peak.py [--torch]     # compiles into bench/.peak-spv/ first if needed (glslang as codegen finds it)
@@ -218,8 +218,11 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true", help="a few workgroups and iterations (a CPU driver: checks it runs)")
     ap.add_argument("--l2-mib", type=int, default=16, help="the L2 probe's buffer (a power of two; fits the L2)")
     ap.add_argument("--dram-mib", type=int, default=1024, help="the DRAM probe's buffer (a power of two)")
-    ap.add_argument("--json", default="peak.json", help="where the run is written (TFLOP/s per kernel)")
+    ap.add_argument("--json", default="peak.json", help="where the run is written (TFLOP/s per kernel; l2 and dram in TB/s)")
     args = ap.parse_args(argv)
+    for name, mib in (("l2", args.l2_mib), ("dram", args.dram_mib)):
+        if mib < 1 or mib & (mib - 1):
+            ap.error(f"--{name}-mib must be a power of two, not {mib}")
     if args.compile or not all((SPV / f"{n}.spv").exists() for n in shaders()):
         compile_all()
         if args.compile:
@@ -265,14 +268,12 @@ def main(argv=None) -> int:
     # l2 / dram: bytes per second of 16-byte loads; the probe reads the window many times over (iters rows of WG
     # uvec4s a workgroup), so what is measured is cache (l2) or memory (dram) bandwidth, not the first touch.
     out_u = mgr.tensor_t(np.zeros(groups * WG, dtype=np.uint32), kp.TensorTypes.device)
+    stream_iters = 64 if args.quick else 2048
     for name, mib in (("l2", args.l2_mib), ("dram", args.dram_mib)):
-        if mib & (mib - 1):
-            sys.exit(f"peak: --{name}-mib must be a power of two, not {mib}")
         n4 = (8 if args.quick else mib) * (1 << 20) // 16
         buf = mgr.tensor_t(np.arange(n4 * 4, dtype=np.uint32), kp.TensorTypes.device)
-        stream_iters = 64 if args.quick else 2048
-        # starts 5/13 of the window apart (odd multiples of a row): workgroups sharing a multiprocessor do not read
-        # the same rows at the same time
+        # consecutive workgroups start about 5/13 of the window apart (a whole number of rows): workgroups sharing a
+        # multiprocessor do not read the same rows at the same time
         start = (n4 * 5 // 13) // WG * WG + WG
         algo = mgr.algorithm([buf, out_u], (SPV / "stream.spv").read_bytes(), [groups, 1, 1],
                              np.zeros(1, dtype=np.uint32), np.array([stream_iters, n4 - 1, start], dtype=np.uint32))
