@@ -8,8 +8,8 @@
 for f in .gl/*.deb; do dpkg -x "$f" /; done
 ldconfig
 SITE=/tmp/evermind-site
-python3 -m pip install -q --no-index --no-deps --no-compile --target "$SITE" .whl/*.whl || return 1
-python3 -m pip install -q --no-index --no-deps --no-build-isolation --target "$SITE" . || return 1
+python3 -m pip install -q --upgrade --no-index --no-deps --no-compile --target "$SITE" .whl/*.whl || return 1
+python3 -m pip install -q --upgrade --no-index --no-deps --no-build-isolation --target "$SITE" . || return 1
 # PYTHONSAFEPATH: import the installed package, not the source tree (it has no evermind_vk.generated).
 export PYTHONPATH="$SITE" PYTHONUNBUFFERED=1 CI=true PYTHONSAFEPATH=1
 export GLSLANG_VALIDATOR="$SITE/cmeel.prefix/bin/glslangValidator" SPIRV_AS="$SITE/cmeel.prefix/bin/spirv-as" \
