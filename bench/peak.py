@@ -9,8 +9,9 @@
         cm kernels' feeding without global loads)
   l2    16-byte loads from a buffer small enough to stay in the L2 cache (--l2-mib), every workgroup
         sweeping it from its own starting point, the starts spread evenly (no L1 reuse): the rate at which
-        the multiprocessors together can fetch tiles that are not in their own caches. A matmul tile of BM x BN (f16 operands)
-        brings BM*BN/(BM+BN) FLOP per byte fetched, so this rate times that is the tile's fetch ceiling.
+        the multiprocessors together can fetch tiles that are not in their own caches. A matmul tile of
+        BM x BN (f16 operands) brings BM*BN/(BM+BN) FLOP per byte fetched, so this rate times that is the
+        tile's fetch ceiling.
   dram  the same loads from a buffer far larger than the L2 (--dram-mib)
 
 No memory traffic inside the fma, mma and smem loops, so each of those rates is what the ALUs / tensor cores
@@ -273,10 +274,10 @@ def main(argv=None) -> int:
         n4 = (8 if args.quick else mib) * (1 << 20) // 16
         buf = mgr.tensor_t(np.arange(n4 * 4, dtype=np.uint32), kp.TensorTypes.device)
         # workgroup g starts at g * (window / groups) (whole rows), so the starts are all different and spread over
-        # the window: a row one workgroup reads was read by the next one long before (after reading about the
-        # whole window, far more than the L2 for the dram probe). Round 17 (H100) measured the earlier spacing,
-        # about 5/13 of the window, which repeats every 13 workgroups: groups 13 apart swept the same rows at
-        # the same time, so the dram probe read from the L2 (7.8 TB/s from 1 GiB, above the HBM's 3.35 TB/s).
+        # the window. A row one workgroup reads, the next one read long before: in between, the workgroups together
+        # read about the whole window, far more than the L2 for the dram probe. The earlier spacing, about 5/13 of
+        # the window, repeated every 13 workgroups: groups 13 apart swept the same rows at the same time, and the
+        # dram probe read from the L2 (round 17, H100: 7.8 TB/s from 1 GiB, above the HBM's 3.35 TB/s).
         start = max(WG, n4 // groups // WG * WG)
         algo = mgr.algorithm([buf, out_u], (SPV / "stream.spv").read_bytes(), [groups, 1, 1],
                              np.zeros(1, dtype=np.uint32), np.array([stream_iters, n4 - 1, start], dtype=np.uint32))
