@@ -134,14 +134,22 @@ import numpy as np, evermind_vk as ev
 from evermind_vk.models import LMConfig, TransformerLM, HybridMambaConfig, HybridMambaModel
 from evermind_vk.train import Trainer
 from evermind_vk.runtime import program
+from evermind_vk.errors import EvermindError
+def train(tr, *args, **kw):
+    try:
+        tr.train(*args, **kw)
+    except EvermindError as e:  # the control's dispatches race on a real GPU: its loss may go nan, and that ends a run
+        if not {drop_all}:
+            raise
+        print("control run ended:", e)
 if {drop_all}:  # the positive control: a plan that never keeps a barrier after the first
     program.BarrierPlan.dispatch = lambda self, touches: not self.__dict__.setdefault("_seen", False) and not self.__dict__.update(_seen=True)
 for prec in ("f32", "f16"):
     m = TransformerLM(LMConfig(vocab_size=64, d_model=32, n_layers=2, n_heads=4, n_kv_heads=2, d_ff=64, max_seq_len=16))
-    Trainer(m, precision=prec).train(np.arange(3 * 2 * 16 + 1) % 64, seq_len=16, batch_size=2, lr=1e-2)
+    train(Trainer(m, precision=prec), np.arange(3 * 2 * 16 + 1) % 64, seq_len=16, batch_size=2, lr=1e-2)
 m = HybridMambaModel(HybridMambaConfig(vocabSize=12, dModel=16, numLayers=4, layers=("mamba1", "mamba2", "mamba3",
                                        "attention"), dState=4, nHeads=2, seed=1))
-Trainer(m).train(np.arange(12 * 8, dtype=np.uint32) % 12, seq_len=8, batch_size=3, lr=1e-2)
+train(Trainer(m), np.arange(12 * 8, dtype=np.uint32) % 12, seq_len=8, batch_size=3, lr=1e-2)
 print("DONE")
 """
 
