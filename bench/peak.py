@@ -224,6 +224,8 @@ def main(argv=None) -> int:
     for name, mib in (("l2", args.l2_mib), ("dram", args.dram_mib)):
         if mib < 1 or mib & (mib - 1):
             ap.error(f"--{name}-mib must be a power of two, not {mib}")
+        if mib >= 4096:  # kp 0.9.0 sizes buffers in 32 bits: 4 GiB reads as 0 ("attempted to create a zero-sized buffer")
+            ap.error(f"--{name}-mib must be below 4096 (kp 0.9.0 cannot make a buffer of 4 GiB or more), not {mib}")
     if args.compile or not all((SPV / f"{n}.spv").exists() for n in shaders()):
         compile_all()
         if args.compile:
@@ -273,12 +275,15 @@ def main(argv=None) -> int:
     for name, mib in (("l2", args.l2_mib), ("dram", args.dram_mib)):
         n4 = (8 if args.quick else mib) * (1 << 20) // 16
         buf = mgr.tensor_t(np.arange(n4 * 4, dtype=np.uint32), kp.TensorTypes.device)
-        # workgroup g starts at g * (window / groups) (whole rows), so the starts are all different and spread over
-        # the window. A row one workgroup reads, the next one read long before: in between, the workgroups together
-        # read about the whole window, far more than the L2 for the dram probe. The earlier spacing, about 5/13 of
-        # the window, repeated every 13 workgroups: groups 13 apart swept the same rows at the same time, and the
-        # dram probe read from the L2 (round 17, H100: 7.8 TB/s from 1 GiB, above the HBM's 3.35 TB/s).
-        start = max(WG, n4 // groups // WG * WG)
+        # workgroup g starts at row g * S of the window (mod the window: the shader masks, and the product may wrap
+        # at 2^32, which the power-of-two window divides), S the odd row count nearest 0.618 of the window's rows.
+        # Starts are then all different for up to a window of rows' workgroups, and workgroups with IDs close to
+        # each other (running at once, often on one multiprocessor) start far apart, so neither the L1 (l2 probe)
+        # nor the L2 (dram probe) serves a row one workgroup read to another. Earlier spacings failed one or the
+        # other: about 5/13 of the window repeated every 13 workgroups (round 17, H100: "dram" 7.8 TB/s from 1 GiB,
+        # above the HBM's 3.35 TB/s); window / groups put neighbours one row apart in a 16 MiB window (10.4 TB/s).
+        rows = max(1, n4 // WG)
+        start = (int(rows * 0.618) | 1) % rows * WG % (1 << 32)
         algo = mgr.algorithm([buf, out_u], (SPV / "stream.spv").read_bytes(), [groups, 1, 1],
                              np.zeros(1, dtype=np.uint32), np.array([stream_iters, n4 - 1, start], dtype=np.uint32))
         rates[name] = timed_rate(mgr, kp, algo, groups * WG * stream_iters * 16.0, args.reps)

@@ -30,6 +30,7 @@ CAPTURE_STATISTICS, CAPTURE_INTERNAL_REPRESENTATIONS = 0x40, 0x80
 DESCRIPTOR_STORAGE_BUFFER, STAGE_COMPUTE, QUEUE_COMPUTE = 7, 0x20, 0x2
 API_1_3 = (1 << 22) | (3 << 12)
 EXT_EXEC_PROPS, EXT_COOPMAT = b"VK_KHR_pipeline_executable_properties", b"VK_KHR_cooperative_matrix"
+EXT_COOPMAT2, ST_COOPMAT2_FEATURES_NV = b"VK_NV_cooperative_matrix2", 1000593000  # the cm2 rows (ci/patches/0011)
 
 P, U32, U64, SZ = C.c_void_p, C.c_uint32, C.c_uint64, C.c_size_t
 
@@ -123,13 +124,15 @@ class StatsDevice:
         have = {e.extensionName for e in exts}
         if EXT_EXEC_PROPS not in have:
             raise VulkanError(f"{self.name} lacks {EXT_EXEC_PROPS.decode()}")
-        want = [EXT_EXEC_PROPS] + ([EXT_COOPMAT] if EXT_COOPMAT in have else [])
+        want = [EXT_EXEC_PROPS] + [e for e in (EXT_COOPMAT, EXT_COOPMAT2) if e in have]
         # the feature chain: queried, then passed back as it came (everything the device reports, enabled)
         chain = [Features(ST_PHYSICAL_DEVICE_FEATURES_2), Features(ST_VULKAN_11_FEATURES),
                  Features(ST_VULKAN_12_FEATURES), Features(ST_VULKAN_13_FEATURES),
                  Features(ST_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES)]
         if EXT_COOPMAT in have:
             chain.append(Features(ST_COOPMAT_FEATURES_KHR))
+        if EXT_COOPMAT2 in have and EXT_COOPMAT in have:
+            chain.append(Features(ST_COOPMAT2_FEATURES_NV))
         for a, b in zip(chain, chain[1:]):
             a.pNext = C.cast(C.pointer(b), P)
         self._keep += chain
