@@ -8,11 +8,12 @@
   smem  the same multiply-adds with every fragment loaded from shared memory each time (SMEM_CASES: the
         cm kernels' feeding without global loads)
   l2    16-byte loads from a buffer small enough to stay in the L2 cache (--l2-mib), every workgroup
-        sweeping it from its own starting point, the starts spread evenly (no L1 reuse): the rate at which
+        sweeping it from its own starting point, neighbouring workgroups far apart (no L1 reuse): the rate at which
         the multiprocessors together can fetch tiles that are not in their own caches. A matmul tile of
         BM x BN (f16 operands) brings BM*BN/(BM+BN) FLOP per byte fetched, so this rate times that is the
         tile's fetch ceiling.
-  dram  the same loads from a buffer far larger than the L2 (--dram-mib)
+  dram  the same loads from a buffer far larger than the L2 (--dram-mib; below 4096: kp 0.9.0 sizes buffers in
+        32 bits. On an H100, 1 GiB still read above the HBM's rate and 2 GiB did not: round 18)
 
 No memory traffic inside the fma, mma and smem loops, so each of those rates is what the ALUs / tensor cores
 give through this driver and compiler; a matmul kernel's rate over it is that kernel's efficiency. With --torch the same

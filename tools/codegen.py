@@ -176,7 +176,9 @@ VARIANTS = [
     # Tensor cores through VK_NV_cooperative_matrix2 (workgroup-scope matrices, the driver stages the tiles),
     # f16, aligned shapes only; flag lN: N threads a workgroup (a template parameter: the matrices need it
     # at compile time). Measured and dropped (H200, bench/results/round11-h200-cm2.txt): 256x128 (0.16 of
-    # cuBLAS at 4096^3 against 0.33 for 128x256) and 128x256 with BK 128 (0.06).
+    # cuBLAS at 4096^3 against 0.33 for 128x256) and 128x256 with BK 128 (0.06); on an H100 (round 18,
+    # bench/results/round18-h100-cm2-*.txt) 128x128 on 128 threads (within 0.02 of 128x256 BK 32) and KHR
+    # loads from a pointer and stride instead of tensor layouts (0.05-0.10).
     *(matmul("f16", bm, bn, bk, nt, 1, ["cm2", f"l{nt}"])
       for (bm, bn, bk, nt) in ((128, 256, 64, 256), (128, 256, 32, 256), (128, 128, 64, 256), (128, 128, 128, 256),
                                (64, 64, 64, 128))),
