@@ -12,8 +12,8 @@
         the multiprocessors together can fetch tiles that are not in their own caches. A matmul tile of
         BM x BN (f16 operands) brings BM*BN/(BM+BN) FLOP per byte fetched, so this rate times that is the
         tile's fetch ceiling.
-  dram  the same loads from a buffer far larger than the L2 (--dram-mib; below 4096: kp 0.9.0 sizes buffers in
-        32 bits. On an H100, 1 GiB still read above the HBM's rate and 2 GiB did not: round 18)
+  dram  the same loads from a buffer far larger than the L2 (--dram-mib, 2048 by default: on an H100, 1 GiB still
+        read above the HBM's rate and 2 GiB did not, round 18; below 4096: kp 0.9.0 sizes buffers in 32 bits)
 
 No memory traffic inside the fma, mma and smem loops, so each of those rates is what the ALUs / tensor cores
 give through this driver and compiler; a matmul kernel's rate over it is that kernel's efficiency. With --torch the same
@@ -219,7 +219,7 @@ def main(argv=None) -> int:
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--quick", action="store_true", help="a few workgroups and iterations (a CPU driver: checks it runs)")
     ap.add_argument("--l2-mib", type=int, default=16, help="the L2 probe's buffer (a power of two; fits the L2)")
-    ap.add_argument("--dram-mib", type=int, default=1024, help="the DRAM probe's buffer (a power of two)")
+    ap.add_argument("--dram-mib", type=int, default=2048, help="the DRAM probe's buffer (a power of two)")
     ap.add_argument("--json", default="peak.json", help="where the run is written (TFLOP/s per kernel; l2 and dram in TB/s)")
     args = ap.parse_args(argv)
     for name, mib in (("l2", args.l2_mib), ("dram", args.dram_mib)):
@@ -279,10 +279,12 @@ def main(argv=None) -> int:
         # workgroup g starts at row g * S of the window (mod the window: the shader masks, and the product may wrap
         # at 2^32, which the power-of-two window divides), S the odd row count nearest 0.618 of the window's rows.
         # Starts are then all different for up to a window of rows' workgroups, and workgroups with IDs close to
-        # each other (running at once, often on one multiprocessor) start far apart, so neither the L1 (l2 probe)
-        # nor the L2 (dram probe) serves a row one workgroup read to another. Earlier spacings failed one or the
-        # other: about 5/13 of the window repeated every 13 workgroups (round 17, H100: "dram" 7.8 TB/s from 1 GiB,
-        # above the HBM's 3.35 TB/s); window / groups put neighbours one row apart in a 16 MiB window (10.4 TB/s).
+        # each other (running at once, maybe on one multiprocessor) start far apart, so that the L1 does not serve
+        # a row one workgroup read to another. Earlier spacings: about 5/13 of the window repeated every 13
+        # workgroups (round 17, H100: "dram" 7.8 TB/s from 1 GiB, above the HBM's 3.35 TB/s); window / groups put
+        # neighbours one row apart in a 16 MiB window (round 18: l2 10.4 TB/s against 7.8 with this spacing).
+        # With this spacing a 1 GiB window still read 3.8 TB/s on an H100, so some of it came from the L2: the
+        # dram window's default is 2 GiB (3.2 TB/s).
         rows = max(1, n4 // WG)
         start = (int(rows * 0.618) | 1) % rows * WG % (1 << 32)
         algo = mgr.algorithm([buf, out_u], (SPV / "stream.spv").read_bytes(), [groups, 1, 1],
