@@ -124,14 +124,16 @@ class StatsDevice:
         have = {e.extensionName for e in exts}
         if EXT_EXEC_PROPS not in have:
             raise VulkanError(f"{self.name} lacks {EXT_EXEC_PROPS.decode()}")
-        want = [EXT_EXEC_PROPS] + [e for e in (EXT_COOPMAT, EXT_COOPMAT2) if e in have]
+        cm = EXT_COOPMAT in have
+        cm2 = cm and EXT_COOPMAT2 in have  # VK_NV_cooperative_matrix2 builds on the KHR extension
+        want = [EXT_EXEC_PROPS] + [EXT_COOPMAT] * cm + [EXT_COOPMAT2] * cm2
         # the feature chain: queried, then passed back as it came (everything the device reports, enabled)
         chain = [Features(ST_PHYSICAL_DEVICE_FEATURES_2), Features(ST_VULKAN_11_FEATURES),
                  Features(ST_VULKAN_12_FEATURES), Features(ST_VULKAN_13_FEATURES),
                  Features(ST_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES)]
-        if EXT_COOPMAT in have:
+        if cm:
             chain.append(Features(ST_COOPMAT_FEATURES_KHR))
-        if EXT_COOPMAT2 in have and EXT_COOPMAT in have:
+        if cm2:
             chain.append(Features(ST_COOPMAT2_FEATURES_NV))
         for a, b in zip(chain, chain[1:]):
             a.pNext = C.cast(C.pointer(b), P)
