@@ -286,7 +286,7 @@ def main(argv=None) -> int:
         # With this spacing a 1 GiB window still read 3.8 TB/s on an H100, so some of it came from the L2: the
         # dram window's default is 2 GiB (3.2 TB/s).
         rows = max(1, n4 // WG)
-        start = (int(rows * 0.618) | 1) % rows * WG % (1 << 32)
+        start = (int(rows * 0.618) | 1) % rows * WG  # below 2^28: windows are under 4 GiB
         algo = mgr.algorithm([buf, out_u], (SPV / "stream.spv").read_bytes(), [groups, 1, 1],
                              np.zeros(1, dtype=np.uint32), np.array([stream_iters, n4 - 1, start], dtype=np.uint32))
         rates[name] = timed_rate(mgr, kp, algo, groups * WG * stream_iters * 16.0, args.reps)
