@@ -171,7 +171,9 @@ VARIANTS = [
           (4, 4, 2, 2, 16, ["g8"]), (4, 2, 2, 4, 16, []), (2, 4, 4, 2, 16, []), (4, 2, 2, 4, 32, []),
           (2, 2, 4, 4, 32, []), (4, 4, 2, 4, 16, []), (4, 4, 4, 2, 16, []), (4, 4, 2, 4, 16, ["g8"]),
           (4, 4, 2, 2, 32, ["g8"]),
-          # p2: two register sets, each tile loaded two steps before it is stored
+          # p2: two register sets, each tile loaded two steps before it is stored. Storing a tile before multiplying
+          # the previous one (round 19, H100: 0.10-0.19 of cuBLAS f16 against 0.21-0.25) was dropped; that round's
+          # ablation rows (bench/results/round19-cm-experiments.patch) are not kernels.
           (4, 4, 2, 2, 16, ["p2"]), (4, 2, 2, 4, 16, ["p2"]), (4, 4, 2, 2, 32, ["p2"]), (4, 4, 2, 4, 16, ["p2"]))),
     # Tensor cores through VK_NV_cooperative_matrix2 (workgroup-scope matrices, the driver stages the tiles),
     # f16, aligned shapes only; flag lN: N threads a workgroup (a template parameter: the matrices need it
