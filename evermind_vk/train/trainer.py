@@ -73,10 +73,11 @@ class _Step:
 
     def _clip_and_update(self, grads):
         t, dev = self.trainer, self.trainer.model.device
-        norm = None
-        if t.scaler is not None:  # mixed precision: overflow check + unscale (NaN on overflow: AdamW skips all)
+        norm = unscale = None
+        if t.scaler is not None:  # mixed precision: overflow check; AdamW unscales (on overflow: skips all)
             dev.upload(t._scale_buf)
-            state, norm = unscale_grads(grads, t._scale_buf)
+            state, norm = unscale_grads(grads, t._scale_buf, in_place=False)
+            unscale = (t._scale_buf, state)
             copy_words(state, self.overflow_host)
             dev.sync_local(self.overflow_host)
         metrics = None
@@ -84,7 +85,8 @@ class _Step:
             metrics = clip_grad_norm(grads, self.max_norm, norm=norm, defer=True)
             copy_words(metrics.state, self.norm_host)
             dev.sync_local(self.norm_host)
-        t.optimizer.record_updates(grads if t._dp is None else t._dp.owned(grads), clip=metrics)  # ZeRO: this rank's share
+        t.optimizer.record_updates(grads if t._dp is None else t._dp.owned(grads), clip=metrics,  # ZeRO: this rank's share
+                                   unscale=unscale)
 
     def _update_with_views(self, grads, params, views):
         """Clip and step; a row-range parameter (HybridMambaModel's wInProj_BC under WSLA: name -> (base,

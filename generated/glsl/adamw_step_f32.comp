@@ -9,9 +9,12 @@ layout(std430, binding = 3) buffer Buf_v { float v[]; };
 layout(std430, binding = 4) readonly buffer Buf_hyper { float hyper[]; };
 layout(std430, binding = 5) buffer Buf_nonfinite { uint nonfinite[]; };
 layout(std430, binding = 6) readonly buffer Buf_clip { float clip[]; };
+layout(std430, binding = 7) readonly buffer Buf_scale { float scale[]; };
+layout(std430, binding = 8) readonly buffer Buf_overflow { float overflow[]; };
 layout(push_constant) uniform Push {
     uint n;
     float max_norm;
+    uint unscale;
 } p;
 layout(local_size_x_id = 0) in;
 
@@ -27,7 +30,16 @@ void main() {
     // max_norm > 0: gradient clipping fused in (the train loop's clip_grad_norm(defer=True)): g is
     // scaled as clip_scale would have scaled it in place (the same float operations, same bits) by the
     // norm in clip[0]; the gradient buffer itself is left unscaled.
+    // unscale != 0: dynamic loss scaling fused in (the train loop's unscale_grads(in_place=False)): the
+    // gradient holds loss-scaled values; g = grad * scale[1] (1 / the scale: the same product ops.loss_unscale
+    // would have stored, same bits), unless overflow[0] (the norm of every scaled gradient) is inf or NaN:
+    // then the step overflowed and every element is skipped and counted, as after loss_unscale's NaN.
     float g = grad[i];
+    if (p.unscale != 0u) {
+        const float o = overflow[0];
+        if (isnan(o) || isinf(o)) { atomicAdd(nonfinite[0], 1u); return; }
+        g = g * scale[1];
+    }
     if (p.max_norm > 0.0) {
         const float norm = clip[0];
         if (!(isnan(norm) || isinf(norm))) {

@@ -200,6 +200,46 @@ def test_clip_deferred_into_adamw_same_bits(device, sizes, max_norm, bad, seed):
     assert nb == out[False][2] or (math.isnan(nb) and math.isnan(out[False][2]))
 
 
+@given(sizes=st.lists(st.integers(1, 3000), min_size=1, max_size=5), max_norm=st.sampled_from([0.0, 0.5, 1e6]),
+       scale=st.sampled_from([1.0, 1024.0, 65536.0]), bad=st.sampled_from([None, np.inf, np.nan]),
+       seed=st.integers(0, 2**31))
+def test_unscale_fused_into_adamw_same_bits(device, sizes, max_norm, scale, bad, seed):
+    """unscale_grads(in_place=False) + record_updates(unscale=...) (the train loop's mixed-precision step)
+    moves the weights and moments exactly as the in-place unscale then the update, with and without the
+    deferred clip; an overflow (an inf or NaN among the scaled gradients) skips and counts every element of
+    every parameter in both; one gradient buffer is shared by two parameters; the scaled gradients are left
+    as they were."""
+    from evermind_vk.train.optim import unscale_grads
+    rng = np.random.default_rng(seed)
+    arrs = [(rng.standard_normal(n) * scale).astype(np.float32) for n in sizes]
+    if bad is not None:
+        arrs[-1][-1] = bad
+    p0 = [rng.standard_normal(n).astype(np.float32) for n in sizes] + [rng.standard_normal(sizes[0]).astype(np.float32)]
+    sbuf = ev.tensor(np.array([scale, 1.0 / scale], np.float32))
+    out = {}
+    for fused in (False, True):
+        params = {f"p{i}": ev.tensor(p) for i, p in enumerate(p0)}
+        opt = AdamW(params, lr=1e-2, weight_decay=0.1, max_delta=0.05)
+        for step in range(2):
+            gs = [ev.tensor(a * np.float32(step + 1)) for a in arrs]
+            grads = {f"p{i}": g for i, g in enumerate(gs)}
+            grads[f"p{len(sizes)}"] = gs[0]  # shared with p0
+            opt.begin_step()
+            state, norm = unscale_grads(grads, sbuf, in_place=not fused)
+            res = clip_grad_norm(grads, max_norm, norm=norm, defer=True)
+            opt.record_updates(grads, clip=res, unscale=(sbuf, state) if fused else None)
+        out[fused] = ([params[n].numpy().tobytes() for n in params],
+                      [t.numpy().tobytes() for n in params for t in opt.state[n]], opt.nonfinite, res.norm_before)
+        if fused:
+            assert all(g.numpy().tobytes() == (a * np.float32(2)).tobytes() for g, a in zip(gs, arrs))
+    assert out[True][:3] == out[False][:3]
+    if bad is not None:
+        assert out[True][2] == sum(sizes) + sizes[0] and out[True][0] == [p.tobytes() for p in p0]
+        assert math.isnan(out[True][3]) or math.isinf(out[True][3])
+    else:
+        assert out[True][2] == 0 and out[True][3] == out[False][3]
+
+
 def test_clip_large_and_many_small(device):
     rng = np.random.default_rng(5)
     big = rng.standard_normal(1 << 24).astype(np.float32)  # 2^24 elements
