@@ -3,6 +3,7 @@ rule that maps the output's gradient to its inputs' gradients (None: no gradient
 from __future__ import annotations
 
 from .. import ops
+from ..errors import UnsupportedError
 from ..runtime.tensor import Tensor
 from .tape import Tape, track
 
@@ -37,6 +38,23 @@ def matmul(x: Tensor, w: Tensor, transpose_b: bool = False) -> Tensor:
     return track("matmul", (x, w), ops.matmul(x, w, transpose_b),
                  lambda g: ops.matmul_backward(x, w, g, transpose_b),
                  fuse=lambda g, acc: ops.matmul_backward(x, w, g, transpose_b, into_a=acc),
+                 fuse_in_place=True, fresh=True)
+
+
+def matmul_master(x: Tensor, w: Tensor, transpose_b: bool = False) -> Tensor:
+    """x.op(w) for an f32 master weight w under f16 activations x (mixed precision): the product runs on an
+    f16 working copy of w (ops.cast, made in the step, so a replayed step reads the last update's weights),
+    and w's gradient comes back in f32 straight from the product (f32 accumulation, the c32 variants),
+    neither rounded to f16 nor cast back: one dispatch less per weight than matmul(x, cast(w, "f16")).
+    With x and w of one dtype it is matmul(x, w)."""
+    if x.dtype == w.dtype:
+        return matmul(x, w, transpose_b)
+    if (x.dtype, w.dtype) != ("f16", "f32"):
+        raise UnsupportedError(f"matmul_master: {x.dtype} activations, {w.dtype} weight (f16 and f32, or one dtype)")
+    wh = ops.cast(w, x.dtype)
+    return track("matmul", (x, w), ops.matmul(x, wh, transpose_b),
+                 lambda g: ops.matmul_backward(x, wh, g, transpose_b, db_dtype="f32"),
+                 fuse=lambda g, acc: ops.matmul_backward(x, wh, g, transpose_b, into_a=acc, db_dtype="f32"),
                  fuse_in_place=True, fresh=True)
 
 

@@ -79,12 +79,12 @@ def add_lora(model, config: LoRAConfig | None = None) -> list[str]:
 def lora_linear(model, x: Tensor, name: str) -> Tensor:
     """x W^T, plus the adapter's (alpha/r) (x A^T) B^T when `name` has one and it is not merged."""
     P = model.params
-    y = F.matmul(x, F.cast(P[name], x.dtype), transpose_b=True)  # f16 x (mixed precision): an f16 working copy
+    y = F.matmul_master(x, P[name], transpose_b=True)  # f16 x (mixed precision): an f16 working copy, f32 dW
     s = (getattr(model, "lora", None) or {}).get(name)
     if s is None or getattr(model, "lora_merged", False):
         return y
-    low = F.matmul(F.matmul(x, F.cast(P[name + ".lora_A"], x.dtype), transpose_b=True),
-                   F.cast(P[name + ".lora_B"], x.dtype), transpose_b=True)
+    low = F.matmul_master(F.matmul_master(x, P[name + ".lora_A"], transpose_b=True), P[name + ".lora_B"],
+                          transpose_b=True)
     return F.add(y, F.scale(low, s))
 
 

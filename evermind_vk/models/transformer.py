@@ -122,7 +122,7 @@ class TransformerLM:
             x, h = F.add_rms_norm(x, lora_linear(self, g, L + "mlp.w_down"), P[nxt], c.norm_eps)
         x = h if c.n_layers else F.rms_norm(x, P["norm.weight"], c.norm_eps)
         head = P["embed.weight"] if c.tie_embeddings else P["head.weight"]
-        return F.matmul(x, F.cast(head, dtype), transpose_b=True)
+        return F.matmul_master(x, head, transpose_b=True)
 
     def loss(self, ids: Tensor, targets: Tensor, batch: int = 1, dtype: str = "f32") -> Tensor:
         """Mean next-token cross-entropy (f32); targets >= vocab_size are ignored. dtype: see forward."""

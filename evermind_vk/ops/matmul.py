@@ -177,10 +177,16 @@ def matmul(a: Tensor, b: Tensor, transpose_b: bool = False, out: Tensor | None =
 
 
 def matmul_backward(a: Tensor, b: Tensor, dy: Tensor, transpose_b: bool = False,
-                    need_a: bool = True, need_b: bool = True, into_a: Tensor | None = None):
+                    need_a: bool = True, need_b: bool = True, into_a: Tensor | None = None,
+                    db_dtype: str | None = None):
     """Gradients of Y = A.op(B) given dY: (dA, dB), dA = dY.op(B)^T with A's shape, dB with B's shape
     (B^T.. for transpose_b: dB = dY^T.A [N,K]; else dB = A^T.dY [K,N]). into_a: a gradient of A's shape
-    and dtype that dA is added into, in place (the product's beta = 1); it is then the dA returned."""
+    and dtype that dA is added into, in place (the product's beta = 1); it is then the dA returned.
+    db_dtype: dB's dtype (default B's); "f32" for f16 operands writes dB in f32 straight from the product
+    (the c32 variants: f32 accumulation, never rounded to f16)."""
+    db_dtype = db_dtype or b.dtype
+    if db_dtype not in (b.dtype, "f32"):
+        raise UnsupportedError(f"matmul_backward: dB as {db_dtype} from {b.dtype} operands (only theirs or f32)")
     M, K = a.shape
     N = b.shape[0] if transpose_b else b.shape[1]
     if dy.shape != (M, N):
@@ -194,7 +200,7 @@ def matmul_backward(a: Tensor, b: Tensor, dy: Tensor, transpose_b: bool = False,
                   trans_b=not transpose_b, beta=0.0 if into_a is None else 1.0)
     if need_b:
         if transpose_b:  # dB[N,K] = dY^T[N,M] . A[M,K]
-            db = gemm(dy, a, empty((N, K), b.dtype, b.device), N, K, M, trans_a=True)
+            db = gemm(dy, a, empty((N, K), db_dtype, b.device), N, K, M, trans_a=True)
         else:  # dB[K,N] = A^T[K,M] . dY[M,N]
-            db = gemm(a, dy, empty((K, N), b.dtype, b.device), K, N, M, trans_a=True)
+            db = gemm(a, dy, empty((K, N), db_dtype, b.device), K, N, M, trans_a=True)
     return da, db

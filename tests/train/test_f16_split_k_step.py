@@ -49,13 +49,20 @@ def h200_like_step(device, monkeypatch, precision, multiprocessors=0, flexible=(
     return dispatches, splits, cfg
 
 
+def _weight_grad_sums(dispatches, split):
+    """The column sums of split weight gradients: colsum_f32 launches over S rows of M*N partial sums."""
+    want = {(s, M * N) for (M, N, _), s in split.items()}
+    return sum(1 for n, p in dispatches if n == "colsum_f32" and (p["rows"], p["cols"]) in want)
+
+
 def test_h200_like_selection_splits_the_f16_weight_gradients(device, monkeypatch):
     """One f16 step of the 23.7M config (d 512, 8 layers, 8/4 heads, ff 1408, batch 16 x 256: bench/train_bench.py)
     with nothing executed (kernels.dispatch logs instead) on the local device dressed as a discrete GPU with
     48 KiB of shared memory and every feature. Its weight gradients X^T dY (K = 4,096 tokens) run whole
     on 32-352 tiles of 64x64, or on 8-88 of 128x128: they split, 4-16 ways onto 128x128 cooperative-matrix
-    tiles, f32 partials (c32) summed into the f16 gradient (colsum_cast). Every other product fills the
-    device whole (or has a short K) and does not split."""
+    tiles, f32 partials (c32) summed straight into the f32 gradient of the master weight (colsum_f32;
+    F.matmul_master: never rounded to f16, no cast back). Every other product fills the device whole (or has a
+    short K) and does not split."""
     dispatches, splits, cfg = h200_like_step(device, monkeypatch, "f16")  # multiprocessors unknown
     names = [n for n, _ in dispatches]
     split = {p: s for p, s in splits if s > 1}
@@ -67,7 +74,9 @@ def test_h200_like_selection_splits_the_f16_weight_gradients(device, monkeypatch
     # and attention's dK and dV (matmul path on a GPU): each of a group's G = 2 heads writes an f32 partial
     # through a c32 row, one column sum per layer and gradient (ops/attention.py)
     G, attn = cfg.n_heads // cfg.n_kv_heads, 2 * cfg.n_layers
-    assert names.count("colsum_cast_f16") == n_split + attn and n_split > 0
+    assert names.count("colsum_cast_f16") == attn and n_split > 0  # only attention's partials round to f16
+    assert _weight_grad_sums(dispatches, split) == n_split
+    assert names.count("cast_f32_f16") == 1  # the embedding's f16 output gradient; no weight's goes through f16
     c32 = [n for n in names if n.startswith("matmul") and "c32" in n.split("_")]
     # 128x128 tiles; the partial launches (batch S) have fewer than 512 workgroups: variants.CM_FEW's row
     split_c32 = [n for n in c32 if n.endswith("t128x128k32")]
@@ -86,7 +95,7 @@ def test_h200_like_selection_with_cooperative_matrix2(device, monkeypatch):
     assert split == {(256, 512, 4096): 16, (512, 512, 4096): 16, (2816, 512, 4096): 2, (512, 1408, 4096): 2}, split
     n_split = sum(1 for _, s in splits if s > 1)
     attn = 2 * cfg.n_layers
-    assert names.count("colsum_cast_f16") == n_split + attn
+    assert names.count("colsum_cast_f16") == attn and _weight_grad_sums(dispatches, split) == n_split
     mm = [n for n in names if n.startswith("matmul")]
     assert sum("_cm2_" in n for n in mm) > 0.9 * len(mm), collections.Counter(mm)
     assert "matmul_f16_cm2_l256_c32_t128x256k32" in names  # q/o's dW, split
@@ -117,10 +126,12 @@ def test_f16_step_with_split_k_forced_matches_the_unsplit_step(device, monkeypat
     (l0, g0, w0, lab0), (l1, g1, w1, lab1) = runs[""], runs["2"]
     def c32(labels):
         return sum(1 for lb in labels if lb.startswith("matmul") and "c32" in lb.split("_"))
-    # unsplit, only attention's dK/dV group partials (GPUs: the matmul path, 2 column sums a layer, G = 2 c32
-    # launches each; none on lavapipe's fused path) sum f32 partials; split, the products too
+    # unsplit, attention's dK/dV group partials (GPUs: the matmul path, 2 column sums a layer, G = 2 c32
+    # launches each; none on lavapipe's fused path) sum f32 partials, and every weight gradient (6 a layer and
+    # the tied output projection) is one c32 product into the f32 master's gradient (F.matmul_master); split,
+    # the other products too
     attn = lab0.count("colsum_cast_f16")
-    assert attn in (0, 2 * cfg.n_layers) and c32(lab0) == 2 * attn
+    assert attn in (0, 2 * cfg.n_layers) and c32(lab0) == 2 * attn + 6 * cfg.n_layers + 1
     assert lab1.count("colsum_cast_f16") > attn and c32(lab1) > c32(lab0)
     assert len(l0) == len(l1) == steps
     np.testing.assert_allclose(l1, l0, rtol=2e-3)
