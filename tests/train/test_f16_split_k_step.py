@@ -77,6 +77,7 @@ def test_h200_like_selection_splits_the_f16_weight_gradients(device, monkeypatch
     assert names.count("colsum_cast_f16") == attn and n_split > 0  # only attention's partials round to f16
     assert _weight_grad_sums(dispatches, split) == n_split
     assert names.count("cast_f32_f16") == 1  # the embedding's f16 output gradient; no weight's goes through f16
+    assert names.count("loss_unscale_f32") == 1  # the norm's; AdamW unscales the gradients (unscale_grads(in_place=False))
     c32 = [n for n in names if n.startswith("matmul") and "c32" in n.split("_")]
     # 128x128 tiles; the partial launches (batch S) have fewer than 512 workgroups: variants.CM_FEW's row
     split_c32 = [n for n in c32 if n.endswith("t128x128k32")]
