@@ -9,7 +9,9 @@ IREE is a benchmark-only dependency in a virtualenv of its own (bench/requiremen
 process never imports it. It starts `IREE_PYTHON bench/iree_bench.py --worker` (which imports torch and
 iree only, and the model from bench/torch_lm.py, the definition bench/train_bench.py uses), sends it
 commands on stdin and reads one JSON line back per command. The rounds interleave evermind-vk, PyTorch
-and IREE, so that load from other processes hits all three alike; medians over --reps rounds.
+and IREE, so that load from other processes hits all three alike; medians over --reps rounds. The worker is
+frozen (SIGSTOP) while evermind-vk and PyTorch run, since its idle threads busy-wait on lavapipe
+(Worker.freeze; --iree-running leaves it running, and the summary prints its CPU use either way).
 
 What IREE runs: one function per training step, traced with make_fx from the PyTorch model (forward,
 autograd's backward, gradient clipping to 1.0 and AdamW with lr 1e-3, weight decay 1e-2, as the
@@ -289,12 +291,20 @@ class Worker:
             raise RuntimeError(f"the IREE worker ended (exit code {self.p.wait()}); its stderr is above")
         return json.loads(line)
 
+    def cpu_seconds(self) -> float:
+        """The worker's CPU time so far (user + system, all its threads), from /proc/PID/stat."""
+        with open(f"/proc/{self.p.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def freeze(self, on: bool) -> None:
         """SIGSTOP / SIGCONT the worker. IREE 3.13 on lavapipe (Mesa 22.3) keeps two threads busy-waiting
         in lavapipe's semaphore wait (clock_gettime polls, seen with gdb) for as long as its device
         lives, idle or not: ~200% CPU measured from /proc while the worker waited on stdin, on the
-        2-core machine where evermind-vk and PyTorch are timed beside it. Frozen (--freeze-iree), it takes no
-        CPU while they run; but IREE's own step then measured ~1.5x slower (one run), so it is opt-in."""
+        2-core machine where evermind-vk and PyTorch are timed beside it. Frozen (the default since round 20),
+        it takes no CPU while they run. Round 4 saw IREE's own step ~1.5x slower frozen (one run); round 20's
+        two pairs of runs did not (3,903 and 4,102 tokens/s frozen, 3,615 and 3,808 running), while the
+        running worker halved evermind-vk's and PyTorch's numbers."""
         import signal
         os.kill(self.p.pid, signal.SIGSTOP if on else signal.SIGCONT)
 
@@ -324,10 +334,12 @@ def main(argv=None):
     ap.add_argument("--reps", type=int, default=5, help="interleaved rounds (medians reported)")
     ap.add_argument("--torch-threads", type=int, default=0,
                     help="PyTorch CPU threads (default: its own choice; 1 avoids OpenMP barrier stalls on a shared machine)")
-    ap.add_argument("--freeze-iree", action="store_true",
-                    help="SIGSTOP the IREE worker while evermind-vk and PyTorch are timed (its idle threads busy-wait "
-                         "in lavapipe: see Worker.freeze). Off by default: in the one run with it (bench/results/"
-                         "round4-lavapipe-iree.txt) IREE's own step came out ~1.5x slower than in runs without it")
+    ap.add_argument("--iree-running", action="store_true",
+                    help="leave the IREE worker running while evermind-vk and PyTorch are timed. Its idle threads "
+                         "busy-wait in lavapipe (Worker.freeze) and take the cores they run on: in round 20 that "
+                         "halved evermind-vk's and PyTorch's numbers and left IREE's own unchanged "
+                         "(bench/results/round20-lavapipe-iree-*.txt). Default: the worker is frozen (SIGSTOP) meanwhile")
+    ap.add_argument("--freeze-iree", action="store_true", help="the default; kept so that older commands still run")
     ap.add_argument("--json", default="", help="also write the results here")
     a = ap.parse_args(argv)
     if not a.iree_python:
@@ -357,7 +369,9 @@ def main(argv=None):
     w = Worker(a.iree_python, {"workdir": workdir, "model": model_fields(cfg), "batch": B, "seq_len": L,
                                "ids": ids[: B * L + 1].tolist(), "attn": [S, H, KVH, D]})
     print(f"IREE worker ready in {time.perf_counter() - t0:.1f} s: {json.dumps(w.info)}", flush=True)
-    freeze = a.freeze_iree
+    freeze = not a.iree_running
+    if a.freeze_iree and a.iree_running:
+        ap.error("--freeze-iree and --iree-running contradict each other")
 
     def ask_iree(msg):
         if freeze:
@@ -412,14 +426,16 @@ def main(argv=None):
     torch_attn()
 
     rows = {k_: [] for k_ in ("ev_train", "torch_train", "iree_train", "ev_attn", "torch_attn", "iree_attn")}
+    busy = []  # the IREE worker's CPU seconds per wall second while evermind-vk and PyTorch trained
     for r in range(a.reps):
-        t0 = time.perf_counter()
+        c0, t0 = w.cpu_seconds(), time.perf_counter()
         tr.train(ids[: tokens + 1], epochs=1, seq_len=L, batch_size=B, lr=LR, max_grad_norm=CLIP)
         rows["ev_train"].append(time.perf_counter() - t0)
         t0 = time.perf_counter()
         for _ in range(a.steps):
             torch_step()
         rows["torch_train"].append(time.perf_counter() - t0)
+        busy.append((w.cpu_seconds() - c0) / (rows["ev_train"][-1] + rows["torch_train"][-1]))
         rows["iree_train"].append(ask_iree({"cmd": "train", "steps": a.steps})["s"])
         t0 = time.perf_counter()
         for _ in range(a.attn_reps):
@@ -436,7 +452,8 @@ def main(argv=None):
     med = {k_: statistics.median(v_) for k_, v_ in rows.items()}
     tps = {k_: tokens / med[k_ + "_train"] for k_ in ("ev", "torch", "iree")}
     print(f"\nPyTorch {torch.__version__} on {torch.get_num_threads()} CPU threads; IREE worker "
-          f"{'frozen (SIGSTOP) while the others ran' if freeze else 'left running throughout'}")
+          f"{'frozen (SIGSTOP) while the others ran' if freeze else 'left running throughout'}, using "
+          f"{100 * statistics.median(busy):.0f}% of a core meanwhile (median over rounds; {os.cpu_count()} cores)")
     print(f"model {model.num_parameters():,} parameters, batch {B} x {L} tokens, {a.steps} steps per round, "
           f"medians of {a.reps} interleaved rounds; device {model.device.info.name}")
     print(f"training step  evermind-vk {tps['ev']:8,.0f} tokens/s | IREE (Vulkan) {tps['iree']:8,.0f} | "
@@ -450,7 +467,8 @@ def main(argv=None):
     out = {"config": cfg.to_dict(), "batch": B, "seq_len": L, "steps": a.steps, "reps": a.reps,
            "device": model.device.info.name, "iree": w.info, "rounds_s": rows, "median_s": med,
            "tokens_per_s": tps, "ratio_ev_over_iree": tps["ev"] / tps["iree"],
-           "ratio_ev_over_torch_cpu": tps["ev"] / tps["torch"], "torch_threads": torch.get_num_threads(), "iree_frozen_between": freeze, "attention": {"S": S, "H": H, "KVH": KVH, "D": D}}
+           "ratio_ev_over_torch_cpu": tps["ev"] / tps["torch"], "torch_threads": torch.get_num_threads(), "iree_frozen_between": freeze,
+           "iree_worker_cpu_while_others_trained": statistics.median(busy), "attention": {"S": S, "H": H, "KVH": KVH, "D": D}}
     if a.json:
         with open(a.json, "w") as f:
             json.dump(out, f, indent=1)
