@@ -33,12 +33,18 @@ def reshape(x: Tensor, *shape) -> Tensor:
     return track("reshape", (x,), x.reshape(*shape), lambda g: (g.reshape(xs),))
 
 
-def matmul(x: Tensor, w: Tensor, transpose_b: bool = False) -> Tensor:
-    # fused: x's gradient from elsewhere (q, k and v projections of one input) takes dX in place (beta 1)
-    return track("matmul", (x, w), ops.matmul(x, w, transpose_b),
-                 lambda g: ops.matmul_backward(x, w, g, transpose_b),
-                 fuse=lambda g, acc: ops.matmul_backward(x, w, g, transpose_b, into_a=acc),
+def _tracked_matmul(x: Tensor, w: Tensor, wk: Tensor, transpose_b: bool, db_dtype: str | None = None) -> Tensor:
+    """x.op(wk) on the tape as the product of (x, w): wk is what the kernels read (w, or its working copy),
+    dW comes back as db_dtype (default wk's). Fused: x's gradient from elsewhere (q, k and v projections of
+    one input) takes dX in place (beta 1)."""
+    return track("matmul", (x, w), ops.matmul(x, wk, transpose_b),
+                 lambda g: ops.matmul_backward(x, wk, g, transpose_b, db_dtype=db_dtype),
+                 fuse=lambda g, acc: ops.matmul_backward(x, wk, g, transpose_b, into_a=acc, db_dtype=db_dtype),
                  fuse_in_place=True, fresh=True)
+
+
+def matmul(x: Tensor, w: Tensor, transpose_b: bool = False) -> Tensor:
+    return _tracked_matmul(x, w, w, transpose_b)
 
 
 def matmul_master(x: Tensor, w: Tensor, transpose_b: bool = False) -> Tensor:
@@ -51,11 +57,7 @@ def matmul_master(x: Tensor, w: Tensor, transpose_b: bool = False) -> Tensor:
         return matmul(x, w, transpose_b)
     if (x.dtype, w.dtype) != ("f16", "f32"):
         raise UnsupportedError(f"matmul_master: {x.dtype} activations, {w.dtype} weight (f16 and f32, or one dtype)")
-    wh = ops.cast(w, x.dtype)
-    return track("matmul", (x, w), ops.matmul(x, wh, transpose_b),
-                 lambda g: ops.matmul_backward(x, wh, g, transpose_b, db_dtype="f32"),
-                 fuse=lambda g, acc: ops.matmul_backward(x, wh, g, transpose_b, into_a=acc, db_dtype="f32"),
-                 fuse_in_place=True, fresh=True)
+    return _tracked_matmul(x, w, ops.cast(w, x.dtype), transpose_b, db_dtype="f32")
 
 
 def bias_add(x: Tensor, b: Tensor) -> Tensor:

@@ -389,8 +389,9 @@ def unscale_grads(grads: dict, scale: Tensor, in_place: bool = True) -> tuple[Te
     dev = gl[0].device
     state = empty((2,), "f32", dev)
     ops.l2_norm(gl, state, 0)
-    for g in _distinct_buffers(gl) if in_place else ():
-        ops.loss_unscale(g, scale, state)
+    if in_place:
+        for g in _distinct_buffers(gl):
+            ops.loss_unscale(g, scale, state)
     norm = empty((2,), "f32", dev)
     copy_words(state, norm)
     ops.loss_unscale(norm, scale, state)
