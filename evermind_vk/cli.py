@@ -28,7 +28,7 @@ from .io.package import EvermindPackage, fnv1a32
 from .models import ConvAE, ConvAEConfig, HybridMambaConfig, HybridMambaModel, LMConfig, TransformerLM
 from .ops import matmul
 from .files import save_model
-from .runtime import devices, get_device, tensor
+from .runtime import devices, get_device, knobs, tensor
 from .runtime.profiler import profile
 from .train import ByteTokenizer, LRSchedule, Trainer, build_chunks, default_corpus, generate
 from .train.distributed import World, spawn
@@ -663,13 +663,13 @@ def main(argv=None) -> int:
         _error("interrupted")
         return 130
     except (EvermindError, OSError, UnicodeDecodeError, ValueError, MemoryError) as e:
-        if os.environ.get("EVERMIND_VK_TRACEBACK", "").strip() not in ("", "0"):
+        if knobs.get("EVERMIND_VK_TRACEBACK"):
             raise
         prefix = "" if isinstance(e, (CliError, OSError)) else f"{type(e).__name__}: "
         _error(prefix + _describe(e))
         return 2
     except Exception as e:  # a bug: still one line, with how to see more
-        if os.environ.get("EVERMIND_VK_TRACEBACK", "").strip() not in ("", "0"):
+        if knobs.get("EVERMIND_VK_TRACEBACK"):
             raise
         _error(f"internal error {type(e).__name__}: {_describe(e)} (please report it; "
                "EVERMIND_VK_TRACEBACK=1 shows the traceback)")
