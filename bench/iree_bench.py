@@ -338,7 +338,7 @@ def main(argv=None):
                     help="leave the IREE worker running while evermind-vk and PyTorch are timed. Its idle threads "
                          "busy-wait in lavapipe (Worker.freeze) and take the cores they run on: in round 20 that "
                          "halved evermind-vk's and PyTorch's numbers and left IREE's own unchanged "
-                         "(bench/results/round20-lavapipe-iree-*.txt). Default: the worker is frozen (SIGSTOP) meanwhile")
+                         "(bench/results/iree_bench-lavapipe.txt). Default: the worker is frozen (SIGSTOP) meanwhile")
     ap.add_argument("--freeze-iree", action="store_true", help="the default; kept so that older commands still run")
     ap.add_argument("--json", default="", help="also write the results here")
     a = ap.parse_args(argv)
