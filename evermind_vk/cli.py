@@ -264,7 +264,7 @@ def _cmd_train_lm(args, world, lead: bool) -> int:
     return 0
 
 
-# -- image models (issue 17) ------------------------------------------------------------------------
+# -- image models ----------------------------------------------------------------------------------
 def cmd_train_image(args) -> int:
     """Train a ConvAE on the seeded procedural image set; write its weights, the loss curve and a PNG
     grid of held-out images above their reconstructions."""
