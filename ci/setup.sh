@@ -52,6 +52,7 @@ if [ ! -x "$VENV/bin/python" ]; then
     "$PYTHON" -m venv "$VENV"
 fi
 PY="$VENV/bin/python"
+say "build tools in the virtualenv (pip, setuptools, wheel, pybind11, numpy)"
 "$PY" -m pip install -q --disable-pip-version-check --upgrade pip setuptools wheel "$PYBIND11_SPEC" numpy
 
 # 3. kp 0.9.0, patched -----------------------------------------------------------------------------
