@@ -24,3 +24,9 @@ __all__ += ["EvermindLM", "EvermindLMConfig", "MoEConfig", "SharedExpertMoE"]
 from .mamba import HybridMambaConfig, HybridMambaModel  # noqa: E402
 
 __all__ += ["HybridMambaConfig", "HybridMambaModel"]
+
+# The protocol every model implements (what the Trainer needs), and the registry of model types.
+from .protocol import NextTokenModel, TrainableModel  # noqa: E402
+from .registry import MODEL_TYPES, build_model, model_type  # noqa: E402
+
+__all__ += ["NextTokenModel", "TrainableModel", "MODEL_TYPES", "build_model", "model_type"]
