@@ -45,22 +45,30 @@ class TrainableModel(Protocol):
     eval_metric: str
     precisions: tuple
 
-    def parameters(self) -> dict: ...
+    def parameters(self) -> dict:
+        """Name -> device tensor: what an optimizer updates."""
 
-    def num_parameters(self) -> int: ...
+    def num_parameters(self) -> int:
+        """The count of weights."""
 
-    def state_dict(self) -> dict: ...
+    def state_dict(self) -> dict:
+        """Name -> host array of every weight."""
 
-    def load_state_dict(self, sd: dict) -> None: ...
+    def load_state_dict(self, sd: dict) -> None:
+        """Copy state_dict()'s arrays into the weights (checked)."""
 
-    def wsla_parameters(self) -> list: ...
+    def wsla_parameters(self) -> list:
+        """The narrow set WSLA trains."""
 
-    def batch_inputs(self, batch: int, seq_len: int) -> dict: ...
+    def batch_inputs(self, batch: int, seq_len: int) -> dict:
+        """Name -> (shape, dtype) of one batch's device inputs."""
 
     def batch_loss(self, inputs: dict, batch: int, seq_len: int, dtype: str = "f32", grad_scale: float = 1.0,
-                   **options) -> tuple: ...
+                   **options) -> tuple:
+        """(the batch's mean loss, named extras)."""
 
-    def generation_state(self): ...
+    def generation_state(self):
+        """The incremental-decoding state, or None."""
 
 
 class NextTokenModel:

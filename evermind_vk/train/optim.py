@@ -76,6 +76,7 @@ class AdamW:
 
     # -- per-step scalars ---------------------------------------------------------------------
     def hyper(self, t: int) -> np.ndarray:
+        """The per-step scalars of AdamW's kernel at 1-based step t (lr, betas, eps, decay, bias corrections, trust region)."""
         b1, b2 = self.betas
         return np.array([self.lr, b1, b2, self.eps, self.weight_decay, 1 - b1 ** t, 1 - b2 ** t,
                          self.max_delta], dtype=np.float32)
@@ -115,6 +116,7 @@ class AdamW:
                 self._hypers.append(tensor(np.zeros(8, np.float32), device=self._device))
 
     def group_of(self, name: str) -> int:
+        """A name's parameter group: 1 + its index in param_groups, 0 for the default group."""
         for i, g in enumerate(self.param_groups):
             if name in g["params"]:
                 return i + 1
@@ -131,6 +133,7 @@ class AdamW:
         return self.group_lr(max(self.step_count, 1), 0)
 
     def group_hyper(self, t: int, group: int = 0) -> np.ndarray:
+        """hyper(t) with a group's learning rate and weight decay."""
         h = self.hyper(t)
         h[0] = self.group_lr(t, group)
         if group:
@@ -173,6 +176,7 @@ class AdamW:
 
     # -- persistence --------------------------------------------------------------------------
     def state_dict(self) -> dict:
+        """Step count, hyperparameters, moments by name, groups and schedule (PyTorch's layout)."""
         return {
             "step": self.step_count,
             "hyper": {"lr": self.lr, "betas": list(self.betas), "eps": self.eps,
@@ -183,6 +187,7 @@ class AdamW:
         }
 
     def load_state_dict(self, sd: dict) -> None:
+        """Restore state_dict()'s values into the existing moment tensors (a recorded step sees them)."""
         h = sd["hyper"]
         self.set_hyper(lr=h["lr"], betas=h["betas"], eps=h["eps"], weight_decay=h["weight_decay"],
                        max_delta=h["max_delta"])
@@ -245,22 +250,27 @@ class ClipMetrics:
 
     @property
     def norm_before(self) -> float:
+        """The global gradient norm before clipping."""
         return self._read()[0]
 
     @property
     def norm_after(self) -> float:
+        """The global gradient norm after clipping (reported, as doppler)."""
         return self._read()[1]
 
     @property
     def finite(self) -> bool:
+        """Whether the norm is finite (no inf or NaN gradient)."""
         return math.isfinite(self.norm_before)
 
     @property
     def clipped(self) -> bool:
+        """Whether clipping scaled the gradients."""
         n = self.norm_before
         return self.max_norm > 0 and math.isfinite(n) and self.max_norm / (n + 1e-6) < 1.0
 
     def as_dict(self) -> dict:
+        """doppler's ClipMetrics fields."""
         return {"norm_before": self.norm_before, "norm_after": self.norm_after, "clipped": self.clipped,
                 "finite": self.finite, "total_params": self.total_params}
 
