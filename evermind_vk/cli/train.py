@@ -123,7 +123,6 @@ def _setup(args, world) -> SimpleNamespace:
     model = models.build(args, run.dev)
     if args.resume:
         run.trainer = _resume(args, model, world)
-        print(f"resuming {run.key} at step {run.trainer.global_step}", flush=True)
     else:
         run.trainer = Trainer(model, seed=args.seed, world=world, precision=args.precision)
     run.trainer.run_info = _run_info(args)
@@ -132,6 +131,12 @@ def _setup(args, world) -> SimpleNamespace:
         run.source = run.trainer.source(run.data.train, args.seq_len or 0)
     except ValueError as e:
         raise CliError(f"--model {args.model}: {e}") from e
+    if args.resume:
+        try:
+            run.trainer.check_resume(run.source, args.seq_len, models.rows_per_batch(args), args.accum_steps)
+        except CheckpointMismatchError as e:
+            raise CliError(f"--resume: {e}; nothing was written") from e
+        print(f"resuming {run.key} at step {run.trainer.global_step}", flush=True)
     print(f"device: {run.dev.info.name} | data: {run.data.describe} | model: {args.model} "
           f"({type(run.model).__name__}), {run.model.num_parameters():,} parameters"
           + (f" | data-parallel: {world.size} ranks x batch {args.batch_size}" if world else ""), flush=True)

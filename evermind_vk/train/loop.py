@@ -35,6 +35,19 @@ def install_signals(trainer):
     return old
 
 
+def data_signature(source, global_batch: int, accum_steps: int) -> dict:
+    """What a resumed run must share with the saved one: the data, its cutting and the batching."""
+    return {"dataset": source.fingerprint(), "seq_len": source.seq_len, "batch_size": global_batch,
+            "accum_steps": accum_steps, "chunks": len(source)}
+
+
+def check_resume_data(position, signature: dict) -> None:
+    """CheckpointMismatchError unless a resumed position was saved with this data signature."""
+    if position is not None and position["data"] != signature:
+        raise CheckpointMismatchError(f"resumed run's data or batching differ from the checkpoint's: "
+                                      f"{ {k: v for k, v in signature.items() if position['data'].get(k) != v} }")
+
+
 class TrainRun:
     """The state of one train() call; run() returns the mean loss of each epoch (a partial epoch, cut short
     by any stop, included: the history says how many steps it ran)."""
@@ -45,8 +58,7 @@ class TrainRun:
         self.gbs = cfg.batch_size * (self.dp.size if self.dp is not None else 1)
         self.names = trainer.trainable(cfg.freeze, cfg.wsla)
         self._setup_optimizer()
-        self.data = {"dataset": source.fingerprint(), "seq_len": source.seq_len, "batch_size": self.gbs,
-                     "accum_steps": cfg.accum_steps, "chunks": len(source)}
+        self.data = data_signature(source, self.gbs, cfg.accum_steps)
         self.single = cfg.accum_steps == 1 and self.dp is None
         if not self.single:
             self._make_accumulators()
@@ -90,10 +102,8 @@ class TrainRun:
         t, cfg = self.t, self.cfg
         if self.dp is not None:
             self.dp.drop_foreign_state()
+        check_resume_data(t._resume_position, self.data)
         pos, t._resume_position = t._resume_position, None
-        if pos is not None and pos["data"] != self.data:
-            raise CheckpointMismatchError(f"resumed run's data or batching differ from the checkpoint's: "
-                                          f"{ {k: v for k, v in self.data.items() if pos['data'].get(k) != v} }")
         self.losses = list(pos["losses"]) if pos else []
         self.bar = Progress(cfg.epochs, self.n_batches, cfg.time_limit) if cfg.progress else None
         old_handlers = install_signals(t) if cfg.stop_on_signal else None

@@ -25,7 +25,7 @@ from ..runtime import empty
 from .config import DEFAULT_WEIGHT_DECAY, WSLA_MAX_DELTA, TrainConfig, check_train_args
 from .data import RowSource, SequenceSource, TokenSource
 from .distributed import DataParallel
-from .loop import TrainRun
+from .loop import TrainRun, check_resume_data, data_signature
 from .optim import AdamW, GradScaler
 from .step import RecordedStep
 from .tokenizer import ByteTokenizer
@@ -192,6 +192,13 @@ class Trainer:
         if not names:
             raise EvermindError("every parameter is frozen: nothing to train")
         return names
+
+    def check_resume(self, data, seq_len: int = 64, batch_size: int = 1, accum_steps: int = 1) -> None:
+        """After resume(): CheckpointMismatchError now (before any work) unless train() with this data and
+        batching would continue the saved run."""
+        size = self._dp.size if self._dp is not None else 1
+        check_resume_data(self._resume_position, data_signature(self.source(data, seq_len), batch_size * size,
+                                                                accum_steps))
 
     # -- training -------------------------------------------------------------------------------------
     def train(self, data, config: TrainConfig | None = None, **settings) -> list[float]:

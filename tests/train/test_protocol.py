@@ -155,3 +155,10 @@ def test_mamba_trainer_preset(device):
     assert tr.evaluate(IDS) < ppl0
     with pytest.raises(Exception, match="requires a tokenizer"):
         MambaTrainer(make("mamba")).train("some text")
+
+
+@pytest.mark.parametrize("kind", ["evermind-lm", "moe", "mamba", "conv-ae"])
+def test_lora_is_refused_where_it_does_not_apply(device, kind):
+    from evermind_vk.models import LoRAConfig, add_lora
+    with pytest.raises(UnsupportedError, match="LoRA applies"):
+        add_lora(make(kind), LoRAConfig())
