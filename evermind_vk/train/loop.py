@@ -105,7 +105,8 @@ class TrainRun:
         check_resume_data(t._resume_position, self.data)
         pos, t._resume_position = t._resume_position, None
         self.losses = list(pos["losses"]) if pos else []
-        self.bar = Progress(cfg.epochs, self.n_batches, cfg.time_limit) if cfg.progress else None
+        unit = {"tokens": "tok", "images": "img"}.get(t.model.data_kind, "row")
+        self.bar = Progress(cfg.epochs, self.n_batches, cfg.time_limit, unit=unit) if cfg.progress else None
         old_handlers = install_signals(t) if cfg.stop_on_signal else None
         t.interrupted = t._stop_signal = None
         t.stopped_by = "epochs"
