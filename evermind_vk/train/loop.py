@@ -187,6 +187,10 @@ class TrainRun:
             inputs, _, B, L = group[0]
             step = t._step(B, L, self.names, cfg.max_grad_norm, cfg.track_grad_norm, "train")
             loss, norm, extras = step.run(inputs)
+        elif dp is None:  # the whole step in one program
+            shapes = [(B, L, n / n_tok) for _, n, B, L in group]
+            step = t._group_step(shapes, self.names, cfg.max_grad_norm, cfg.track_grad_norm)
+            loss, norm, extras = step.run([(inputs, n / n_tok) for inputs, n, _, _ in group])
         else:
             loss, extras = 0.0, {}
             for batch in group:

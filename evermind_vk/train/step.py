@@ -183,3 +183,54 @@ class RecordedStep:
                 # no weight and no moment changed: AdamW's bias correction does not advance either
                 self.trainer.optimizer.step_count -= 1
         return loss, norm, extras
+
+
+class GroupStep:
+    """One optimizer step over accum_steps batches recorded as one program (one submit per step): each
+    batch's forward and backward (seeded with its weight), added into the accumulation buffers, then
+    the clip and AdamW of the apply step. Used when no data-parallel all-reduce has to sit in between."""
+
+    def __init__(self, trainer, shapes: tuple, names: tuple, max_norm: float, track: bool):
+        self.trainer = trainer
+        self.micros = [RecordedStep(trainer, B, L, names, 0.0, False, "micro", gs) for B, L, gs in shapes]
+        self.apply = RecordedStep(trainer, 0, 0, names, max_norm, track, "apply")
+        self.program = None
+
+    def _build(self):
+        t, dev = self.trainer, self.trainer.model.device
+        params = t.model.parameters()
+        views = t.model.parameter_views() if hasattr(t.model, "parameter_views") else {}
+        with record(dev) as prog:
+            for m in self.micros:
+                m._record_batch(params, views)
+            self.apply._record_apply(params, views)
+        self.program = prog
+
+    def run(self, batches: list):
+        """batches: [(inputs, weight)] in the recorded order; (weighted loss, pre-clip norm, extras)."""
+        t = self.trainer
+        scaler = t.scaler
+        for m, (inputs, w) in zip(self.micros, batches):
+            for n, buf in m.inputs.items():
+                buf.write_staging(inputs[n])
+            m.seed.write_staging(np.array([w * (scaler.scale if scaler is not None else 1.0)], np.float32))
+        if scaler is not None:
+            t._scale_buf.write_staging(scaler.device_words())
+        t.optimizer.begin_step()
+        if self.program is None:
+            self._build()  # records and runs the first step of this group shape
+        else:
+            self.program.run()
+        loss, extras = 0.0, {}
+        for m, (_, w) in zip(self.micros, batches):
+            loss += float(m.loss_host.read_staging()[0]) * w
+            if m.extras_host is not None:
+                extras.update(zip(m.extra_names, (float(v) for v in m.extras_host.read_staging())))
+        a = self.apply
+        norm = float(a.norm_host.read_staging()[0]) if (a.max_norm > 0 or a.track) else None
+        if scaler is not None:
+            overflow = not math.isfinite(float(a.overflow_host.read_staging()[0]))
+            t._last_overflow = overflow
+            if not scaler.update(overflow):
+                t.optimizer.step_count -= 1  # a skipped step does not advance AdamW's bias correction
+        return loss, norm, extras

