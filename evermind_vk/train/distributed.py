@@ -313,6 +313,7 @@ class DataParallel:
         return owner
 
     def owned(self, grads: dict) -> dict:
+        """The gradients of the parameters this rank steps (all of them without ZeRO)."""
         if not self.zero:
             return grads
         own = self.owners()
@@ -395,6 +396,7 @@ class DataParallel:
 
     # -- consistency ----------------------------------------------------------------------------
     def weights_hash(self) -> str:
+        """sha256 of this rank's weights (replicas must agree)."""
         h = hashlib.sha256()
         for n, a in sorted(self.trainer.model.state_dict().items()):
             h.update(n.encode())
