@@ -3,7 +3,7 @@ that count a token's rank."""
 from __future__ import annotations
 
 from ...errors import UnsupportedError
-from .table import F, simple
+from .table import F, Tuned, simple
 
 ROWS = [
     # One thread per output element.
@@ -23,11 +23,13 @@ def embedding_backward_cols(D: int, transpose: bool) -> int:
 EMBEDDING_BACKWARD_PATHS = ("scan", "sorted")
 
 
-# embedding_rank's threads a token on GPUs: one thread a token left the 23.7M LM's 4,096 tokens on 16
-# workgroups, each thread counting over all 4,096 (0.135 ms of the step on an NVIDIA H200); lanes of one
-# token split the count. Up to RANK_THREADS threads in all; CPU devices (few cores, and a workgroup's
-# threads run in turn) keep one.
-RANK_LANES = 32
+# embedding_rank's threads a token on GPUs: lanes of one token split its count over the tokens, up to
+# RANK_THREADS threads in all; CPU devices (few cores, and a workgroup's threads run in turn) keep one.
+TUNED = {
+    "RANK_LANES": Tuned(32, "GPUs: lanes counting one token's rank (one thread a token left the device idle)",
+                        "bench/results/selection-tuning.md"),
+}
+RANK_LANES = TUNED["RANK_LANES"].value
 RANK_THREADS = 1 << 20
 
 
