@@ -24,10 +24,12 @@ backward paths), elementwise (VEC per thread), fixed (kernels with one variant e
 Shared: table (the row type and the tuned-constant record), features (what a row needs of a device),
 bindings (storage-buffer limits), loops (the loop cap plan), launch (every family's loop counts).
 
-Adding a family: a new module here with ROWS (rows built with `table.Row`, or a helper of the module that
-checks each row's own rules and raises on a row its template cannot run), its rules and `plan`, and a
-`loop_count` if its kernels loop over the problem (then list it in launch.FAMILIES). Codegen picks up
-ROWS by itself; the op that runs the kernels calls `plan` and executes what it returns. Adding a row to a
-family: one entry in its ROWS (its rules decide where it runs; an entry in the family's order where it
-should come first), then `python tools/codegen.py`. See docs/kernels-selection.md.
+Adding a family (e.g. quant.py for quantized matmuls): a new module here with ROWS (rows built with
+`table.Row`, or a helper of the module that checks each row's own rules and raises on a row its template
+cannot run), its rules and `plan`, and a `loop_count` if its kernels loop over the problem (then list it
+in launch.FAMILIES). Codegen picks up ROWS by itself; the op that runs the kernels calls `plan` and
+executes what it returns. A family module imports ..manifest, .table, .features, .bindings and .loops,
+never ..kernels (which imports launch, and so the families). Adding a row to a family: one entry in its
+ROWS (its rules decide where it runs; an entry in the family's order where it should come first), then
+`python tools/codegen.py`. See docs/kernels-selection.md.
 """
