@@ -15,6 +15,7 @@ from evermind_vk.autodiff import Tape
 from evermind_vk.errors import ConfigError, UnsupportedError
 from evermind_vk.models import LMConfig, TransformerLM
 from evermind_vk.models.conv_ae import ConvAE
+from evermind_vk.models.evermind_lm import EvermindLM, EvermindLMConfig
 from evermind_vk.models.lora import LoRAConfig, add_lora
 from evermind_vk.models.mamba import HybridMambaConfig, HybridMambaModel
 from evermind_vk.models.moe import SharedExpertMoE
@@ -154,3 +155,35 @@ def test_cli_profile_with_checkpointing():
                         "2", "--seq-len", "16", "--batch-size", "2", "--repeats", "1"], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert "activation checkpointing every 2 layer(s)" in r.stdout, r.stdout
+
+
+def test_evermind_lm_every_kth_layer_identical(device):
+    # EvermindLM had checkpoint=True; through the Trainer it now takes every k-th layer as well
+    def make():
+        return EvermindLM(EvermindLMConfig(64, 16, 3, 3, 24, seed=4), device=device)
+    model = make()
+    ids = tensor(IDS[:32].astype(np.uint32), device=device)
+    tg = tensor(IDS[1:33].astype(np.uint32), device=device)
+    runs = []
+    for ck in (False, 2, True):
+        with Tape() as tape:
+            loss = model.loss(ids, tg, 16, checkpoint=ck)
+        g = tape.backward(loss).by_name(model.parameters())
+        runs.append((loss.numpy().copy(), {n: t.numpy().copy() for n, t in g.items()}))
+    assert_same_grads(runs[0], runs[1])
+    assert_same_grads(runs[0], runs[2])
+    assert_same_training(trained(make, False), trained(make, 2))
+
+
+def test_resume_may_change_checkpointing(device, tmp_path):
+    # a memory setting, not part of the run: a run saved without it continues with it, bit-identically
+    kw = dict(seq_len=S, batch_size=B, lr=3e-3, shuffle=False)
+    full = Trainer(TransformerLM(CFG, device=device), seed=3)
+    full.train(IDS, max_steps=4, **kw)
+    part = Trainer(TransformerLM(CFG, device=device), seed=3)
+    part.train(IDS, max_steps=2, save_key="run", save_dir=str(tmp_path), **kw)
+    resumed = Trainer.from_checkpoint("run", directory=str(tmp_path), device=device, checkpoint_layers=1)
+    assert resumed.checkpoint_layers == 1
+    resumed.train(IDS, max_steps=4, **kw)
+    assert resumed.history == full.history
+    assert_same_training(([], [], resumed.model.state_dict()), ([], [], full.model.state_dict()))
