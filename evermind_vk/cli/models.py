@@ -36,6 +36,7 @@ MODEL_FLAGS = {
     "image_size": (16, ("conv-ae",)),
     "prompt": ("The ", GENERATIVE),
     "sample_tokens": (60, GENERATIVE),
+    "checkpoint_layers": (0, ("lm", "evermind-lm", "mamba")),  # the models with activation checkpointing
 }
 
 

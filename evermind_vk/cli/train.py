@@ -27,7 +27,7 @@ from ..train.image import image_grid_png
 from ..train.plot import plot_losses, write_losses_csv
 from ..train.trainer import BF16_BLOCKED
 from . import models
-from .args import add_data, add_device, add_model_shape, add_optim, add_precision
+from .args import add_checkpoint_layers, add_data, add_device, add_model_shape, add_optim, add_precision
 from .common import NONNEG, NONNEG_INT, POS_INT, CliError, check_out_dir
 
 # The flags a resumed run must share with the saved one (the model's shape is checked through its config,
@@ -95,7 +95,7 @@ def _run_info(args) -> dict:
 def _resume(args, model, world) -> Trainer:
     """The saved run under --checkpoint, refused (nothing written) unless it is this run."""
     key = checkpoint_key(args)
-    trainer = Trainer.from_checkpoint(key, device=model.device, world=world)
+    trainer = Trainer.from_checkpoint(key, device=model.device, world=world, checkpoint_layers=args.checkpoint_layers)
     saved = trainer.model
     if type(saved) is not type(model):
         raise CliError(f"--resume: {key} holds a {type(saved).__name__}, not --model {args.model}'s "
@@ -124,7 +124,8 @@ def _setup(args, world) -> SimpleNamespace:
     if args.resume:
         run.trainer = _resume(args, model, world)
     else:
-        run.trainer = Trainer(model, seed=args.seed, world=world, precision=args.precision)
+        run.trainer = Trainer(model, seed=args.seed, world=world, precision=args.precision,
+                              checkpoint_layers=args.checkpoint_layers)
     run.trainer.run_info = _run_info(args)
     run.model = run.trainer.model
     try:
@@ -271,6 +272,7 @@ def add_parser(sub) -> None:
                    help="learning-rate schedule over the run's optimizer steps (doppler's semantics)")
     p.add_argument("--warmup-steps", type=NONNEG_INT, default=0, help="linear warm-up steps")
     add_precision(p)
+    add_checkpoint_layers(p)
     p.add_argument("--nproc", type=POS_INT, default=1,
                    help="data-parallel ranks (processes) on this host, one device each (round-robin, or "
                         "EVERMIND_VK_DEVICE for all); --batch-size is per rank. Needs the `dist` extra (torch)")

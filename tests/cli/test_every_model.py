@@ -103,7 +103,9 @@ REFUSED = [("conv-ae", ["--text", "{t}"], "--text does not apply to --model conv
            ("lm", ["--images", "4"], "--images does not apply"),
            ("conv-ae", ["--package"], "--package"),
            ("mamba", ["--precision", "f16"], "only --model lm"),
-           ("moe", ["--prompt", "x"], "--prompt does not apply")]
+           ("moe", ["--prompt", "x"], "--prompt does not apply"),
+           ("moe", ["--checkpoint-layers"], "--checkpoint-layers does not apply to --model moe"),
+           ("conv-ae", ["--checkpoint-layers", "2"], "--checkpoint-layers does not apply to --model conv-ae")]
 
 
 @pytest.mark.parametrize("kind,extra,needle", REFUSED, ids=[f"{k} {e[0]}" for k, e, _ in REFUSED])
