@@ -25,8 +25,8 @@ OUTPUTS = ("reconstructions.png", "reconstruction.csv")
 
 
 def png_size(path: str) -> tuple[int, int]:
-    """(width, height) from a PNG's IHDR chunk, read before any pixel is decoded (ShapeError-free: a file
-    that is not a PNG raises CliError)."""
+    """(width, height) from a PNG's IHDR chunk, read before any pixel is decoded (CliError if the file is
+    not a PNG)."""
     if not os.path.isfile(path):
         raise CliError(f"--images {path}: not a regular file")
     with open(path, "rb") as f:
