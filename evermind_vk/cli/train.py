@@ -47,8 +47,6 @@ def check_flags(args) -> None:
     if args.precision != "f32" and args.model != "lm":
         raise CliError(f"--precision {args.precision}: mixed precision needs f16 kernels for every op of the model; "
                        f"only --model lm has them (not {args.model})")
-    if args.package and args.model == "conv-ae":
-        raise CliError("--package: there is no .evermind model type for conv-ae (its weights go to model.npz)")
     models.resolve_model_flags(args)
 
 
@@ -221,7 +219,7 @@ def _finish(args, run) -> None:
               f"after ({run.t_eval:.1f}s per evaluation{uniform})")
     paths = {n: os.path.join(args.out, n) for n in run.outputs}
     models.write_weights(args, model, args.out)
-    atomic_write(paths["config.json"], (json.dumps(model.config.to_dict(), indent=2, sort_keys=True) + "\n").encode())
+    atomic_write(paths["config.json"], (json.dumps(models.config_json(model), indent=2, sort_keys=True) + "\n").encode())
     write_losses_csv(trainer.history, paths["losses.csv"])
     backend = plot_losses(trainer.history, paths["loss.png"],
                           title=f"evermind-vk train --model {args.model}: {model.num_parameters():,} parameters "
@@ -256,7 +254,7 @@ def add_parser(sub) -> None:
                    help="output directory: the weights (model.safetensors for lm, model.evermind for evermind-lm, moe "
                         "and mamba, model.npz for conv-ae), config.json, loss.png, losses.csv (checked before training)")
     p.add_argument("--package", action="store_true",
-                   help="also write OUT/model.evermind (lm; evermind-lm, moe and mamba write it anyway; not conv-ae)")
+                   help="also write OUT/model.evermind (lm, conv-ae; evermind-lm, moe and mamba write it anyway)")
     p.add_argument("--prompt", default=None, help="prompt of the sample printed at the end (lm, evermind-lm, mamba; "
                                                   "default 'The ')")
     p.add_argument("--sample-tokens", type=NONNEG_INT, default=None,

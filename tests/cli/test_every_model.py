@@ -101,7 +101,6 @@ REFUSED = [("conv-ae", ["--text", "{t}"], "--text does not apply to --model conv
            ("moe", ["--layers", "3"], "--layers does not apply to --model moe"),
            ("evermind-lm", ["--kv-heads", "2"], "--kv-heads does not apply"),
            ("lm", ["--images", "4"], "--images does not apply"),
-           ("conv-ae", ["--package"], "--package"),
            ("mamba", ["--precision", "f16"], "only --model lm"),
            ("moe", ["--prompt", "x"], "--prompt does not apply"),
            ("moe", ["--checkpoint-layers"], "--checkpoint-layers does not apply to --model moe"),
