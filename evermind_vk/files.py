@@ -321,15 +321,24 @@ from .models import HybridMambaConfig, HybridMambaModel  # noqa: E402
 HYBRID_MAMBA = "evermind-hybrid-mamba"
 
 
+def _package_mamba_config(config: dict) -> HybridMambaConfig:
+    """The config of an evermind-hybrid-mamba package. Packages written before mamba1 had a choice of input
+    term carry no `discretization` and were trained with the Euler term Δ·B·u: they keep it (a config dict
+    from anywhere else, builderforce's included, defaults to the zero-order hold)."""
+    if isinstance(config, dict) and "discretization" not in config:
+        config = {**config, "discretization": "euler"}
+    return HybridMambaConfig.from_dict(config)
+
+
 def _unpack_mamba(config: dict, params: dict, device=None) -> HybridMambaModel:
-    model = HybridMambaModel(HybridMambaConfig.from_dict(config), device=device)
+    model = HybridMambaModel(_package_mamba_config(config), device=device)
     model.load_state_dict(params)
     return model
 
 
 def _mamba_config_errors(cfg: dict) -> list:
     try:
-        HybridMambaConfig.from_dict(cfg)
+        _package_mamba_config(cfg)
     except (TypeError, ValueError) as e:
         return [f"invalid config: {e}"]
     return []
