@@ -505,3 +505,23 @@ def load_raw(path: str, device=None, allow_nonfinite: bool = False, config=None)
         raise ConfigError(f"{path}: invalid config: {e}") from e
     model.load_state_dict(parsed["params"])
     return model
+
+
+def load_codec(path: str) -> VideoRVQCodec:
+    """The VideoRVQ codec in path: a bare VRQ0 file, or the codec section of a video/image .evermind
+    package (validated first: checksums, config, codec section)."""
+    try:
+        dec = open_blob(path)
+    except BlobError as e:
+        raise type(e)(f"{path}: {e}") from e
+    if dec.kind == "raw" and dec.layout == "VRQ0":
+        return VideoRVQCodec.from_parsed(dec.parsed)
+    if dec.kind == "package":
+        modality = dec.package.manifest.get("modality", "text")
+        if modality not in ("video", "image"):
+            raise FormatError(f"{path}: a {modality} package carries no codec")
+        v = dec.package.validate()
+        if not v["ok"]:
+            raise FormatError(f"{path}: invalid package: {'; '.join(v['errors'])}")
+        return deserialize_codec(dec.package.codec)
+    raise FormatError(f"{path}: neither a VRQ0 codec nor a video/image .evermind package")
