@@ -6,6 +6,7 @@ reproduced from its packages."""
 import json
 import os
 import shutil
+import subprocess
 
 import numpy as np
 import pytest
@@ -18,6 +19,7 @@ from evermind_vk.io.package import EvermindPackage
 from evermind_vk.models import (EvermindLM, EvermindLMConfig, HybridMambaConfig, HybridMambaModel, MoEConfig,
                                 SharedExpertMoE)
 from evermind_vk.models.video_rvq import VideoRVQCodec
+from test_bf_models import bf_missing
 
 FIX = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures", "builderforce")
 RECORDED = json.load(open(os.path.join(FIX, "recorded.json")))
@@ -159,3 +161,13 @@ def test_ours_and_builderforce_packages_generate_the_same(device, tmp_path):
     again = EvermindPackage.from_model(lm, name="lm32", version="1.0.0", card=pkg.manifest["card"],
                                        created_at=pkg.manifest["createdAt"])
     assert again.to_blob() == open(fixture("lm32.evermind"), "rb").read()
+
+
+@pytest.mark.skipif(bf_missing, reason="node or the builderforce npm package (BUILDERFORCE_MEMORY_ENGINE=dir) absent")
+def test_fixtures_are_what_builderforce_writes(tmp_path):
+    """make.mjs run again with the real library writes the committed fixtures byte for byte."""
+    env = dict(os.environ, OUT_DIR=str(tmp_path))
+    subprocess.run(["node", fixture("make.mjs")], env=env, check=True, capture_output=True, timeout=300)
+    for name in sorted(os.listdir(FIX)):
+        if name != "make.mjs":
+            assert (tmp_path / name).read_bytes() == open(fixture(name), "rb").read(), name
