@@ -9,7 +9,7 @@ __all__ = ["LMConfig", "TransformerLM", "init_params",
            "LoRAConfig", "add_lora", "merge_lora", "unmerge_lora", "lora_frozen", "lora_parameters", "lora_state_dict",
            "load_lora_state_dict"]
 
-# Image models (issue 17).
+# Image models.
 from .conv_ae import ConvAE, ConvAEConfig  # noqa: E402
 
 __all__ += ["ConvAE", "ConvAEConfig"]
@@ -20,7 +20,7 @@ from .moe import MoEConfig, SharedExpertMoE  # noqa: E402
 
 __all__ += ["EvermindLM", "EvermindLMConfig", "MoEConfig", "SharedExpertMoE"]
 
-# HybridMambaModel (issue 12)
+# HybridMambaModel
 from .mamba import HybridMambaConfig, HybridMambaModel  # noqa: E402
 
 __all__ += ["HybridMambaConfig", "HybridMambaModel"]

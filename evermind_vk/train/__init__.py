@@ -10,7 +10,7 @@ from .trainer import Trainer
 __all__ = ["Trainer", "AdamW", "ClipMetrics", "GradScaler", "clip_grad_norm", "LRSchedule", "lr_at", "ByteTokenizer", "generate",
            "build_chunks", "batches", "default_corpus"]
 
-# Image models (issue 17).
+# Image models.
 from .image import ImageTrainer, image_grid_png, shapes_dataset  # noqa: E402
 
 __all__ += ["ImageTrainer", "image_grid_png", "shapes_dataset"]
