@@ -382,7 +382,7 @@ def import_mbjs(model: HybridMambaModel, blob: bytes) -> HybridMambaModel:
     return model
 
 
-# -- builderforce's bare files: EVL0, MoE0, MBJS weights and VRQ0 codecs (issue 43) --------------------------
+# -- builderforce's bare files: EVL0, MoE0, MBJS weights and VRQ0 codecs --------------------------------------
 # As builderforce's loaders take them: `new EvermindLM(cfg).loadWeights(buf)` and the like. EVL0 and MoE0
 # headers hold every size (a config, if given, must agree: builderforce's "config mismatch with
 # checkpoint"); MBJS holds only layer types and tensor sizes, so it needs builderforce's HybridMambaModel

@@ -1,4 +1,4 @@
-"""builderforce's files through the command line (issue 43 item 3): `generate --prompt-ids` for every text
+"""builderforce's files through the command line: `generate --prompt-ids` for every text
 model (the real vocabulary-32 fixtures included, reproducing builderforce's recorded generations), `--prompt`
 refused with a pointer where the vocabulary is not bytes, media packages writing decoded frames, `video decode
 --codec media.evermind`, and `inspect` / `verify` of bare EVL0, MoE0, MBJS and VRQ0 files."""

@@ -1,4 +1,4 @@
-"""builderforce's files end to end through `ev.load` (issue 43 item 3): real builderforce fixtures
+"""builderforce's files end to end through `ev.load`: real builderforce fixtures
 (tests/fixtures/builderforce, written by its npm package: make.mjs there) and files written by our own
 layout writers: bare EVL0 / MoE0 / MBJS weights and VRQ0 codecs, with the config they need given or
 found beside them, refused clearly when it is missing or disagrees; builderforce's recorded generations

@@ -1,4 +1,4 @@
-"""mamba1 as builderforce computes it (issue 43 item 4): the zero-order-hold input term by default,
+"""mamba1 as builderforce computes it: the zero-order-hold input term by default,
 checked against bf_mamba_ref (builderforce's forward, written from its 2026.7.14 sources, float64):
 one token per sequence bit-for-bit in builderforce's own buffer layout, longer sequences in its
 recurrence; Euler (`discretization="euler"`) as an option; configs with and without the field."""
