@@ -43,6 +43,7 @@ from .weights import load_named
 LAYER_TYPES = ("mamba1", "mamba2", "mamba3", "attention")
 IMPLEMENTED = LAYER_TYPES
 DISCRETIZATIONS = ("zoh", "euler")  # mamba1's input term (ops.selective_scan)
+MAX_LAYERS = 1 << 16  # a config dict's numLayers bound (MBJS's layer table holds as many)
 # builderforce's HybridMambaModelConfig keys that hold per-layer-type overrides ({} as builderforce writes them)
 _BF_DEFAULTS = {"mamba1": "defaultMamba1", "mamba2": "defaultMamba2", "mamba3": "defaultMamba3",
                 "attention": "defaultAttention"}
@@ -138,9 +139,11 @@ class HybridMambaConfig:
         for k, v in kw.items():
             if k not in ("layers", "discretization") and (not isinstance(v, int) or isinstance(v, bool)):
                 raise ValueError(f"{k} = {v!r} is not an integer")
+        if kw["numLayers"] > MAX_LAYERS:  # before a schedule of that length is built
+            raise ValueError(f"numLayers {kw['numLayers']} exceeds {MAX_LAYERS}")
         layers = d.get("layers")
         if layers is None:
-            layers = ["mamba1"] * kw["numLayers"] if isinstance(kw["numLayers"], int) else []
+            layers = ["mamba1"] * kw["numLayers"]
         if not isinstance(layers, (list, tuple)):
             raise ValueError(f"layers must be a list, got {type(layers).__name__}")
         try:

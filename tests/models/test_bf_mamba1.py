@@ -114,6 +114,7 @@ def test_builderforce_config_dict_as_written():
                       (dict(BF_CONFIG, layers=[{"type": "mamba1", "config": {"expand": 4}}, {"type": "mamba1"}]), "expand"),
                       (dict(BF_CONFIG, frobnicate=1), "frobnicate"),
                       ({"dModel": 8, "numLayers": 1}, "vocabSize"),
+                      ({"vocabSize": 8, "dModel": 8, "numLayers": 10 ** 12}, "numLayers"),
                       (dict(BF_CONFIG, dState=2.5), "dState")):
         with pytest.raises(ValueError, match=what):
             HybridMambaConfig.from_dict(bad)
