@@ -23,7 +23,7 @@ MODEL_HELP = ("a .safetensors (with config metadata), .npz or .evermind model fi
 
 def cmd_pack(args) -> int:
     """Write a saved model as an .evermind package (zstd-framed, or the raw EVM1 blob)."""
-    model = load_model(args.model, device=args.device)
+    model = load_model(args.model, device=args.device, config=args.config)
     pkg = EvermindPackage.from_model(model, args.name, version=args.version, fp16=args.fp16,
                                      card={"description": args.description
                                            or f"{args.name}: an evermind-vk {type(model).__name__}"})
@@ -155,6 +155,7 @@ def add_parsers(sub) -> None:
     p.add_argument("--raw", action="store_true",
                    help="write the raw EVM1 blob builderforce reads (default: one zstd frame around it)")
     p.add_argument("--out", default="model.evermind", help="package file to write")
+    p.add_argument("--config", default=None, help="a JSON config for builderforce's bare weight files (MBJS needs one)")
     add_device(p)
     p.set_defaults(fn=cmd_pack)
     p = sub.add_parser("inspect", help="show a package's manifest, sizes, checksums, a checkpoint's metadata, "

@@ -91,6 +91,11 @@ def test_generate_every_text_model_type(device, tmp_path, capsys):
         assert rc == 0 and ids_line(out) == want, (model, err)
     rc, out, err = run(capsys, "generate", "--model", mbjs, "--prompt-ids", "3")
     assert rc == 2 and "--config" in err
+    packed = str(tmp_path / "packed.evermind")  # a bare MBJS (+ its config) packed into an .evermind
+    rc, out, err = run(capsys, "pack", "--model", mbjs, "--config", cfg, "--out", packed)
+    assert rc == 0, err
+    rc, out, err = run(capsys, "generate", "--model", packed, "--prompt-ids", "3,1,4", "--tokens", "5", "--temperature", "0")
+    assert rc == 0 and ids_line(out) == want_m, err
     shutil.copyfile(cfg, str(tmp_path / "w" / "config.json"))
     rc, out, err = run(capsys, "generate", "--model", mbjs, "--prompt-ids", "3,1,4", "--tokens", "5", "--temperature", "0")
     assert rc == 0 and ids_line(out) == want_m, err
