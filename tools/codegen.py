@@ -42,6 +42,7 @@ sys.path.insert(0, str(ROOT))
 from evermind_vk.runtime.variants import (UNIT_LAYOUTS, attention_row_errors, features_for, local_size, matmul_kind,  # noqa: E402
                                           matmul_row_errors, multi_slots, raster_group, register_block, ssd_row_errors,
                                           subgroup_grid, unit_layout)
+from evermind_vk.runtime.select import quant as quant_select  # noqa: E402
 
 # Each template declares, at its top, `{% set INTERFACE = {op: {...}} %}`: per op its storage buffers
 # (name, element type, access r|w|rw), push constants (name, u32|f32; all words are 4 bytes) and
@@ -264,6 +265,8 @@ VARIANTS = [
 # ops/matmul.py, summed in f32 by colsum_cast before the one rounding to f16).
 VARIANTS += [replace(v, flags=(*v.flags, "c32")) for v in list(VARIANTS)
              if v.op == "matmul" and v.dtype == "f16"]
+# Products on GGUF's quantized weight blocks (quant type x tile): their rows live in their family's module.
+VARIANTS += [Variant(*row) for row in quant_select.variant_rows()]
 
 GLSL_TYPES = {"f32": "float", "f16": "float16_t", "u32": "uint", "i32": "int"}
 

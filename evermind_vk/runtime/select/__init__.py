@@ -1,0 +1,1 @@
+"""Variant rows and launch choices, one module per kernel family (codegen reads the rows, ops the choices)."""
