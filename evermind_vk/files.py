@@ -26,6 +26,7 @@ from .io.layouts import build_evt0, nonfinite_count
 from .io.package import EvermindPackage, ModelType, register_model_type
 from .io.safetensors import load_safetensors, read_header, save_safetensors
 from .models import LMConfig, TransformerLM
+from .pretrained import is_gguf, load_gguf
 
 TRANSFORMER_LM = "evermind-transformer-lm"  # our TransformerLM in packages, checkpoint layout EVT0
 _INT_FIELDS = ("vocab_size", "d_model", "n_layers", "n_heads", "n_kv_heads", "d_ff", "max_seq_len")
@@ -221,7 +222,10 @@ def import_safetensors(path: str, device=None, allow_nonfinite: bool = False) ->
 
 
 def load(path: str, device=None, allow_nonfinite: bool = False):
-    """The model in a file: an .evermind package (validated), a .safetensors or an .npz we wrote."""
+    """The model in a file: an .evermind package (validated), a .safetensors or an .npz we wrote; a .gguf
+    file or a packaged model's short name (evermind_vk.pretrained.PACKAGED): (LlamaLM, tokenizer)."""
+    if is_gguf(path):
+        return load_gguf(path, device)
     if str(path).endswith(".safetensors"):
         return import_safetensors(path, device, allow_nonfinite)
     if str(path).endswith(".npz"):

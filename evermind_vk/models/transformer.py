@@ -105,7 +105,7 @@ class TransformerLM:
         if S > c.max_seq_len:
             raise ShapeError(f"sequence length {S} exceeds max_seq_len {c.max_seq_len}")
         H, KVH, hd = c.n_heads, c.n_kv_heads, c.head_dim
-        x = F.cast(F.embedding(ids, P["embed.weight"]), dtype)
+        x = F.cast(self._embed(ids), dtype)
         # each residual add runs with the norm that follows it (F.add_rms_norm: the same bits, one kernel)
         h = F.rms_norm(x, P["layers.0.attn_norm.weight"], c.norm_eps) if c.n_layers else x
         for i in range(c.n_layers):
@@ -121,8 +121,17 @@ class TransformerLM:
             nxt = f"layers.{i + 1}.attn_norm.weight" if i + 1 < c.n_layers else "norm.weight"
             x, h = F.add_rms_norm(x, lora_linear(self, g, L + "mlp.w_down"), P[nxt], c.norm_eps)
         x = h if c.n_layers else F.rms_norm(x, P["norm.weight"], c.norm_eps)
-        head = P["embed.weight"] if c.tie_embeddings else P["head.weight"]
-        return F.matmul_master(x, head, transpose_b=True)
+        return self._head(x)
+
+    def _embed(self, ids: Tensor) -> Tensor:
+        """The token embedding rows of ids (f32)."""
+        return F.embedding(ids, self.params["embed.weight"])
+
+    def _head(self, x: Tensor) -> Tensor:
+        """Logits from the final normed states: the tied embedding or the head, transposed."""
+        P = self.params
+        return F.matmul_master(x, P["embed.weight"] if self.config.tie_embeddings else P["head.weight"],
+                               transpose_b=True)
 
     def loss(self, ids: Tensor, targets: Tensor, batch: int = 1, dtype: str = "f32") -> Tensor:
         """Mean next-token cross-entropy (f32); targets >= vocab_size are ignored. dtype: see forward."""
@@ -158,7 +167,7 @@ class TransformerLM:
         slot["ids"].write_staging(ids)
         self.device.upload(slot["ids"])
         with slot["arena"]:
-            x = ops.embedding(slot["ids"], P["embed.weight"])
+            x = self._embed(slot["ids"])
             for i in range(c.n_layers):
                 L = f"layers.{i}."
                 h, _ = ops.rms_norm(x, P[L + "attn_norm.weight"], c.norm_eps)
@@ -176,8 +185,7 @@ class TransformerLM:
                 g = ops.glu(lora_linear(self, h, L + "mlp.w_gate_up"), "silu", c.swiglu_limit)
                 x = ops.add(x, lora_linear(self, g, L + "mlp.w_down"))
             x, _ = ops.rms_norm(x, P["norm.weight"], c.norm_eps)
-            head = P["embed.weight"] if c.tie_embeddings else P["head.weight"]
-            logits = ops.matmul(x, head, transpose_b=True)
+            logits = self._head(x)
         cache.length = start + Q
         return logits
 
