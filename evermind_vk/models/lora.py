@@ -146,3 +146,14 @@ def load_lora_state_dict(model, sd: dict) -> None:
         if a.shape != model.params[n].shape or a.dtype != np.float32:
             raise ShapeError(f"adapter {n!r} is {a.shape}/{a.dtype}, the model's is {model.params[n].shape}/float32")
         model.params[n].copy_(a)
+
+
+def remove_lora(model) -> None:
+    """Detach the adapters (unmerged ones only): the model is its base again."""
+    if not getattr(model, "lora", None):
+        raise EvermindError("the model has no LoRA adapters")
+    if model.lora_merged:
+        raise EvermindError("unmerge the adapters before removing them")
+    for n in lora_parameters(model):
+        del model.params[n]
+    model.lora = {}

@@ -16,14 +16,29 @@ layout(local_size_x_id = 0) in;
 uint byte_at(uint o) { return (w[o >> 2] >> ((o & 3u) << 3)) & 0xffu; }
 float half_at(uint o) { return unpackHalf2x16(byte_at(o) | (byte_at(o + 1u) << 8)).x; }
 
-// The 32 weights of the block starting at byte o.
+// The 32 weights of the block starting at byte o (blocks and rows have even sizes: o is 2-aligned).
 void dequant_block(uint o, out float v[32]) {
-    float d = half_at(o);
-    float m = half_at(o + 2u);
-    [[unroll]] for (uint j = 0; j < 16; j++) {
-        uint b = byte_at(o + 4u + j);
-        v[j] = float(b & 0xfu) * d + m;
-        v[j + 16] = float(b >> 4) * d + m;
+    const uint base = o >> 2;
+    if ((o & 2u) == 0u) {
+        uint q[5];
+        [[unroll]] for (uint i = 0; i < 5; i++) q[i] = w[base + i];
+        float d = unpackHalf2x16(q[0] >> 0).x;
+        float m = unpackHalf2x16(q[0] >> 16).x;
+        [[unroll]] for (uint j = 0; j < 16; j++) {
+            uint b = (q[(4 + j) >> 2] >> (((4 + j) & 3u) << 3)) & 0xffu;
+            v[j] = float(b & 0xfu) * d + m;
+            v[j + 16] = float(b >> 4) * d + m;
+        }
+    } else {
+        uint q[6];
+        [[unroll]] for (uint i = 0; i < 6; i++) q[i] = w[base + i];
+        float d = unpackHalf2x16(q[0] >> 16).x;
+        float m = unpackHalf2x16(q[1] >> 0).x;
+        [[unroll]] for (uint j = 0; j < 16; j++) {
+            uint b = (q[(6 + j) >> 2] >> (((6 + j) & 3u) << 3)) & 0xffu;
+            v[j] = float(b & 0xfu) * d + m;
+            v[j + 16] = float(b >> 4) * d + m;
+        }
     }
 }
 

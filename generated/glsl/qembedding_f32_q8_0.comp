@@ -16,12 +16,25 @@ layout(local_size_x_id = 0) in;
 uint byte_at(uint o) { return (w[o >> 2] >> ((o & 3u) << 3)) & 0xffu; }
 float half_at(uint o) { return unpackHalf2x16(byte_at(o) | (byte_at(o + 1u) << 8)).x; }
 
-// The 32 weights of the block starting at byte o.
+// The 32 weights of the block starting at byte o (blocks and rows have even sizes: o is 2-aligned).
 void dequant_block(uint o, out float v[32]) {
-    float d = half_at(o);
-    [[unroll]] for (uint j = 0; j < 32; j++) {
-        uint b = byte_at(o + 2u + j);
-        v[j] = d * float(int(b) - int((b & 0x80u) << 1));
+    const uint base = o >> 2;
+    if ((o & 2u) == 0u) {
+        uint q[9];
+        [[unroll]] for (uint i = 0; i < 9; i++) q[i] = w[base + i];
+        float d = unpackHalf2x16(q[0] >> 0).x;
+        [[unroll]] for (uint j = 0; j < 32; j++) {
+            uint b = (q[(2 + j) >> 2] >> (((2 + j) & 3u) << 3)) & 0xffu;
+            v[j] = d * float(int(b) - int((b & 0x80u) << 1));
+        }
+    } else {
+        uint q[9];
+        [[unroll]] for (uint i = 0; i < 9; i++) q[i] = w[base + i];
+        float d = unpackHalf2x16(q[0] >> 16).x;
+        [[unroll]] for (uint j = 0; j < 32; j++) {
+            uint b = (q[(4 + j) >> 2] >> (((4 + j) & 3u) << 3)) & 0xffu;
+            v[j] = d * float(int(b) - int((b & 0x80u) << 1));
+        }
     }
 }
 
