@@ -32,7 +32,7 @@ ALLOWED = {
 LATE_OK = {"kp", "torch", "matplotlib", "tqdm", "filelock", "mpi4py"}
 # `evermind_vk.io` is the layout's name for the formats layer; it is only ever imported qualified, and the
 # interpreter has imported the standard io before any path entry is consulted.
-STDLIB_NAME_OK = {"io"}
+STDLIB_NAME_OK = {"io", "select"}  # runtime.select: the variant rows per kernel family, imported qualified too
 
 
 def _modules(pkg_dir: Path) -> dict[str, Path]:

@@ -13,10 +13,15 @@ from ..train import ByteTokenizer, generate
 from .args import add_device
 from .common import NONNEG, NONNEG_INT, load_model
 from .files import MODEL_HELP
+from .pretrained import cmd_generate_pretrained
+from ..pretrained import is_gguf
 
 
 def cmd_generate(args) -> int:
-    """Stream a continuation of --prompt (text, through the byte tokenizer) to stdout, then tokens/s."""
+    """Stream a continuation of --prompt (text, through the byte tokenizer; a pretrained model's own
+    tokenizer for a .gguf --model) to stdout, then tokens/s."""
+    if is_gguf(args.model):
+        return cmd_generate_pretrained(args)
     model = load_model(args.model, device=get_device(args.device))
     tok = ByteTokenizer()
     if isinstance(model, tuple):

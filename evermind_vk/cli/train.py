@@ -25,11 +25,17 @@ from ..train.image import ImageTrainer, image_grid_png, shapes_dataset
 from ..train.plot import loss_curve_png, plot_losses, write_losses_csv
 from ..train.trainer import BF16_BLOCKED
 from .args import add_data, add_device, add_model_shape, add_optim, add_precision, layer_count
+from ..pretrained import is_gguf
+from .pretrained import add_lora_args, cmd_train_pretrained
 from .common import HELD_OUT, HELD_OUT_MAX, NONNEG, NONNEG_INT, POS_INT, CliError, check_out_dir, read_text
 
 
 def cmd_train(args) -> int:
     """Train a TransformerLM (default: the embedded corpus), save it, plot the loss, print a sample."""
+    if is_gguf(args.model):
+        return cmd_train_pretrained(args)
+    if args.lora_rank or args.merge:
+        raise CliError("--lora-rank and --merge fine-tune a pretrained --model (a .gguf file or smollm2-135m)")
     if args.precision != "f32" and args.model != "lm":
         raise CliError(f"--precision {args.precision}: mixed precision is implemented for --model lm only")
     # Data-parallel: --nproc N launches N ranks running this command (or torchrun set WORLD_SIZE etc.).
@@ -311,6 +317,17 @@ def cmd_train_mamba(args) -> int:
     return 0
 
 
+MODEL_KINDS = ("lm", "conv-ae", "evermind-lm", "moe", "mamba")
+
+
+def _model_kind(v: str) -> str:
+    """--model: one of MODEL_KINDS, or a pretrained model (a .gguf path or a packaged short name)."""
+    if v in MODEL_KINDS or is_gguf(v):
+        return v
+    raise argparse.ArgumentTypeError(f"invalid choice: {v!r} (choose from {', '.join(MODEL_KINDS)}, "
+                                     "a .gguf file or smollm2-135m)")
+
+
 def add_parser(sub) -> None:
     """The `train` subcommand."""
     p = sub.add_parser("train", help="train a small LM (default: on the embedded corpus) and sample from it",
@@ -337,10 +354,12 @@ def add_parser(sub) -> None:
                    help="learning-rate schedule over the run's optimizer steps (doppler's semantics)")
     p.add_argument("--warmup-steps", type=NONNEG_INT, default=0, help="linear warm-up steps")
     add_precision(p)
-    p.add_argument("--model", choices=("lm", "conv-ae", "evermind-lm", "moe", "mamba"), default="lm",
+    p.add_argument("--model", type=_model_kind, default="lm",
                    help="lm: our TransformerLM on text; conv-ae: a conv autoencoder on procedural images; "
                         "evermind-lm / moe: builderforce's models with their trainers (written as .evermind); "
-                        "mamba: HybridMambaModel (--layers mamba1,mamba2,attention,...; written as .evermind)")
+                        "mamba: HybridMambaModel (--layers mamba1,mamba2,attention,...; written as .evermind); "
+                        "a .gguf file or smollm2-135m: QLoRA fine-tuning of that pretrained model (--lora-rank)")
+    add_lora_args(p)
     p.add_argument("--images", type=POS_INT, default=256, help="conv-ae: training images")
     p.add_argument("--image-size", type=POS_INT, default=16, help="conv-ae: image side (a multiple of 4)")
     p.add_argument("--nproc", type=POS_INT, default=1,
