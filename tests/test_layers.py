@@ -151,8 +151,8 @@ def test_planted_violations_are_found(tmp_path):
         f.write("\nfrom ..ops._util import per_thread\n")                # another package's private module
     with open(pkg / "models" / "config.py", "a") as f:
         f.write("\ndef late():\n    import json\n    return json\n")       # a hidden dependency
-    (pkg / "runtime" / "select.py").write_text("")                        # shadows the standard library
+    (pkg / "runtime" / "signal.py").write_text("")                        # shadows the standard library
     found = "\n".join(layer_violations(pkg))
     for needle in ("ops imports train", "io imports models", "import cycle: evermind_vk.runtime.kernels",
-                   "private _util", "function-local import of json", "standard-library module 'select'"):
+                   "private _util", "function-local import of json", "standard-library module 'signal'"):
         assert needle in found, (needle, found)
