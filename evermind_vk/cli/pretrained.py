@@ -7,6 +7,8 @@ import os
 import sys
 import time
 
+import numpy as np
+
 from ..models import LoRAConfig, add_lora, lora_frozen
 from ..pretrained import PACKAGED, load_gguf
 from ..qlora import QLORA_TARGETS, save_merged, save_peft
@@ -15,6 +17,7 @@ from ..train import Trainer, default_corpus, generate
 from .args import add_device
 from .common import NONNEG, NONNEG_INT, CliError, check_out_dir, read_text
 
+HELD_OUT_SEQS = 8
 MODEL_HELP = f"a .gguf file or a packaged model ({', '.join(PACKAGED)})"
 
 
@@ -100,9 +103,9 @@ def cmd_train_pretrained(args) -> int:
                   + (["merged/model.safetensors", "merged/config.json"] if args.merge else []))
     model, tok = load_gguf(args.model, device=get_device(args.device))
     text = read_text(args.text) if args.text else default_corpus()
-    cut = int(len(text) * 0.9)
-    train, held = text[:cut], text[cut:]
-    if len(tok.encode(held)) < args.seq_len + 1:
+    cut = int(len(text) * 0.9)  # the last 10% held out, its first HELD_OUT_SEQS sequences evaluated
+    train, held = text[:cut], np.array(tok.encode(text[cut:])[: HELD_OUT_SEQS * (args.seq_len + 1)], np.uint32)
+    if held.size < args.seq_len + 1:
         raise CliError(f"--text is too short for a held-out part of {args.seq_len + 1} tokens")
     add_lora(model, LoRAConfig(rank=args.lora_rank, alpha=args.lora_alpha or 2.0 * args.lora_rank,
                                targets=QLORA_TARGETS, seed=args.seed))
@@ -110,13 +113,13 @@ def cmd_train_pretrained(args) -> int:
     before = trainer.evaluate(held, seq_len=args.seq_len)
     print(f"held-out perplexity before: {before:.3f}")
     t0 = time.perf_counter()
-    losses = trainer.train(train, epochs=args.epochs or 1, seq_len=args.seq_len, batch_size=args.batch_size,
+    trainer.train(train, epochs=args.epochs or 1, seq_len=args.seq_len, batch_size=args.batch_size,
                            lr=args.lr, max_grad_norm=args.max_grad_norm, max_steps=args.max_steps,
                            time_limit=args.time_limit or None, freeze=lora_frozen(model))
     dt = time.perf_counter() - t0
     after = trainer.evaluate(held, seq_len=args.seq_len)
-    print(f"trained {len(trainer.history) if hasattr(trainer, 'history') else '?'} steps in {dt:.1f}s "
-          f"(train loss {losses[-1]:.4f}); held-out perplexity after: {after:.3f}")
+    print(f"trained {trainer.global_step} steps in {dt:.1f}s "
+          f"(last step's loss {trainer.history[-1]['loss'] if trainer.history else float('nan'):.4f}); held-out perplexity after: {after:.3f}")
     for f in save_peft(model, args.out):
         print(f"wrote {f}")
     if args.merge:
