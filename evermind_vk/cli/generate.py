@@ -62,7 +62,8 @@ def cmd_generate(args) -> int:
 def add_parser(sub) -> None:
     """The `generate` subcommand."""
     p = sub.add_parser("generate", help="sample from a saved model", formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--model", default="runs/default", help=MODEL_HELP)
+    p.add_argument("--model", default="runs/default",
+                   help=MODEL_HELP + "; or a pretrained GGUF model: a .gguf file or smollm2-135m (its own tokenizer)")
     p.add_argument("--prompt", default="The ", help="text to continue")
     p.add_argument("--tokens", type=NONNEG_INT, default=200, help="tokens (bytes) to generate")
     p.add_argument("--temperature", type=NONNEG, default=0.8, help="sampling temperature (0: greedy)")
