@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..autodiff import functional as F
-from ..errors import ConfigError, ShapeError
+from ..errors import ConfigError, ShapeError, UnsupportedError
 from ..ops import QuantWeight
 from ..runtime import Tensor, get_device, tensor
 from .config import LMConfig
@@ -46,6 +46,19 @@ class LlamaLM(TransformerLM):
     def num_parameters(self) -> int:
         return (sum(t.numel for k, t in self.params.items() if not is_adapter(k))
                 + sum(q.shape[0] * q.shape[1] for q in self.qweights.values()))
+
+    def state_dict(self) -> dict:
+        """The f32 base weights; refused while some stay quantized (they have no f32 form on the device:
+        evermind_vk.qlora writes the adapters, or the merged model, in Hugging Face's files)."""
+        if self.qweights:
+            raise UnsupportedError(f"{len(self.qweights)} weights of this LlamaLM are quantized blocks: save its "
+                                   "adapters (qlora.save_peft) or the merged model (qlora.save_merged) instead")
+        return super().state_dict()
+
+    def load_state_dict(self, sd: dict) -> None:
+        if self.qweights:
+            raise UnsupportedError("the quantized weights of a LlamaLM are frozen: load adapters instead")
+        super().load_state_dict(sd)
 
     def linear_names(self) -> list[str]:
         return [k for k in (*self.qweights, *self.params) if ".attn.w" in k or ".mlp.w" in k]
