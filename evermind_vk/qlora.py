@@ -24,7 +24,6 @@ from .io.atomic import atomic_write
 from .io.gguf import require_gguf
 from .io.safetensors import save_safetensors
 from .models.llama import LlamaLM
-from .models.lora import is_adapter
 
 QLORA_TARGETS = ("layers.*.attn.wq", "layers.*.attn.wk", "layers.*.attn.wv", "layers.*.attn.wo",
                  "layers.*.mlp.w_gate_up", "layers.*.mlp.w_down")
@@ -154,6 +153,3 @@ def save_merged(model, out_dir: str, tokenizer=None) -> list:
     atomic_write(js, json.dumps(hf_config(model, tokenizer), indent=2).encode())
     return [st, js]
 
-
-def trainable_adapters(model) -> list:
-    return [n for n in model.params if is_adapter(n)]
