@@ -84,7 +84,7 @@ def cmd_chat(args) -> int:
         t0 = time.perf_counter()
         stream = Streamer(tok)
         out = generate(model, prompt, max_new_tokens=args.tokens, stop_tokens=tok.stop_ids(), on_token=stream,
-                       **_sampling(args))
+                       keep_prefix=True, **_sampling(args))  # earlier turns stay in the KV cache
         dt = time.perf_counter() - t0
         sys.stdout.write("\n")
         print(f"[{len(out)} tokens in {dt:.2f}s: {len(out) / max(dt, 1e-9):.2f} tokens/s]", file=sys.stderr)

@@ -138,14 +138,16 @@ class TransformerLM:
         return F.cross_entropy(self.forward(ids, batch, dtype), targets)
 
     # -- generation with a KV cache ---------------------------------------------------------------
-    def kv_cache(self, max_len: int | None = None, reuse: bool = False) -> "KVCache":
+    def kv_cache(self, max_len: int | None = None, reuse: bool = False, keep: bool = False) -> "KVCache":
         """An empty KV cache for incremental decoding (max_len defaults to max_seq_len). With reuse, the
         model's last reused cache of that length, reset: its buffers and built kernels serve again (a
-        generation loop calls this once per generation)."""
+        generation loop calls this once per generation); with keep as well, not reset (its positions and
+        their tokens, KVCache.tokens, kept for a prompt that starts with them)."""
         if reuse:
             hit = getattr(self, "_reused_cache", None)
             if hit is not None and hit.max_len == int(max_len or self.config.max_seq_len):
-                hit.reset()
+                if not keep:
+                    hit.reset()
                 return hit
             self._reused_cache = KVCache(self, max_len)
             return self._reused_cache
@@ -187,6 +189,7 @@ class TransformerLM:
             x, _ = ops.rms_norm(x, P["norm.weight"], c.norm_eps)
             logits = self._head(x)
         cache.length = start + Q
+        cache.tokens += ids.tolist()
         return logits
 
 
@@ -204,6 +207,7 @@ class KVCache:
         self.k = [zeros(shape, "f32", dev) for _ in range(c.n_layers)]
         self.v = [zeros(shape, "f32", dev) for _ in range(c.n_layers)]
         self.length = 0
+        self.tokens: list[int] = []  # the token of each cached position
         self._slots: dict[int, dict] = {}
 
     def slot(self, Q: int) -> dict:
@@ -236,3 +240,10 @@ class KVCache:
     def reset(self) -> None:
         """Forget the cached positions (the buffers are kept and overwritten)."""
         self.length = 0
+        self.tokens = []
+
+    def truncate(self, n: int) -> None:
+        """Keep the first n cached positions (later ones are overwritten by the next steps)."""
+        if not 0 <= n <= self.length:
+            raise ShapeError(f"truncate to {n} of {self.length} cached positions")
+        self.length, self.tokens = n, self.tokens[:n]

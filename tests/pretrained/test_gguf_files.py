@@ -36,6 +36,21 @@ def test_hyper_parameters_come_from_the_metadata(tiny, device):
     assert np.isfinite(logits).all()
 
 
+def test_kept_prefix_gives_the_same_continuation(tiny, device):
+    """A chat's later turn run over the cached earlier turns (keep_prefix) equals running it from scratch."""
+    from evermind_vk.train.generate import generate
+    model, tok = ev.load(tiny, device=device)
+    turn1 = tok.encode(tok.apply_chat_template([{"role": "user", "content": "the theme"}]))
+    reply = generate(model, turn1, 6, keep_prefix=True)
+    msgs = [{"role": "user", "content": "the theme"}, {"role": "assistant", "content": tok.decode(reply)},
+            {"role": "user", "content": "the thesis"}]
+    turn2 = tok.encode(tok.apply_chat_template(msgs))
+    cache = model.kv_cache(reuse=True, keep=True)
+    assert cache.length > 0 and cache.tokens == (turn1 + reply)[: cache.length]
+    kept = generate(model, turn2, 6, keep_prefix=True)
+    assert kept == generate(model, turn2, 6)
+
+
 def test_unpermute_undoes_the_converters_permutation():
     """llama.cpp's converter: rows (h, 2, j) -> (h, j, 2); unpermute_rows is its inverse."""
     heads, hd, cols = 3, 8, 5
