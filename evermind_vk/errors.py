@@ -66,3 +66,7 @@ class CheckpointKeyCollisionError(CheckpointMismatchError):
 class BindingLimitError(UnsupportedError):
     """A kernel binds more storage buffers than the device allows a dispatch
     (maxPerStageDescriptorStorageBuffers and its relatives; see runtime.select.bindings.max_bindings)."""
+
+
+class UnsupportedArchitectureError(UnsupportedError):
+    """A pretrained model file of an architecture (or an architectural option) the loader does not build."""

@@ -29,6 +29,7 @@ from .io.layouts import build_evt0, nonfinite_count
 from .io.package import EvermindPackage, ModelType, register_model_type
 from .io.safetensors import load_safetensors, read_header, save_safetensors
 from .models import LMConfig, TransformerLM
+from .pretrained import is_gguf, load_gguf
 
 TRANSFORMER_LM = "evermind-transformer-lm"  # our TransformerLM in packages, checkpoint layout EVT0
 _INT_FIELDS = ("vocab_size", "d_model", "n_layers", "n_heads", "n_kv_heads", "d_ff", "max_seq_len")
@@ -227,7 +228,12 @@ def load(path: str, device=None, allow_nonfinite: bool = False, config=None):
     """The model in a file: an .evermind package (validated), a .safetensors or an .npz we wrote (a ConvAE's
     model.npz with its config.json beside it: load_conv_ae), or one of
     builderforce's bare files (EVL0, MoE0, MBJS weights; a VRQ0 codec), recognised by their magic; `config`
-    (a dict or a JSON file) is what those need or are checked against (load_raw)."""
+    (a dict or a JSON file) is what those need or are checked against (load_raw); a .gguf file or a packaged
+    model's short name (evermind_vk.pretrained.PACKAGED): (LlamaLM, tokenizer)."""
+    if is_gguf(path):
+        if config is not None:
+            raise ConfigError(f"{path}: a GGUF file carries its own config")
+        return load_gguf(path, device)
     if _raw_file(path):
         return load_raw(path, device, allow_nonfinite, config)
     if config is not None:

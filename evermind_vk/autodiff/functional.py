@@ -246,3 +246,13 @@ def complex_scan(u: Tensor, dt: Tensor, A_log: Tensor, B: Tensor, C: Tensor, D: 
     """builderforce's Mamba-3 scan from a zero state (ops.complex_scan)."""
     return _from_zero_state("complex_scan", ops.complex_scan, ops.complex_scan_backward, (u, dt, A_log, B, C, D),
                             dict(batch=batch, chunk=chunk, groups=groups))
+
+
+def qlinear(x: Tensor, w) -> Tensor:
+    """x W^T for a frozen quantized weight (ops.QuantWeight): the gradient flows to x only."""
+    return track("qlinear", (x,), ops.qmatmul(x, w), lambda g: (ops.qmatmul_backward(g, w),))
+
+
+def qembedding(ids: Tensor, w) -> Tensor:
+    """Rows of a frozen quantized table (no gradient: the ids are integers, the table is frozen)."""
+    return ops.qembedding(ids, w)

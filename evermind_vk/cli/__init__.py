@@ -9,7 +9,7 @@ from importlib.metadata import PackageNotFoundError, version
 from .. import __version__
 from ..errors import EvermindError
 from ..runtime import knobs
-from . import devices, files, generate, images, profiling, train, video
+from . import devices, files, generate, images, pretrained, profiling, train, video
 from .common import CliError, Parser, describe, error
 
 __all__ = ["CliError", "build_parser", "main", "version_line"]
@@ -33,6 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     devices.add_parsers(sub)
     train.add_parser(sub)
     generate.add_parser(sub)
+    pretrained.add_parser(sub)
     files.add_parsers(sub)
     profiling.add_parser(sub)
     video.add_parser(sub)

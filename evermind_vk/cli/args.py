@@ -2,6 +2,9 @@
 optimizer, the model's shape and the precision. `train` and `profile` build their parsers from these."""
 from __future__ import annotations
 
+import argparse
+
+from ..pretrained import is_gguf
 from .common import FINITE, NONNEG, NONNEG_INT, POS_INT
 from .models import MODELS
 
@@ -29,13 +32,28 @@ def add_optim(p) -> None:
                    help="clip the gradient norm to this (<= 0: no clipping)")
 
 
-def add_model_shape(p) -> None:
+def _model_kind(v: str) -> str:
+    """--model of `train`: one of MODELS, or a pretrained model (a .gguf path or a packaged short name)."""
+    if v in MODELS or is_gguf(v):
+        return v
+    raise argparse.ArgumentTypeError(f"invalid choice: {v!r} (choose from {', '.join(MODELS)}, "
+                                     "a .gguf file or smollm2-135m)")
+
+
+def add_model_shape(p, pretrained: bool = False) -> None:
     """--model and its shape: --d-model, --layers, --heads, --kv-heads, --d-ff (each refused for a model it
-    does not apply to), --seed."""
-    p.add_argument("--model", choices=MODELS, default="lm",
-                   help="lm: our TransformerLM on text; evermind-lm / moe / mamba: builderforce's EvermindLM, "
-                        "SharedExpertMoE (next-byte embedding pairs) and HybridMambaModel, written as .evermind; "
-                        "conv-ae: a conv autoencoder on procedural images")
+    does not apply to), --seed. pretrained: --model also takes a .gguf file or smollm2-135m."""
+    if pretrained:
+        p.add_argument("--model", type=_model_kind, default="lm", metavar="{" + ",".join(MODELS) + ",X.gguf,smollm2-135m}",
+                       help="lm: our TransformerLM on text; evermind-lm / moe / mamba: builderforce's EvermindLM, "
+                            "SharedExpertMoE (next-byte embedding pairs) and HybridMambaModel, written as .evermind; "
+                            "conv-ae: a conv autoencoder on procedural images; a .gguf file or smollm2-135m: QLoRA "
+                            "fine-tuning of that pretrained model (--lora-rank)")
+    else:
+        p.add_argument("--model", choices=MODELS, default="lm",
+                       help="lm: our TransformerLM on text; evermind-lm / moe / mamba: builderforce's EvermindLM, "
+                            "SharedExpertMoE (next-byte embedding pairs) and HybridMambaModel, written as .evermind; "
+                            "conv-ae: a conv autoencoder on procedural images")
     p.add_argument("--d-model", type=POS_INT, default=None, help="model width (text models; default 64)")
     p.add_argument("--layers", default=None,
                    help="layer count (lm, evermind-lm, mamba; default 2); for --model mamba also a list of layer "

@@ -15,6 +15,8 @@ from ..train import ByteTokenizer, generate
 from .args import add_device
 from .common import NONNEG, NONNEG_INT, CliError, load_model
 from .files import MODEL_HELP
+from ..pretrained import is_gguf
+from .pretrained import cmd_generate_pretrained
 from .video import write_frames
 
 TEXT_MODELS = (TransformerLM, EvermindLM, HybridMambaModel)
@@ -79,7 +81,10 @@ def _media(args, lm, codec) -> int:
 
 def cmd_generate(args) -> int:
     """Stream a continuation of --prompt (through the byte tokenizer) to stdout, then tokens/s; or, with
-    --prompt-ids, print the prompt and new token ids; or, for a media package, tokens and frames."""
+    --prompt-ids, print the prompt and new token ids; or, for a media package, tokens and frames; a
+    pretrained .gguf --model (or smollm2-135m) with its own tokenizer."""
+    if is_gguf(args.model):
+        return cmd_generate_pretrained(args)
     model = load_model(args.model, device=get_device(args.device), config=args.config)
     if isinstance(model, tuple):
         return _media(args, *model)
@@ -117,7 +122,8 @@ def cmd_generate(args) -> int:
 def add_parser(sub) -> None:
     """The `generate` subcommand."""
     p = sub.add_parser("generate", help="sample from a saved model", formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--model", default="runs/default", help=MODEL_HELP)
+    p.add_argument("--model", default="runs/default",
+                   help=MODEL_HELP + "; or a pretrained GGUF model: a .gguf file or smollm2-135m (its own tokenizer)")
     g = p.add_mutually_exclusive_group()
     g.add_argument("--prompt", default=None, help="text to continue (byte vocabularies; default 'The ')")
     g.add_argument("--prompt-ids", default=None, metavar="IDS",

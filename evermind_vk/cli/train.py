@@ -26,9 +26,11 @@ from ..train.distributed import World, spawn
 from ..train.image import image_grid_png
 from ..train.plot import plot_losses, write_losses_csv
 from ..train.trainer import BF16_BLOCKED
+from ..pretrained import is_gguf
 from . import models
 from .args import add_checkpoint_layers, add_data, add_device, add_model_shape, add_optim, add_precision
 from .common import NONNEG, NONNEG_INT, POS_INT, CliError, check_out_dir
+from .pretrained import add_lora_args, cmd_train_pretrained
 
 # The flags a resumed run must share with the saved one (the model's shape is checked through its config,
 # the data and batching through the Trainer's data fingerprint).
@@ -51,7 +53,12 @@ def check_flags(args) -> None:
 
 
 def cmd_train(args) -> int:
-    """Train --model on its data, save it, plot the loss, report the held-out metric, print a sample."""
+    """Train --model on its data, save it, plot the loss, report the held-out metric, print a sample; a
+    pretrained --model (a .gguf file or smollm2-135m) is fine-tuned with LoRA adapters instead."""
+    if is_gguf(args.model):
+        return cmd_train_pretrained(args)
+    if args.lora_rank or args.merge:
+        raise CliError("--lora-rank and --merge fine-tune a pretrained --model (a .gguf file or smollm2-135m)")
     check_flags(args)
     # Data-parallel: --nproc N launches N ranks running this command (or torchrun set WORLD_SIZE etc.).
     world = World.from_env() if "WORLD_SIZE" in os.environ else None
@@ -247,7 +254,7 @@ def add_parser(sub) -> None:
     p.add_argument("--epochs", type=POS_INT, default=None,
                    help="passes over the training data (default: 1; for conv-ae as many as --time-limit allows)")
     add_optim(p)
-    add_model_shape(p)
+    add_model_shape(p, pretrained=True)
     p.add_argument("--time-limit", type=NONNEG, default=60.0,
                    help="stop training after this many seconds (0: no limit; the default keeps a lavapipe run under 2 minutes)")
     p.add_argument("--out", default="runs/default",
@@ -271,6 +278,7 @@ def add_parser(sub) -> None:
     p.add_argument("--warmup-steps", type=NONNEG_INT, default=0, help="linear warm-up steps")
     add_precision(p)
     add_checkpoint_layers(p)
+    add_lora_args(p)
     p.add_argument("--nproc", type=POS_INT, default=1,
                    help="data-parallel ranks (processes) on this host, one device each (round-robin, or "
                         "EVERMIND_VK_DEVICE for all); --batch-size is per rank. Needs the `dist` extra (torch)")

@@ -67,7 +67,7 @@ def add_lora(model, config: LoRAConfig | None = None) -> list[str]:
     rng = np.random.default_rng(cfg.seed)
     names = []
     for n in hits:
-        out_f, in_f = model.params[n].shape
+        out_f, in_f = ((getattr(model, "qweights", None) or {}).get(n) or model.params[n]).shape
         bound = 1.0 / math.sqrt(in_f)
         a = rng.uniform(-bound, bound, (cfg.rank, in_f)).astype(np.float32)
         model.params[n + ".lora_A"] = tensor(a, device=model.device)
@@ -82,7 +82,11 @@ def add_lora(model, config: LoRAConfig | None = None) -> list[str]:
 def lora_linear(model, x: Tensor, name: str) -> Tensor:
     """x W^T, plus the adapter's (alpha/r) (x A^T) B^T when `name` has one and it is not merged."""
     P = model.params
-    y = F.matmul_master(x, P[name], transpose_b=True)  # f16 x (mixed precision): an f16 working copy, f32 dW
+    q = (getattr(model, "qweights", None) or {}).get(name)
+    if q is not None:  # a frozen quantized base weight (ops.QuantWeight): dequantized inside the product
+        y = F.qlinear(x, q)
+    else:
+        y = F.matmul_master(x, P[name], transpose_b=True)  # f16 x (mixed precision): an f16 working copy, f32 dW
     s = (getattr(model, "lora", None) or {}).get(name)
     if s is None or getattr(model, "lora_merged", False):
         return y
@@ -111,6 +115,10 @@ def merge_lora(model) -> None:
     """W += (alpha/r) B A for every adapted weight, on the device; the adapters are then skipped."""
     if not getattr(model, "lora", None) or model.lora_merged:
         raise EvermindError("no unmerged LoRA adapters to merge")
+    frozen = sorted(set(model.lora) & set(getattr(model, "qweights", None) or {}))
+    if frozen:
+        raise EvermindError(f"cannot merge adapters into quantized weights on the device ({frozen[0]}, ...): "
+                            "export the merged model instead (evermind_vk.pretrained.save_merged)")
     for n in model.lora:
         W = model.params[n]
         ops.add(W, _delta(model, n), out=W)
@@ -141,3 +149,14 @@ def load_lora_state_dict(model, sd: dict) -> None:
         if a.shape != model.params[n].shape or a.dtype != np.float32:
             raise ShapeError(f"adapter {n!r} is {a.shape}/{a.dtype}, the model's is {model.params[n].shape}/float32")
         model.params[n].copy_(a)
+
+
+def remove_lora(model) -> None:
+    """Detach the adapters (unmerged ones only): the model is its base again."""
+    if not getattr(model, "lora", None):
+        raise EvermindError("the model has no LoRA adapters")
+    if model.lora_merged:
+        raise EvermindError("unmerge the adapters before removing them")
+    for n in lora_parameters(model):
+        del model.params[n]
+    model.lora = {}

@@ -114,7 +114,7 @@ class TransformerLM(NextTokenModel):
         if S > c.max_seq_len:
             raise ShapeError(f"sequence length {S} exceeds max_seq_len {c.max_seq_len}")
         ckpt = checkpointed_layers(checkpoint, c.n_layers) + (False,)
-        x = F.cast(F.embedding(ids, P["embed.weight"]), dtype)
+        x = F.cast(self._embed(ids), dtype)
         # each residual add runs with the norm that follows it (F.add_rms_norm: the same bits, one kernel),
         # except into a checkpointed layer, which norms its own input (its one saved tensor is x)
         h = F.rms_norm(x, P["layers.0.attn_norm.weight"], c.norm_eps) if c.n_layers and not ckpt[0] else None
@@ -126,8 +126,17 @@ class TransformerLM(NextTokenModel):
             else:
                 x, h = self._block(i, x, h, batch, S, fuse_next=not ckpt[i + 1])
         x = h if h is not None else F.rms_norm(x, P["norm.weight"], c.norm_eps)
-        head = P["embed.weight"] if c.tie_embeddings else P["head.weight"]
-        return F.matmul_master(x, head, transpose_b=True)
+        return self._head(x)
+
+    def _embed(self, ids: Tensor) -> Tensor:
+        """The token embedding rows of ids (f32)."""
+        return F.embedding(ids, self.params["embed.weight"])
+
+    def _head(self, x: Tensor) -> Tensor:
+        """Logits from the final normed states: the tied embedding or the head, transposed."""
+        P = self.params
+        return F.matmul_master(x, P["embed.weight"] if self.config.tie_embeddings else P["head.weight"],
+                               transpose_b=True)
 
     def _layer_params(self, i: int) -> list[str]:
         """The parameters layer i reads (its LoRA adapters included): a checkpointed layer's inputs."""
@@ -164,14 +173,16 @@ class TransformerLM(NextTokenModel):
         return self.kv_cache()
 
     # -- generation with a KV cache ---------------------------------------------------------------
-    def kv_cache(self, max_len: int | None = None, reuse: bool = False) -> "KVCache":
+    def kv_cache(self, max_len: int | None = None, reuse: bool = False, keep: bool = False) -> "KVCache":
         """An empty KV cache for incremental decoding (max_len defaults to max_seq_len). With reuse, the
         model's last reused cache of that length, reset: its buffers and built kernels serve again (a
-        generation loop calls this once per generation)."""
+        generation loop calls this once per generation); with keep as well, not reset (its positions and
+        their tokens, KVCache.tokens, kept for a prompt that starts with them)."""
         if reuse:
             hit = getattr(self, "_reused_cache", None)
             if hit is not None and hit.max_len == int(max_len or self.config.max_seq_len):
-                hit.reset()
+                if not keep:
+                    hit.reset()
                 return hit
             self._reused_cache = KVCache(self, max_len)
             return self._reused_cache
@@ -193,7 +204,7 @@ class TransformerLM(NextTokenModel):
         slot["ids"].write_staging(ids)
         self.device.upload(slot["ids"])
         with slot["arena"]:
-            x = ops.embedding(slot["ids"], P["embed.weight"])
+            x = self._embed(slot["ids"])
             for i in range(c.n_layers):
                 L = f"layers.{i}."
                 h, _ = ops.rms_norm(x, P[L + "attn_norm.weight"], c.norm_eps)
@@ -211,9 +222,9 @@ class TransformerLM(NextTokenModel):
                 g = ops.glu(lora_linear(self, h, L + "mlp.w_gate_up"), "silu", c.swiglu_limit)
                 x = ops.add(x, lora_linear(self, g, L + "mlp.w_down"))
             x, _ = ops.rms_norm(x, P["norm.weight"], c.norm_eps)
-            head = P["embed.weight"] if c.tie_embeddings else P["head.weight"]
-            logits = ops.matmul(x, head, transpose_b=True)
+            logits = self._head(x)
         cache.length = start + Q
+        cache.tokens += ids.tolist()
         return logits
 
 
@@ -231,6 +242,7 @@ class KVCache:
         self.k = [zeros(shape, "f32", dev) for _ in range(c.n_layers)]
         self.v = [zeros(shape, "f32", dev) for _ in range(c.n_layers)]
         self.length = 0
+        self.tokens: list[int] = []  # the token of each cached position
         self._slots: dict[int, dict] = {}
 
     def slot(self, Q: int) -> dict:
@@ -263,3 +275,10 @@ class KVCache:
     def reset(self) -> None:
         """Forget the cached positions (the buffers are kept and overwritten)."""
         self.length = 0
+        self.tokens = []
+
+    def truncate(self, n: int) -> None:
+        """Keep the first n cached positions (later ones are overwritten by the next steps)."""
+        if not 0 <= n <= self.length:
+            raise ShapeError(f"truncate to {n} of {self.length} cached positions")
+        self.length, self.tokens = n, self.tokens[:n]

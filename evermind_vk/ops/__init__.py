@@ -55,3 +55,4 @@ _Tensor.__rmul__ = _tensor_mul
 _Tensor.__matmul__ = _tensor_matmul
 _Tensor.__neg__ = lambda a: scale(a, -1.0)
 from .scan import *  # noqa: F401,F403
+from .quant import *  # noqa: F401,F403  (GGUF quantized weights)

@@ -38,7 +38,7 @@ def _pick(last: np.ndarray, ids: list, temperature: float, top_k, top_p, repetit
 
 def generate(model, prompt_ids, max_new_tokens: int = 64, temperature: float = 0.0, top_k: int | None = None,
              seed: int | None = None, top_p: float | None = None, repetition_penalty: float = 1.0,
-             stop_tokens=(), use_cache: bool = True, on_token=None) -> list[int]:
+             stop_tokens=(), use_cache: bool = True, on_token=None, keep_prefix: bool = False) -> list[int]:
     """Continue prompt_ids: greedy when temperature == 0, else sampling from softmax(logits / T)
     restricted to the top_k logits and then to the top_p probability mass; seeded and reproducible.
     repetition_penalty > 1 divides positive (multiplies negative) logits of tokens already in the
@@ -47,7 +47,10 @@ def generate(model, prompt_ids, max_new_tokens: int = 64, temperature: float = 0
 
     use_cache (models with forward_cached): the prompt is run once and each new token then costs one
     token's work against the KV cache; when the context reaches max_seq_len the cache is refilled with
-    the last max_seq_len tokens (the same context the uncached path sees, so greedy output is identical)."""
+    the last max_seq_len tokens (the same context the uncached path sees, so greedy output is identical).
+    keep_prefix (a chat's later turns): the model's reused cache keeps the positions whose tokens begin
+    prompt_ids, and only the rest of the prompt is run (the same numbers: each position's keys and values
+    depend on the tokens up to it only)."""
     ids = check_ids(prompt_ids, model.config.vocab_size, "generate: prompt")
     if not ids:
         raise TokenError("generate needs a non-empty prompt")
@@ -64,9 +67,17 @@ def generate(model, prompt_ids, max_new_tokens: int = 64, temperature: float = 0
     rng = np.random.default_rng(seed)
     L = model.config.max_seq_len
     cached = use_cache and hasattr(model, "forward_cached")
-    cache = model.kv_cache(reuse=True) if cached else None
+    cache = (model.kv_cache(reuse=True, keep=True) if keep_prefix else model.kv_cache(reuse=True)) if cached else None
     out: list[int] = []
     pending = ids[-L:]  # tokens not yet in the cache
+    if cached and keep_prefix and len(ids) <= L:  # the cached positions that begin the prompt (one token left to run)
+        n = 0
+        while n < min(cache.length, len(ids) - 1) and cache.tokens[n] == ids[n]:
+            n += 1
+        cache.truncate(n)
+        pending = ids[n:]
+    elif cached:
+        cache.reset()
     for _ in range(max_new_tokens):
         if cached:
             if cache.length + len(pending) > L:  # full: refill with the last L tokens

@@ -1,0 +1,40 @@
+"""Kernels on GGUF's quantized weight blocks (templates/qmatmul.comp.j2): their variant rows (quant type x
+tile) and the runtime's choice among them.
+
+A row is (template, op, dtype, spec constants, flags, tile); ROWS holds them as table.Row, which tools/codegen.py generates.
+The quant type is a flag (it changes the code: the block's layout); TM, the rows of X one thread of qmatmul
+multiplies by one dequantized block, is a specialization constant (the tile)."""
+from __future__ import annotations
+
+from ...errors import UnsupportedError
+from .table import Row
+
+# bytes per block of 32 weights, by quant type (GGUF / ggml: Q4_0, Q4_1, Q8_0)
+QUANT_TYPES = {"q4_0": 18, "q4_1": 20, "q8_0": 34}
+BLOCK = 32
+# qmatmul's tiles: TM = 1 for matrix-vector products (decoding, M = 1), 4 for matrices (prefill, training)
+QMATMUL_TM = (1, 4)
+# lavapipe ends a shader loop after 65,535 iterations: qmatmul_dx's loop over W's rows runs in chunks of this
+DX_ROWS_PER_LAUNCH = 32768
+
+
+def variant_rows() -> list[tuple]:
+    """Every quantized-kernel row: (template, op, dtype, spec, flags, tile)."""
+    rows = []
+    for q in QUANT_TYPES:
+        rows += [("qmatmul", "qmatmul", "f32", (("WG", 64), ("TM", tm)), (q,), f"m{tm}") for tm in QMATMUL_TM]
+        rows.append(("qmatmul", "qmatmul_dx", "f32", (("WG", 64),), (q,), ""))
+        rows.append(("qmatmul", "qembedding", "f32", (("WG", 256),), (q,), ""))
+    return rows
+
+
+ROWS = [Row(*row) for row in variant_rows()]  # tools/codegen.py collects every family's ROWS
+
+
+def pick_qmatmul(cands: list, qtype: str, M: int):
+    """The qmatmul variant for a quant type and M rows of X: TM = 1 for one row, else the largest TM <= M."""
+    mine = [v for v in cands if qtype in v.flags]
+    if not mine:
+        raise UnsupportedError(f"no qmatmul kernel for quant type {qtype}")
+    fit = [v for v in mine if v.spec["TM"] <= max(1, M)]
+    return max(fit or mine, key=lambda v: v.spec["TM"]) if M > 1 else min(mine, key=lambda v: v.spec["TM"])

@@ -1,0 +1,61 @@
+#version 450
+#extension GL_EXT_control_flow_attributes : enable
+
+// qembedding on q4_1 blocks (20 bytes per 32 weights).
+layout(constant_id = 0) const uint WG = 256;
+layout(std430, binding = 0) readonly buffer Buf_ids { uint ids[]; };
+layout(std430, binding = 1) readonly buffer Buf_w { uint w[]; };
+layout(std430, binding = 2) writeonly buffer Buf_y { float y[]; };
+layout(push_constant) uniform Push {
+    uint T;
+    uint V;
+    uint K;
+} p;
+layout(local_size_x_id = 0) in;
+
+uint byte_at(uint o) { return (w[o >> 2] >> ((o & 3u) << 3)) & 0xffu; }
+float half_at(uint o) { return unpackHalf2x16(byte_at(o) | (byte_at(o + 1u) << 8)).x; }
+
+// The 32 weights of the block starting at byte o (blocks and rows have even sizes: o is 2-aligned).
+void dequant_block(uint o, out float v[32]) {
+    const uint base = o >> 2;
+    if ((o & 2u) == 0u) {
+        uint q[5];
+        [[unroll]] for (uint i = 0; i < 5; i++) q[i] = w[base + i];
+        float d = unpackHalf2x16(q[0] >> 0).x;
+        float m = unpackHalf2x16(q[0] >> 16).x;
+        [[unroll]] for (uint j = 0; j < 16; j++) {
+            uint b = (q[(4 + j) >> 2] >> (((4 + j) & 3u) << 3)) & 0xffu;
+            v[j] = float(b & 0xfu) * d + m;
+            v[j + 16] = float(b >> 4) * d + m;
+        }
+    } else {
+        uint q[6];
+        [[unroll]] for (uint i = 0; i < 6; i++) q[i] = w[base + i];
+        float d = unpackHalf2x16(q[0] >> 16).x;
+        float m = unpackHalf2x16(q[1] >> 0).x;
+        [[unroll]] for (uint j = 0; j < 16; j++) {
+            uint b = (q[(6 + j) >> 2] >> (((6 + j) & 3u) << 3)) & 0xffu;
+            v[j] = float(b & 0xfu) * d + m;
+            v[j + 16] = float(b >> 4) * d + m;
+        }
+    }
+}
+
+// One weight: element k of the row starting at byte `row`.
+float dequant_one(uint row, uint k) {
+    uint o = row + (k / 32u) * 20u, j = k % 32u;
+    float d = half_at(o);
+    uint b = byte_at(o + 4u + (j & 15u));
+    uint q = j < 16u ? (b & 0xfu) : (b >> 4);
+    return float(q) * d + half_at(o + 2u);
+}
+
+void main() {
+    const uint i = (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * WG + gl_LocalInvocationID.x;
+    const uint nb = p.K / 32u, row_bytes = nb * 20u;
+    if (i >= p.T * p.K) return;
+    const uint t = i / p.K, k = i % p.K;
+    const uint id = min(ids[t], p.V - 1u);  // ids are checked on the host; never read past the table
+    y[i] = float(dequant_one(id * row_bytes, k));
+}
