@@ -181,7 +181,9 @@ def _as_array(data, dtype: str | None) -> np.ndarray:
                     raise UnsupportedError(f"integers [{int(arr.min())}, {int(arr.max())}] do not fit i32 "
                                            "(refused rather than wrapped; pass a numpy array of the dtype you want)")
                 arr = arr.astype(np.int32)
-        dtypes.canonical(arr.dtype)  # raises UnsupportedError for float64, int64, ...
+        if isinstance(data, np.ndarray) and arr.dtype.kind in "iu" and arr.dtype.itemsize != 4:
+            arr = _narrowed(arr)  # int64 ids and the like: to i32 (u32 for unsigned), range-checked
+        dtypes.canonical(arr.dtype)  # raises UnsupportedError for float64, bool, ...
         return np.ascontiguousarray(arr)
     target = dtypes.DTYPES[dtypes.canonical(dtype)]
     try:
@@ -200,6 +202,18 @@ def _as_array(data, dtype: str | None) -> np.ndarray:
             raise UnsupportedError(f"values [{lo}, {hi}] do not fit {dtype} [{info.min}, {info.max}] "
                                    "(refused rather than wrapped)")
     return np.ascontiguousarray(arr.astype(target))
+
+
+def _narrowed(arr: np.ndarray) -> np.ndarray:
+    """A numpy integer array of another width as i32 (signed) or u32 (unsigned); values outside that
+    range raise UnsupportedError naming it (refused rather than wrapped)."""
+    target = np.dtype(np.int32 if arr.dtype.kind == "i" else np.uint32)
+    if arr.size:
+        info, lo, hi = np.iinfo(target), int(arr.min()), int(arr.max())
+        if lo < info.min or hi > info.max:
+            raise UnsupportedError(f"{arr.dtype} values [{lo}, {hi}] are outside the {dtypes.canonical(target)} "
+                                   f"range [{info.min}, {info.max}] (refused rather than wrapped)")
+    return arr.astype(target)
 
 
 def _allocate(dev, host_words: np.ndarray, kind, nbytes: int):
