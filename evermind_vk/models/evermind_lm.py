@@ -19,6 +19,7 @@ import numpy as np
 from ..autodiff import Tape, functional as F
 from ..errors import ShapeError
 from ..runtime import Tensor, get_device, tensor
+from .inputs import as_ids
 from .moe import MoELayerParams, SeededRng, moe_init, stack_experts, unstack_experts
 from .weights import check_state_dict
 
@@ -145,6 +146,7 @@ class EvermindLM:
         """Logits [T, V] for token ids (u32 [T]): one sequence, or T / seq_len packed sequences of seq_len.
         checkpoint: keep only each layer's input; the backward recomputes the layer (same gradients)."""
         c, P = self.config, self.plain
+        ids = as_ids(ids, c.vocab_size, self.device)
         T = ids.numel
         if T < 1:
             raise ShapeError("EvermindLM.forward needs at least one token")

@@ -35,6 +35,7 @@ from ..autodiff import functional as F
 from ..errors import EvermindError, ShapeError, UnsupportedError
 from ..runtime import Tensor, empty, get_device, record, tensor, zeros
 from ..runtime.kernels import copy_words
+from .inputs import as_ids
 from .weights import load_named
 
 LAYER_TYPES = ("mamba1", "mamba2", "mamba3", "attention")
@@ -347,6 +348,7 @@ class HybridMambaModel:
 
     def forward(self, ids: Tensor, batch: int = 1) -> Tensor:
         """Logits [batch*S, V] for `batch` sequences of S tokens packed in ids (u32 [batch*S])."""
+        ids = as_ids(ids, self.config.vocabSize, self.device)
         T = ids.numel
         if T == 0 or T % batch:
             raise ShapeError(f"{T} ids are not {batch} non-empty sequences of equal length")

@@ -19,6 +19,7 @@ import numpy as np
 from ..autodiff import functional as F
 from ..errors import ShapeError
 from ..runtime import Tensor, get_device, tensor
+from .inputs import as_floats
 from .weights import check_state_dict
 
 DEFAULT_MOE_SEED = 0x4D6F4501  # "MoE\x01"
@@ -182,6 +183,7 @@ class SharedExpertMoE:
     def forward(self, x: Tensor, aux_scale: float = 0.0):
         """(out [N, d], context, aux) for N tokens x [N, d]; aux (a 1-element tensor: the load-balance
         loss of these tokens) and the aux router gradient (scale aux_scale) only when aux_scale != 0."""
+        x = as_floats(x, self.device)
         if x.ndim != 2 or x.shape[1] != self.config.model_dim:
             raise ShapeError(f"SharedExpertMoE: input {x.shape} is not [N, {self.config.model_dim}]")
         return self.layer(x, self.config.top_k, aux_scale)

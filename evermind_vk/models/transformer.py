@@ -20,6 +20,7 @@ from ..autodiff import functional as F
 from ..errors import ConfigError, ShapeError
 from .. import ops
 from ..runtime import Tensor, arena, empty, get_device, record, tensor, zeros
+from .inputs import as_ids
 from .config import LMConfig
 from .lora import is_adapter, lora_linear
 from .weights import load_named
@@ -98,6 +99,7 @@ class TransformerLM:
         if dtype not in ("f32", "f16"):
             raise ConfigError(f"forward: dtype must be 'f32' or 'f16', got {dtype!r}")
         c, P = self.config, self.params
+        ids = as_ids(ids, c.vocab_size, self.device)
         T = ids.numel
         if T % batch:
             raise ShapeError(f"{T} ids are not {batch} sequences of equal length")
