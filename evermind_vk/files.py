@@ -70,6 +70,8 @@ def lm_param_shapes(cfg: LMConfig) -> dict[str, tuple]:
 
 
 def lm_param_names_count(cfg: LMConfig) -> int:
+    """How many named parameters a TransformerLM of cfg has (embedding, norms, 8 per layer, the head unless
+    tied)."""
     return 2 + 8 * cfg.n_layers + (0 if cfg.tie_embeddings else 1)
 
 

@@ -17,6 +17,8 @@ _PKG_MAGIC_BYTES = PKG_MAGIC.to_bytes(4, "little")
 
 @dataclass
 class Decoded:
+    """What a file turned out to be: kind "package" (with the EvermindPackage) or "checkpoint" (the record
+    with its arrays restored, and as stored)."""
     kind: str  # "package" or "checkpoint"
     package: EvermindPackage | None = None
     record: dict | None = None  # checkpoint with numpy arrays restored (their sha256 verified)

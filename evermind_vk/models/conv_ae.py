@@ -21,6 +21,7 @@ from .weights import load_named
 
 @dataclass(frozen=True)
 class ConvAEConfig:
+    """A ConvAE's image size, channels, width, latent channels, group-norm groups and init seed."""
     image_size: int = 16
     channels: int = 3
     width: int = 16
@@ -38,6 +39,7 @@ class ConvAEConfig:
             raise ValueError(f"width {self.width} must be a multiple of groups {self.groups}")
 
     def to_dict(self) -> dict:
+        """The configuration as a plain dict."""
         return asdict(self)
 
 
@@ -67,21 +69,27 @@ def init_params(cfg: ConvAEConfig) -> dict[str, np.ndarray]:
 
 
 class ConvAE:
+    """A small convolutional autoencoder for images [N, C, H, W]: encode to a latent grid, decode back."""
+
     def __init__(self, config: ConvAEConfig | None = None, device=None, **kw):
         self.config = config or ConvAEConfig(**kw)
         self.device = get_device(device)
         self.params: dict[str, Tensor] = {k: tensor(v, device=self.device) for k, v in init_params(self.config).items()}
 
     def parameters(self) -> dict[str, Tensor]:
+        """The parameters by name (device tensors, what an optimizer updates)."""
         return dict(self.params)
 
     def num_parameters(self) -> int:
+        """Total number of parameter elements."""
         return sum(t.numel for t in self.params.values())
 
     def state_dict(self) -> dict[str, np.ndarray]:
+        """The parameters as host arrays by name."""
         return {k: t.numpy() for k, t in self.params.items()}
 
     def load_state_dict(self, sd: dict) -> None:
+        """Copy host arrays into the parameters (names and shapes checked)."""
         load_named(self.params, sd)
 
     def _conv(self, x, name, **kw):
@@ -91,6 +99,7 @@ class ConvAE:
         return F.group_norm(x, self.config.groups, self.params[name + ".weight"], self.params[name + ".bias"])
 
     def encode(self, x: Tensor) -> Tensor:
+        """Latents [N, latent, H/4, W/4] of images x [N, channels, image_size, image_size]."""
         c = self.config
         if x.shape[1:] != (c.channels, c.image_size, c.image_size):
             raise ShapeError(f"ConvAE takes [N, {c.channels}, {c.image_size}, {c.image_size}] images, got {x.shape}")
@@ -100,6 +109,7 @@ class ConvAE:
         return self._conv(h, "enc.5")
 
     def decode(self, z: Tensor) -> Tensor:
+        """Images [N, C, H, W] from latents [N, latent, H/4, W/4]."""
         h = F.silu(self._conv(z, "dec.0", padding=1))
         h = F.upsample2d(h, 2)
         h = F.silu(self._norm(self._conv(h, "dec.2", padding=1), "dec.3"))

@@ -29,6 +29,8 @@ RMS_EPS = 1e-5
 
 @dataclass(frozen=True)
 class EvermindLMConfig:
+    """An EvermindLM's vocabulary, width, layers, conv kernel, MoE hidden width, experts, top-k and init
+    seed."""
     vocab_size: int
     d_model: int = 64
     num_layers: int = 2
@@ -50,6 +52,7 @@ class EvermindLMConfig:
                 raise ValueError(f"EvermindLMConfig.{n} must be >= 1, got {getattr(self, n)}")
 
     def to_dict(self) -> dict:
+        """The configuration as a plain dict."""
         return asdict(self)
 
     def to_builderforce(self) -> dict:
@@ -60,12 +63,14 @@ class EvermindLMConfig:
 
     @classmethod
     def from_builderforce(cls, cfg: dict) -> "EvermindLMConfig":
+        """The configuration from builderforce's camelCase config dict."""
         return cls(int(cfg["vocabSize"]), int(cfg["dModel"]), int(cfg["numLayers"]), int(cfg["convKernel"]),
                    int(cfg["hiddenDim"]), int(cfg["numExperts"]), int(cfg["topK"]),
                    None if cfg.get("seed") is None else int(cfg["seed"]))
 
 
 def lm_init(c: EvermindLMConfig) -> dict[str, np.ndarray]:
+    """builderforce's seeded initial EvermindLM parameters for config c, by name (host arrays)."""
     seed = ((DEFAULT_LM_SEED if c.seed is None else int(c.seed)) & 0xFFFFFFFF) or 1
     d, K = c.d_model, c.conv_kernel
     p = {"emb": SeededRng(seed).gauss(c.vocab_size * d, 0.02).reshape(c.vocab_size, d)}
@@ -81,6 +86,9 @@ def lm_init(c: EvermindLMConfig) -> dict[str, np.ndarray]:
 
 
 class EvermindLM:
+    """builderforce's EvermindLM on the device: embedding, per layer a causal depthwise conv and a shared-
+    expert MoE (each after an RMSNorm, with residuals), tied output head."""
+
     def __init__(self, config: EvermindLMConfig | None = None, device=None, **kw):
         self.config = config or EvermindLMConfig(**kw)
         self.device = get_device(device)
@@ -100,6 +108,7 @@ class EvermindLM:
         return out
 
     def num_parameters(self) -> int:
+        """Total number of parameter elements."""
         return sum(t.numel for t in self.parameters().values())
 
     def wsla_parameters(self) -> list[str]:
@@ -123,6 +132,7 @@ class EvermindLM:
 
     def load_state_dict(self, sd: dict) -> None:
         # shapes from zero-stride stand-ins: no download of the model's own weights to learn them
+        """Copy builderforce-named host arrays into the parameters (names and shapes checked first)."""
         shapes = {k: v.shape for k, v in self._named(lambda t: np.broadcast_to(np.float32(0), t.shape)).items()}
         check_state_dict(sd, shapes)
         for k, t in self.plain.items():
@@ -177,6 +187,7 @@ class EvermindLM:
         return t.astype(np.uint32)
 
     def check_tokens(self, tokens) -> np.ndarray:
+        """tokens as a u32 array, each in [0, vocab_size) (ShapeError otherwise)."""
         tok = np.asarray(tokens, np.int64).ravel()
         if tok.size and (tok.min() < 0 or tok.max() >= self.config.vocab_size):
             raise ShapeError(f"token ids must be in 0..{self.config.vocab_size - 1}")

@@ -87,27 +87,34 @@ class HybridMambaConfig:
     # the SSD (mamba2, mamba3) up to its largest chunk (64, the Q×Q tile in shared memory) * SCAN_MAX_CHUNKS.
     @property
     def vocab_size(self) -> int:
+        """The vocabulary size (vocabSize, under the name the other models use)."""
         return self.vocabSize
 
     @property
     def max_seq_len(self) -> int:
+        """The longest sequence the layers' scans support."""
         return 64 * 4096 if {"mamba2", "mamba3"} & set(self.layers) else 4096 * 4096
 
     @property
     def d_inner(self) -> int:
+        """Width of a Mamba block's inner stream (expand * dModel)."""
         return self.expand * self.dModel
 
     @property
     def dt_rank(self) -> int:
+        """Rank of mamba1's step-size projection (ceil(dModel / 16))."""
         return -(-self.dModel // 16)
 
     def to_dict(self) -> dict:
+        """The configuration as a plain dict (layers as a list)."""
         d = asdict(self)
         d["layers"] = list(self.layers)
         return d
 
     @classmethod
     def from_dict(cls, d: dict) -> "HybridMambaConfig":
+        """The configuration from a dict with exactly its fields (ValueError names missing and unknown
+        ones)."""
         if not isinstance(d, dict):
             raise ValueError(f"config must be an object, got {type(d).__name__}")
         known = {f.name for f in fields(cls)}
@@ -140,6 +147,7 @@ class SeededGaussian:
         return s.astype(np.float64) / 2.0 ** 32
 
     def normal(self, n: int, std: float) -> np.ndarray:
+        """n normal draws of standard deviation std (Box–Muller over 2 n uniforms), as float32."""
         u = self.uniform(2 * n)
         u1, u2 = np.maximum(u[0::2], 1e-12), u[1::2]
         return (std * np.sqrt(-2 * np.log(u1)) * np.cos(2 * np.pi * u2)).astype(np.float32)
@@ -200,6 +208,9 @@ def init_params(cfg: HybridMambaConfig) -> dict[str, np.ndarray]:
 
 
 class HybridMambaModel:
+    """builderforce's HybridMamba language model on the device: an embedding, a stack of
+    mamba1/mamba2/mamba3/attention layers, a final RMSNorm and the tied head."""
+
     def __init__(self, config: HybridMambaConfig | dict | None = None, device=None, **kw):
         if isinstance(config, dict):
             config = HybridMambaConfig.from_dict(config) if set(config) == {f.name for f in fields(HybridMambaConfig)} \
@@ -220,12 +231,15 @@ class HybridMambaModel:
 
     # -- parameters -----------------------------------------------------------------------------
     def parameters(self) -> dict[str, Tensor]:
+        """The parameters by name (device tensors, what an optimizer updates)."""
         return dict(self.params)
 
     def num_parameters(self) -> int:
+        """Total number of parameter elements."""
         return sum(t.numel for t in self.params.values())
 
     def layer_types(self) -> list[str]:
+        """The layer kinds in order."""
         return list(self.config.layers)
 
     def wsla_parameters(self) -> list[str]:
@@ -257,9 +271,11 @@ class HybridMambaModel:
         return out
 
     def state_dict(self) -> dict[str, np.ndarray]:
+        """The parameters as host arrays by name."""
         return {k: t.numpy() for k, t in self.params.items()}
 
     def load_state_dict(self, sd: dict) -> None:
+        """Copy host arrays into the parameters (names and shapes checked)."""
         load_named(self.params, sd)
 
     # -- forward --------------------------------------------------------------------------------

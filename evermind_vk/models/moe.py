@@ -65,6 +65,7 @@ class SeededRng:
 
 @dataclass(frozen=True)
 class MoEConfig:
+    """A SharedExpertMoE's width, expert hidden width, number of routed experts, top-k and init seed."""
     model_dim: int = 64
     hidden_dim: int = 128
     num_experts: int = 8
@@ -81,6 +82,7 @@ class MoEConfig:
             raise ValueError(f"MoE topK must be ≥ 1 (got {self.top_k})")
 
     def to_dict(self) -> dict:
+        """The configuration as a plain dict."""
         return asdict(self)
 
     def to_builderforce(self) -> dict:
@@ -92,11 +94,13 @@ class MoEConfig:
 
     @classmethod
     def from_builderforce(cls, cfg: dict) -> "MoEConfig":
+        """The configuration from builderforce's camelCase config dict."""
         return cls(int(cfg["modelDim"]), int(cfg["hiddenDim"]), int(cfg["numExperts"]), int(cfg["topK"]),
                    None if cfg.get("seed") is None else int(cfg["seed"]))
 
 
 def expert_names(E: int) -> list[str]:
+    """The experts' name prefixes in builderforce's order: "shared", then expert0 .. expert{E-1}."""
     return ["shared"] + [f"expert{e}" for e in range(E)]
 
 
@@ -145,6 +149,9 @@ class MoELayerParams:
 
 
 class SharedExpertMoE:
+    """builderforce's SharedExpertMoE on the device: a shared ReLU MLP plus the top-k of E routed ReLU
+    experts, gated by a softmax router."""
+
     def __init__(self, config: MoEConfig | None = None, device=None, **kw):
         self.config = config or MoEConfig(**kw)
         self.device = get_device(device)
@@ -158,6 +165,7 @@ class SharedExpertMoE:
         return dict(self.layer.t)
 
     def num_parameters(self) -> int:
+        """Total number of parameter elements."""
         return sum(t.numel for t in self.layer.t.values())
 
     def wsla_parameters(self) -> list[str]:
@@ -170,6 +178,8 @@ class SharedExpertMoE:
         return unstack_experts({k: t.numpy() for k, t in self.layer.t.items()}, self.config.num_experts)
 
     def load_state_dict(self, sd: dict) -> None:
+        """Copy builderforce-named host arrays into the stacked device tensors (names and shapes checked
+        first)."""
         stand_ins = {k: np.broadcast_to(np.float32(0), t.shape) for k, t in self.layer.t.items()}  # no download
         check_state_dict(sd, {k: v.shape for k, v in unstack_experts(stand_ins, self.config.num_experts).items()})
         for k, v in stack_experts(sd, self.config.num_experts).items():

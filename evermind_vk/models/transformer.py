@@ -54,6 +54,9 @@ def init_params(cfg: LMConfig) -> dict[str, np.ndarray]:
 
 
 class TransformerLM:
+    """A Llama-style decoder language model on the device (RoPE, grouped-query attention, SwiGLU, RMSNorm),
+    trainable, with a KV cache for generation and optional LoRA adapters."""
+
     def __init__(self, config: LMConfig | None = None, device=None, **kw):
         self.config = config or LMConfig(**kw)
         self.device = get_device(device)
@@ -62,9 +65,11 @@ class TransformerLM:
 
     # -- parameters -----------------------------------------------------------------------------
     def parameters(self) -> dict[str, Tensor]:
+        """The parameters by name, adapters included (device tensors, what an optimizer updates)."""
         return dict(self.params)
 
     def num_parameters(self) -> int:
+        """Total number of parameter elements, adapters excluded."""
         return sum(t.numel for k, t in self.params.items() if not is_adapter(k))
 
     def wsla_parameters(self) -> list[str]:
@@ -86,6 +91,7 @@ class TransformerLM:
         return {k: t.numpy() for k, t in self.params.items() if not is_adapter(k)}
 
     def load_state_dict(self, sd: dict) -> None:
+        """Copy host arrays into the (non-adapter) parameters, names and shapes checked."""
         load_named({k: t for k, t in self.params.items() if not is_adapter(k)}, sd)
 
     # -- forward --------------------------------------------------------------------------------
@@ -201,6 +207,8 @@ class KVCache:
         self._slots: dict[int, dict] = {}
 
     def slot(self, Q: int) -> dict:
+        """The reusable buffers for steps of Q new tokens (made on first use; only the decoding slot and
+        the latest prefill are kept)."""
         s = self._slots.get(Q)
         if s is None:
             # keep the decoding slot (Q = 1) and the latest prefill only: prompts of many lengths must not

@@ -19,6 +19,8 @@ MAX_GROUPS = 65535  # the minimum maxComputeWorkGroupCount every Vulkan device s
 
 @dataclass(frozen=True)
 class Variant:
+    """One generated kernel variant as the manifest describes it: op, dtype, SPIR-V module, specialization,
+    bindings, push constants, required features and flags."""
     name: str
     op: str
     dtype: str
@@ -32,6 +34,7 @@ class Variant:
 
     @property
     def spec(self) -> dict:
+        """The specialization constants as a dict (WG, VEC, tile sizes, ...)."""
         return dict(self.spec_constants)
 
 
@@ -60,6 +63,7 @@ def manifest() -> dict[str, Variant]:
 
 
 def variants_of(op: str, dtype: str) -> list[Variant]:
+    """Every variant of op for dtype in the manifest."""
     return [v for v in manifest().values() if v.op == op and v.dtype == dtype]
 
 
@@ -191,6 +195,7 @@ def elementwise_variant(op: str, dtype: str, n: int, device) -> Variant:
 
 
 def elementwise_groups(v: Variant, n: int) -> tuple[int, int, int]:
+    """The workgroup grid for an elementwise variant over n elements (WG * VEC elements a workgroup)."""
     return grid(-(-n // (v.spec["WG"] * v.spec["VEC"])))
 
 

@@ -68,6 +68,10 @@ def _back_to_pool(program_ref, buf: Buffer) -> None:
 
 
 class Tensor:
+    """A shaped, typed buffer on a Vulkan device (f32, f16, i32 or u32), made by tensor(), empty() or
+    zeros() or returned by ops. numpy() copies it to the host; operators, .T, .sum() and indexing run
+    device ops (see evermind_vk.ops.methods)."""
+
     def __init__(self, device, shape, dtype: str, kp_tensor, host_visible: bool, base: "Tensor | None" = None,
                  buffer: Buffer | None = None):
         self.device = device
@@ -91,18 +95,22 @@ class Tensor:
     # -- facts ----------------------------------------------------------------------------------
     @property
     def numel(self) -> int:
+        """Number of elements."""
         return math.prod(self.shape)
 
     @property
     def ndim(self) -> int:
+        """Number of dimensions."""
         return len(self.shape)
 
     @property
     def nbytes(self) -> int:
+        """Bytes the elements take (numel * itemsize)."""
         return self.numel * dtypes.DTYPES[self.dtype].itemsize
 
     @property
     def words(self) -> int:
+        """32-bit words the elements occupy in the buffer."""
         return dtypes.words(self.numel, self.dtype)
 
     def __repr__(self) -> str:
@@ -297,6 +305,7 @@ def _new_buffer(dev, n_words: int, host_visible: bool, scope=None) -> Buffer:
 
 
 def zeros(shape, dtype="f32", device=None, host_visible: bool = False) -> Tensor:
+    """A new tensor of zeros (device-only unless host_visible)."""
     t = empty(shape, dtype, device, host_visible)
     fill_words(t, 0)
     return t
@@ -321,6 +330,8 @@ class arena:
         self._used: dict[tuple, int] = {}
 
     def take(self, shape: tuple, dtype: str) -> Tensor:
+        """The arena's tensor for the next allocation of (shape, dtype) in this iteration (made on first
+        use)."""
         key = (shape, dtype)
         i = self._used.get(key, 0)
         self._used[key] = i + 1

@@ -46,6 +46,8 @@ class DynamicLossScaler:
         self.clean_streak = self.overflows = self.skipped = 0
 
     def update(self, overflow: bool) -> bool:
+        """Update the scale after a step: back off on overflow (returns False: skip the step), grow after a
+        clean streak (returns True)."""
         if overflow:
             self.overflows += 1
             self.skipped += 1
@@ -60,6 +62,9 @@ class DynamicLossScaler:
 
 
 class EvermindLMTrainer:
+    """builderforce's EvermindLMTrainer: AdamW over next-token cross-entropy per sequence, with gradient
+    accumulation, optional checkpointing, mixed precision with a dynamic loss scaler and WSLA."""
+
     def __init__(self, model, lr: float = 0.01, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 0.0,
                  epochs: int = 1, accum_steps: int = 1, max_delta: float | None = None, checkpoint: bool = False,
                  mixed_precision=False, wsla: bool = False):
@@ -145,6 +150,8 @@ class EvermindLMTrainer:
         return [float(v) for v in vals[:len(seqs)]]
 
     def fit(self, sequences) -> list[float]:
+        """Train for the configured epochs over sequences of token ids; returns the mean loss of each
+        epoch."""
         history = []
         for _ in range(self.epochs):
             total, n, window = 0.0, 0, []
@@ -163,6 +170,9 @@ class EvermindLMTrainer:
 
 
 class MoETrainer:
+    """builderforce's MoETrainer: AdamW over the MSE of (input, target) pairs plus the weighted load-
+    balance loss, in mini-batches."""
+
     def __init__(self, model, lr: float = 0.01, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 0.0,
                  aux_weight: float = 0.01, batch_size: int = 0, epochs: int = 1, aux_divided_twice: bool = True,
                  max_delta: float | None = None, wsla: bool = False):
@@ -198,6 +208,8 @@ class MoETrainer:
         entry[0] = prog
 
     def fit(self, samples) -> list[dict]:
+        """Train for the configured epochs over (input, target) pairs; returns per epoch a dict of the mean
+        loss and the aux loss."""
         X = np.asarray([np.asarray(s[0], np.float32) for s in samples], np.float32)
         T = np.asarray([np.asarray(s[1], np.float32) for s in samples], np.float32)
         d = self.model.config.model_dim

@@ -317,6 +317,7 @@ class DataParallel:
         return owner
 
     def owned(self, grads: dict) -> dict:
+        """The part of grads whose parameters this rank owns (all of them without ZeRO sharding)."""
         if not self.zero:
             return grads
         own = self.owners()
@@ -399,6 +400,7 @@ class DataParallel:
 
     # -- consistency ----------------------------------------------------------------------------
     def weights_hash(self) -> str:
+        """SHA-256 of the model's weights (names and bytes), to check that the ranks agree."""
         h = hashlib.sha256()
         for n, a in sorted(self.trainer.model.state_dict().items()):
             h.update(n.encode())

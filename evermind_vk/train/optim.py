@@ -76,6 +76,8 @@ class AdamW:
 
     # -- per-step scalars ---------------------------------------------------------------------
     def hyper(self, t: int) -> np.ndarray:
+        """The per-step hyperparameter words the adamw_step kernel reads at step t (lr, betas, eps, weight
+        decay, bias corrections, max_delta)."""
         b1, b2 = self.betas
         return np.array([self.lr, b1, b2, self.eps, self.weight_decay, 1 - b1 ** t, 1 - b2 ** t,
                          self.max_delta], dtype=np.float32)
@@ -115,6 +117,7 @@ class AdamW:
                 self._hypers.append(tensor(np.zeros(8, np.float32), device=self._device))
 
     def group_of(self, name: str) -> int:
+        """The parameter group of a parameter name (0: the default group)."""
         for i, g in enumerate(self.param_groups):
             if name in g["params"]:
                 return i + 1
@@ -131,6 +134,7 @@ class AdamW:
         return self.group_lr(max(self.step_count, 1), 0)
 
     def group_hyper(self, t: int, group: int = 0) -> np.ndarray:
+        """The hyperparameter words of parameter group `group` (0: the defaults) at step t."""
         h = self.hyper(t)
         h[0] = self.group_lr(t, group)
         if group:
@@ -173,6 +177,7 @@ class AdamW:
 
     # -- persistence --------------------------------------------------------------------------
     def state_dict(self) -> dict:
+        """The step count, hyperparameters, parameter groups and moments (host arrays), for a checkpoint."""
         return {
             "step": self.step_count,
             "hyper": {"lr": self.lr, "betas": list(self.betas), "eps": self.eps,
@@ -183,6 +188,7 @@ class AdamW:
         }
 
     def load_state_dict(self, sd: dict) -> None:
+        """Restore hyperparameters, step count, parameter groups and moments from state_dict()."""
         h = sd["hyper"]
         self.set_hyper(lr=h["lr"], betas=h["betas"], eps=h["eps"], weight_decay=h["weight_decay"],
                        max_delta=h["max_delta"])
@@ -245,22 +251,27 @@ class ClipMetrics:
 
     @property
     def norm_before(self) -> float:
+        """The gradient norm before clipping (read from the device on first use)."""
         return self._read()[0]
 
     @property
     def norm_after(self) -> float:
+        """The gradient norm after clipping (read from the device on first use)."""
         return self._read()[1]
 
     @property
     def finite(self) -> bool:
+        """Whether the gradient norm before clipping was finite."""
         return math.isfinite(self.norm_before)
 
     @property
     def clipped(self) -> bool:
+        """Whether the gradients were scaled down (finite norm above max_norm)."""
         n = self.norm_before
         return self.max_norm > 0 and math.isfinite(n) and self.max_norm / (n + 1e-6) < 1.0
 
     def as_dict(self) -> dict:
+        """The metrics as a plain dict."""
         return {"norm_before": self.norm_before, "norm_after": self.norm_after, "clipped": self.clipped,
                 "finite": self.finite, "total_params": self.total_params}
 
@@ -344,6 +355,8 @@ class GradScaler:
         self.overflows = 0  # overflowing (skipped) steps, ever
 
     def update(self, overflow: bool) -> bool:
+        """Update the scale after a step: back off on overflow (returns False: skip the step), grow after
+        growth_interval clean steps (returns True)."""
         if overflow:
             self.overflows += 1
             self.clean_steps = 0
@@ -360,11 +373,13 @@ class GradScaler:
         return np.array([self.scale, 1.0 / self.scale], np.float32)
 
     def state_dict(self) -> dict:
+        """The scale, counters and settings, for a checkpoint."""
         return {"scale": self.scale, "clean_steps": self.clean_steps, "overflows": self.overflows,
                 "growth_factor": self.growth_factor, "backoff_factor": self.backoff_factor,
                 "growth_interval": self.growth_interval, "min_scale": self.min_scale, "max_scale": self.max_scale}
 
     def load_state_dict(self, sd: dict) -> None:
+        """Restore the scaler from state_dict() (every value checked; the scale as saved)."""
         fresh = GradScaler(sd["scale"], sd["growth_factor"], sd["backoff_factor"], int(sd["growth_interval"]),
                            sd["min_scale"], sd["max_scale"])  # checks every value
         fresh.scale = float(sd["scale"])  # as saved, unclamped: a resumed run continues bit-identically
