@@ -13,6 +13,7 @@ once. npz members are checked against their zip entries before reading (declared
 compressed bytes present, framing's ratio cap). NaN/Inf weights are refused unless allow_nonfinite."""
 from __future__ import annotations
 
+from dataclasses import replace
 from io import BytesIO
 import json
 import zipfile
@@ -22,10 +23,13 @@ import numpy as np
 from .errors import FormatError, LimitError, ShapeError, UnsupportedError
 from .io import framing
 from .io.atomic import atomic_write
-from .io.layouts import build_evt0, nonfinite_count
-from .io.package import EvermindPackage, ModelType, register_model_type
+from .io.layouts import (build_evl0, build_evt0, build_mbjs, build_moe0, build_vrq0, nonfinite_count, parse_mbjs,
+                         parse_vrq0)
+from .io.package import MODEL_TYPES, SCHEMA, EvermindPackage, ModelType, fnv1a32, register_model_type
 from .io.safetensors import load_safetensors, read_header, save_safetensors
-from .models import LMConfig, TransformerLM
+from .models import (EvermindLM, EvermindLMConfig, HybridMambaConfig, HybridMambaModel, LMConfig, MoEConfig,
+                     SharedExpertMoE, TransformerLM)
+from .models.video_rvq import VideoRVQCodec
 
 TRANSFORMER_LM = "evermind-transformer-lm"  # our TransformerLM in packages, checkpoint layout EVT0
 _INT_FIELDS = ("vocab_size", "d_model", "n_layers", "n_heads", "n_kv_heads", "d_ff", "max_seq_len")
@@ -235,13 +239,6 @@ def load(path: str, device=None, allow_nonfinite: bool = False):
 
 
 # -- builderforce's model types: evermind-lm (EVL0) and shared-expert-moe (MoE0) ------------------------
-from dataclasses import replace  # noqa: E402
-
-from .io.layouts import build_evl0, build_moe0  # noqa: E402
-from .io.package import MODEL_TYPES  # noqa: E402
-from .models import EvermindLM, EvermindLMConfig, MoEConfig, SharedExpertMoE  # noqa: E402
-
-
 def _register_builderforce_types() -> None:
     def pack_lm(m, fp16):
         cfg = m.config.to_builderforce()
@@ -270,11 +267,6 @@ _register_builderforce_types()
 
 
 # -- media packages: EvermindLM + VideoRVQ codec (VRQ0 section) ------------------------------------------
-from .io.layouts import build_vrq0, parse_vrq0  # noqa: E402
-from .io.package import SCHEMA, fnv1a32  # noqa: E402
-from .models.video_rvq import VideoRVQCodec  # noqa: E402
-
-
 def serialize_codec(codec: VideoRVQCodec) -> bytes:
     """builderforce's VideoRVQCodec.serialize(): the VRQ0 bytes."""
     return build_vrq0(codec.header(), codec.banks[0], codec.banks[1])
@@ -312,13 +304,11 @@ def load_media_lm(pkg: EvermindPackage, device=None, allow_nonfinite: bool = Fal
     return lm, deserialize_codec(pkg.codec)
 
 
-# -- HybridMambaModel (issue 12) ------------------------------------------------------------------------
+# -- HybridMambaModel (builderforce's HybridMamba) ---------------------------------------------------------
 # In .evermind packages as modelType "evermind-hybrid-mamba": config = HybridMambaConfig.to_dict()
 # (builderforce's field names; `layers` a list of layer-type strings), checkpoint layout EVT0 (named
 # f32 or f16 tensors, CRC-32 trailer), so a package round-trips bit-exactly. builderforce's own weight
 # file, MBJS, is export_mbjs / import_mbjs.
-from .io.layouts import build_mbjs, parse_mbjs  # noqa: E402
-from .models import HybridMambaConfig, HybridMambaModel  # noqa: E402
 
 HYBRID_MAMBA = "evermind-hybrid-mamba"
 
