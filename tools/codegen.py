@@ -222,7 +222,7 @@ VARIANTS = [
     # largest K the device's storage-buffer limit allows, 2 at Vulkan's guaranteed minimum of 4).
     *(simple("reduce", "norm_partials_multi", dt, 256, [f"x{k}"]) for k in (2, 4, 8) for dt in F),
     simple("reduce", "norm_final", "f32", 256),
-    # Image ops (issue 17): conv2d's im2col/col2im around the strided matmul, group_norm (two-stage
+    # Image ops (ConvAE): conv2d's im2col/col2im around the strided matmul, group_norm (two-stage
     # statistics), per-channel sums, nearest upsampling, pixel shuffle. One thread per element, or one
     # workgroup per chunk/row/channel for the reductions; stage-2 reductions read f32 partials only.
     *(simple("conv2d", op, dt, 256) for op in ("im2col", "col2im", "swap_axes01", "channel_bias_add") for dt in F),
@@ -243,15 +243,15 @@ VARIANTS = [
     *(simple("loss_scale", op, "f32", 256) for op in ("loss_scale_round", "loss_unscale")),
     # Dtype casts of mixed-precision training (f32 master weights -> f16 working copies; f16 gradients -> f32).
     *(simple("cast", op, "f16", 256) for op in ("cast_f16", "cast_f32")),
-    # Mamba-1 selective scan, chunked (issue 12): f32 and f16 storage (state and math f32); NMAX = the most states one thread keeps in registers.
+    # Mamba-1 selective scan, chunked: f32 and f16 storage (state and math f32); NMAX = the most states one thread keeps in registers.
     *(Variant("scan", op, dt, (("WG", 64), ("NMAX", 64)))
       for op in ("scan_chunk", "scan_carry", "scan_output", "scan_backward_chunk", "scan_backward", "scan_channel_sum")
       for dt in F),
-    # builderforce's Mamba-3 scan (complex states), chunked (issue 12): f32 / f16 storage; NMAX complex states per thread.
+    # builderforce's Mamba-3 scan (complex states), chunked: f32 / f16 storage; NMAX complex states per thread.
     *(Variant("cscan", op, dt, (("WG", 64), ("NMAX", 32)))
       for op in ("cscan_chunk", "cscan_carry", "cscan_output", "cscan_backward_chunk", "cscan_backward")
       for dt in F),
-    # Mamba-2 SSD, the chunked quadratic form (issue 12): f32 / f16 storage; chunks of <= QMAX tokens.
+    # Mamba-2 SSD, the chunked quadratic form: f32 / f16 storage; chunks of <= QMAX tokens.
     *(ssd(op, dt) for op in ("ssd_state", "ssd_output", "ssd_dgrid", "ssd_dbc", "ssd_da") for dt in F),
     # builderforce's Mamba-3 by the same quadratic form with a complex decay per head; NMAX complex states.
     *(ssd("c" + op, dt, nmax=32, template="cssd") for op in ("ssd_state", "ssd_output", "ssd_dgrid", "ssd_dbc", "ssd_da")

@@ -1,4 +1,4 @@
-"""HybridMambaModel (issue 12): builderforce's hybrid state-space LM, causal and on the device.
+"""HybridMambaModel: builderforce's hybrid state-space LM, causal and on the device.
 
 Token embedding -> numLayers blocks, each a pre-norm residual block of one type -> RMSNorm -> tied head
 (logits = h · embeddingᵀ; builderforce's head bias is all zeros and no parameter, so it is left out).

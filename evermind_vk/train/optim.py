@@ -41,7 +41,7 @@ class AdamW:
         self._device = dev
         self._hyper = tensor(np.zeros(8, np.float32), device=dev) if dev else None
         self._nonfinite = zeros((1,), "u32", dev, host_visible=True) if dev else None
-        # -- LR schedule and parameter groups (issue 14) --
+        # -- LR schedule and parameter groups (fine-tuning: per-group learning rate and decay) --
         # schedule: doppler's lr_at(step, group lr, schedule), evaluated by begin_step for each group and
         # written into that group's hyper buffer, so a recorded step follows it without re-recording.
         # Group 0 is the defaults (self.lr, self.weight_decay); param_groups adds groups 1.. with their own
@@ -90,7 +90,7 @@ class AdamW:
         for g in range(len(self._hypers)):
             self._hypers[g].write_staging(self.group_hyper(self.step_count, g))
 
-    # -- LR schedule and parameter groups (issue 14) ---------------------------------------------
+    # -- LR schedule and parameter groups (fine-tuning: per-group learning rate and decay) -------
     def set_param_groups(self, groups) -> None:
         """Replace the extra groups: a list of {"params": [names], "lr": ..., "weight_decay": ...}
         (lr / weight_decay default to the optimizer's). A name may be in one group; unlisted names are in
