@@ -16,6 +16,7 @@ import numpy as np
 from ..autodiff import functional as F
 from ..errors import ShapeError
 from ..runtime import Tensor, get_device, tensor
+from .inputs import as_floats
 from .weights import load_named
 
 
@@ -100,7 +101,7 @@ class ConvAE:
 
     def encode(self, x: Tensor) -> Tensor:
         """Latents [N, latent, H/4, W/4] of images x [N, channels, image_size, image_size]."""
-        c = self.config
+        x, c = as_floats(x, self.device), self.config
         if x.shape[1:] != (c.channels, c.image_size, c.image_size):
             raise ShapeError(f"ConvAE takes [N, {c.channels}, {c.image_size}, {c.image_size}] images, got {x.shape}")
         h = F.silu(self._norm(self._conv(x, "enc.0", padding=1), "enc.1"))
@@ -110,6 +111,7 @@ class ConvAE:
 
     def decode(self, z: Tensor) -> Tensor:
         """Images [N, C, H, W] from latents [N, latent, H/4, W/4]."""
+        z = as_floats(z, self.device)
         h = F.silu(self._conv(z, "dec.0", padding=1))
         h = F.upsample2d(h, 2)
         h = F.silu(self._norm(self._conv(h, "dec.2", padding=1), "dec.3"))
@@ -121,4 +123,5 @@ class ConvAE:
 
     def loss(self, x: Tensor) -> Tensor:
         """Mean squared reconstruction error (a 1-element f32 tensor)."""
+        x = as_floats(x, self.device)
         return F.mse_loss(self.forward(x), x)

@@ -1,12 +1,12 @@
 """Every model's forward takes host data as well as a device Tensor: token ids as a Python list or a numpy
 integer array (int32, int64, uint32, ...) checked against the vocabulary (models/inputs.py), float
-inputs (SharedExpertMoE) as a list or a numpy array. The same ids give the same logits, bit for bit."""
+inputs (SharedExpertMoE, ConvAE) as a list or a numpy array. The same ids give the same logits, bit for bit."""
 import numpy as np
 import pytest
 from hypothesis import given, strategies as st
 
 import evermind_vk as ev
-from evermind_vk.models import (EvermindLM, EvermindLMConfig, HybridMambaConfig, HybridMambaModel, LMConfig,
+from evermind_vk.models import (ConvAE, ConvAEConfig, EvermindLM, EvermindLMConfig, HybridMambaConfig, HybridMambaModel, LMConfig,
                                 MoEConfig, SharedExpertMoE, TransformerLM)
 
 V = 11
@@ -59,3 +59,12 @@ def test_moe_forward_takes_lists_and_numpy(device):
     assert np.array_equal(m.forward(x.astype(np.float64))[0].numpy(), want)  # rounds to f32 first
     with pytest.raises(ev.UnsupportedError):
         m([[1.0, 2.0], [3.0]])
+
+
+def test_conv_ae_takes_numpy_images(device):
+    m = ConvAE(ConvAEConfig(image_size=8, channels=1, width=4, latent=2, groups=2))
+    x = np.random.default_rng(1).random((1, 1, 8, 8)).astype(np.float32)
+    want = m.forward(ev.tensor(x)).numpy()
+    assert np.array_equal(m.forward(x).numpy(), want)
+    assert np.array_equal(m.decode(m.encode(x).numpy()).numpy(), want)
+    assert np.array_equal(m.loss(x).numpy(), m.loss(ev.tensor(x)).numpy())
