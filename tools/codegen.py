@@ -208,8 +208,8 @@ VARIANTS = [
     *(simple("reduce", "colsum", dt, 256) for dt in F),
     simple("reduce", "colsum_cast", "f16", 256),  # f32 rows -> f16 sums (the last stage of f16 split-K)
     *(simple("copy2d", "copy2d", dt, 256) for dt in F),
-    # A gather through a strided view (transpose, basic indexing); u32 moves any 32-bit dtype's words.
-    *(simple("strided", "gather_strided", dt, 256) for dt in ("f32", "f16", "u32")),
+    # Strided views: a gather (transpose, basic indexing, expand) and its scatter; u32 moves any 32-bit dtype's words.
+    *(simple("strided", op, dt, 256) for op in ("gather_strided", "scatter_strided") for dt in ("f32", "f16", "u32")),
     *(simple("glu", op, dt, 256, [act]) for op in ("glu", "glu_backward") for act in ("silu", "gelu") for dt in F),
     # Deterministic two-stage sums, and the optimizer.
     *(simple("reduce", "partial_sums", dt, 256) for dt in F),

@@ -37,6 +37,27 @@ def reshape(x: Tensor, *shape) -> Tensor:
     return track("reshape", (x,), x.reshape(*shape), lambda g: (g.reshape(xs),))
 
 
+def transpose(x: Tensor) -> Tensor:
+    """The transpose of a 2-D tensor (x.T), a new tensor, on the tape (the gradient is transposed back)."""
+    return track("transpose", (x,), ops.transpose(x), lambda g: (ops.transpose(g),))
+
+
+def sum_dim(x: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
+    """x.sum(dim, keepdim) (ops.sum_dim), on the tape: the gradient is the output's, repeated along the
+    summed dimension(s)."""
+    xs = x.shape
+    kept = (1,) * x.ndim if dim is None else tuple(1 if d == ops.normalize_dim(dim, x.ndim) else n
+                                                   for d, n in enumerate(xs))
+    return track("sum", (x,), ops.sum_dim(x, dim, keepdim), lambda g: (ops.expand(g.reshape(kept), xs),))
+
+
+def index(x: Tensor, key) -> Tensor:
+    """x[key] for basic indexing (ops.index), on the tape: the gradient is zeros with the output's
+    gradient at the indexed positions."""
+    xs = x.shape
+    return track("index", (x,), ops.index(x, key), lambda g: (ops.index_backward(g, xs, key),))
+
+
 def _tracked_matmul(x: Tensor, w: Tensor, wk: Tensor, transpose_b: bool, db_dtype: str | None = None) -> Tensor:
     """x.op(wk) on the tape as the product of (x, w): wk is what the kernels read (w, or its working copy),
     dW comes back as db_dtype (default wk's). Fused: x's gradient from elsewhere (q, k and v projections of

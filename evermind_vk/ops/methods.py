@@ -17,7 +17,7 @@ from ..runtime.tensor import Tensor, zeros
 from .elementwise import add, cast, mul, scale
 from .matmul import matmul
 from .reduce import colsum, reduce_sum
-from .strided import _dim, index, move_to_front, transpose
+from .strided import index, move_to_front, normalize_dim, transpose
 from ._util import FLOATS
 
 __all__ = ["sum_dim"]
@@ -32,7 +32,7 @@ def sum_dim(x: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
     if dim is None:
         out = reduce_sum(x).reshape((1,) * x.ndim if keepdim else ())
     else:
-        d = _dim(dim, x.ndim)
+        d = normalize_dim(dim, x.ndim)
         K, rest = x.shape[d], x.shape[:d] + x.shape[d + 1:]
         out = (colsum(move_to_front(x, d).reshape(K, math.prod(rest))) if K else
                zeros((math.prod(rest),), "f32", x.device))

@@ -26,5 +26,6 @@ void main() {
     const uint i3 = r % p.d3; r /= p.d3;
     const uint i2 = r % p.d2; r /= p.d2;
     const uint i1 = r % p.d1; const uint i0 = r / p.d1;
-    y[i] = x[p.off + i0 * p.s0 + i1 * p.s1 + i2 * p.s2 + i3 * p.s3];
+    const uint at = p.off + i0 * p.s0 + i1 * p.s1 + i2 * p.s2 + i3 * p.s3;
+    y[i] = x[at];
 }

@@ -1,11 +1,14 @@
 """Tensor's .T, .sum(), basic indexing and integer input of other widths, against numpy (float64 on the
 same rounded inputs). The methods are installed by evermind_vk.ops (ops/methods.py) and run the
-gather_strided kernel (transpose, indexing) and the colsum / two-stage sum kernels (sum)."""
+gather_strided kernel (transpose, indexing) and the colsum / two-stage sum kernels (sum); their
+differentiable forms (autodiff.functional.transpose, sum_dim, index) against finite differences."""
 import numpy as np
 import pytest
 from hypothesis import given, strategies as st
 
 import evermind_vk as ev
+from evermind_vk import ops
+from evermind_vk.autodiff import Tape, functional as F
 from oracle import U16, U32, assert_within, rounded
 
 DTYPES = st.sampled_from(["f32", "f16", "i32", "u32"])
@@ -125,3 +128,72 @@ def test_integer_input_out_of_range_is_refused(device, values, dtype, shown):
     with pytest.raises(ev.UnsupportedError) as info:
         ev.tensor(np.array(values, dtype))
     assert shown in str(info.value) and str(values[0] if abs(values[0]) > 2**30 else values[-1]) in str(info.value)
+
+
+# -- scatter_strided (the gather's backward), expand, and the differentiable forms ------------------------
+@given(case=_indexing(), dtype=DTYPES, seed=st.integers(0, 2**31))
+def test_index_backward_scatters_into_zeros(device, case, dtype, seed):
+    _skip_f16(device, dtype)
+    shape, key = case
+    want = np.zeros(shape, NP[dtype])
+    dy = np.asarray(_host(np.random.default_rng(seed), np.shape(want[key]), dtype))
+    want[key] = dy
+    got = ops.index_backward(ev.tensor(dy).reshape(dy.shape), shape, key)  # ev.tensor makes 0-D data 1-D
+    assert got.shape == shape and got.dtype == dtype
+    assert np.array_equal(got.numpy(), want), key
+
+
+@given(shape=st.lists(st.integers(1, 5), min_size=1, max_size=4), lead=st.integers(0, 1), dtype=DTYPES,
+       seed=st.integers(0, 2**31), data=st.data())
+def test_expand_matches_numpy_broadcast(device, shape, lead, dtype, seed, data):
+    _skip_f16(device, dtype)
+    src = tuple(data.draw(st.sampled_from([1, n])) for n in shape)
+    a = _host(np.random.default_rng(seed), src, dtype)
+    target = (2,) * lead + tuple(shape)
+    got = ops.expand(ev.tensor(a), target)
+    assert np.array_equal(got.numpy(), np.broadcast_to(a, target))
+
+
+def test_strided_ops_refuse_what_they_cannot_do(device):
+    x = ev.tensor(np.ones((2, 3), np.float32))
+    with pytest.raises(ev.ShapeError, match="broadcast"):
+        ops.expand(x, (2, 4))
+    with pytest.raises(ev.ShapeError, match="zero stride"):
+        ops.scatter_strided(x, ev.zeros((6,)), (0, 1))
+    with pytest.raises(ev.ShapeError, match="spans elements"):
+        ops.gather_strided(x, (3, 3), (3, 1))
+    with pytest.raises(ev.UnsupportedError, match="non-contiguous"):
+        ops.gather_strided(ev.tensor(np.ones(64, np.float32)), (2,) * 5, (32, 8, 4, 2, 1)[::-1])
+
+
+H = 1e-2
+
+
+def _fd_check(fn, x: np.ndarray, seed: int):
+    """The tape's gradient of L = sum(fn(x) * G) against central differences of the f32 forward."""
+    xt = ev.tensor(x)
+    with Tape() as tape:
+        y = fn(xt)
+    G = np.random.default_rng(seed).standard_normal(y.shape).astype(np.float32)
+    got = tape.backward({y: ev.tensor(G).reshape(G.shape)})[xt].numpy().astype(np.float64)
+
+    def loss(v):
+        return float((np.asarray(fn(ev.tensor(v.astype(np.float32))).numpy(), np.float64) * G).sum())
+    want = np.zeros(x.shape)
+    for i in np.ndindex(x.shape):
+        xp, xm = x.astype(np.float64), x.astype(np.float64)
+        xp[i] += H
+        xm[i] -= H
+        want[i] = (loss(xp) - loss(xm)) / (2 * H)
+    np.testing.assert_allclose(got, want, rtol=2e-2, atol=2e-3)
+
+
+@given(rows=st.integers(1, 4), cols=st.integers(1, 4), seed=st.integers(0, 2**31), data=st.data())
+def test_differentiable_transpose_sum_index_against_finite_differences(device, rows, cols, seed, data):
+    x = np.random.default_rng(seed).standard_normal((rows, cols)).astype(np.float32)
+    dim = data.draw(st.none() | st.integers(-2, 1))
+    keepdim = data.draw(st.booleans())
+    key = (slice(None, None, data.draw(st.sampled_from([1, -1, 2]))), data.draw(st.integers(-cols, cols - 1)))
+    _fd_check(F.transpose, x, seed)
+    _fd_check(lambda t: F.sum_dim(t, dim, keepdim), x, seed)
+    _fd_check(lambda t: F.index(t, key), x, seed)
