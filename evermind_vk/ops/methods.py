@@ -4,7 +4,8 @@ record(), like the function of the same name; none of them is noted on a gradien
 evermind_vk.autodiff.functional for that).
 
     a + b = add, a - b = add(a, scale(b, -1)), a * b = mul (a * 2.0 = scale), a @ b = matmul, -a,
-    a.T = transpose (2-D), a.sum(dim=None, keepdim=False) = sum_dim, a[key] = index (basic indexing).
+    a.T = transpose (2-D), a.sum(dim=None, keepdim=False) = sum_dim, a[key] = index (basic indexing),
+    iter(a) = a[0], a[1], ... .
 
 Anything else (a + 1.0, mixed shapes) is a TypeError or a ShapeError, never a silent broadcast."""
 from __future__ import annotations
@@ -70,6 +71,13 @@ def _tensor_getitem(self, key) -> Tensor:
     return index(self, key)
 
 
+def _tensor_iter(self):
+    """Iterate over the first dimension: self[0], self[1], ... (TypeError for a 0-D tensor)."""
+    if not self.shape:
+        raise TypeError("iteration over a 0-d tensor")
+    return (index(self, i) for i in range(self.shape[0]))
+
+
 def _tensor_t(self) -> Tensor:
     """The transpose of a 2-D tensor, a new tensor (see evermind_vk.ops.transpose)."""
     return transpose(self)
@@ -83,4 +91,5 @@ Tensor.__matmul__ = _tensor_matmul
 Tensor.__neg__ = lambda a: scale(a, -1.0)
 Tensor.sum = _tensor_sum
 Tensor.__getitem__ = _tensor_getitem
+Tensor.__iter__ = _tensor_iter
 Tensor.T = property(_tensor_t)

@@ -113,6 +113,12 @@ class Tensor:
         """32-bit words the elements occupy in the buffer."""
         return dtypes.words(self.numel, self.dtype)
 
+    def __len__(self) -> int:
+        """The size of the first dimension (TypeError for a 0-D tensor, as PyTorch and numpy)."""
+        if not self.shape:
+            raise TypeError("len() of a 0-d tensor")
+        return self.shape[0]
+
     def __repr__(self) -> str:
         kind = "host-visible" if self.host_visible else "device-only"
         return (f"Tensor(shape={self.shape}, dtype={self.dtype}, device='{self.device.index}: "
@@ -125,8 +131,9 @@ class Tensor:
         arr = self.numpy()
         return arr if dtype is None else arr.astype(dtype)
 
-    # + - * @ and unary -: installed by evermind_vk.ops at import (the runtime layer cannot import ops);
-    # they run eagerly (or are recorded inside record()) like the functions ev.add, ev.mul, ev.matmul.
+    # + - * @, unary -, .T, .sum(), indexing and iteration: installed by evermind_vk.ops at import
+    # (ops/methods.py; the runtime layer cannot import ops); they run eagerly (or are recorded inside
+    # record()) like the functions ev.add, ev.mul, ev.matmul, ev.ops.transpose, ev.ops.sum_dim, ev.ops.index.
 
     def reshape(self, *shape) -> "Tensor":
         """The same buffer under another shape (no copy)."""

@@ -82,8 +82,13 @@ def test_indexing_errors_are_index_errors(device):
         t[np.array([0, 1])]
     with pytest.raises(ev.UnsupportedError, match="basic indexing"):
         t[None]
-    rows = list(t)  # the sequence protocol stops at the IndexError
-    assert [r.numpy().tolist() for r in rows] == [[0, 1, 2], [3, 4, 5]]
+    rows = list(t)  # iteration over the first dimension
+    assert len(t) == 2 and [r.numpy().tolist() for r in rows] == [[0, 1, 2], [3, 4, 5]]
+    scalar = t.sum()
+    with pytest.raises(TypeError):
+        len(scalar)
+    with pytest.raises(TypeError):
+        list(scalar)
 
 
 @given(shape=st.lists(st.integers(0, 9), min_size=1, max_size=4), dtype=st.sampled_from(["f32", "f16"]),
