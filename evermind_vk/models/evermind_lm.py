@@ -153,7 +153,8 @@ class EvermindLM:
         return F.add(a, F.moe_ffn(m, wr, w1, b1, w2, b2, self.config.top_k)[0])
 
     def forward(self, ids: Tensor, seq_len: int | None = None, checkpoint: bool = False) -> Tensor:
-        """Logits [T, V] for token ids (u32 [T]): one sequence, or T / seq_len packed sequences of seq_len.
+        """Logits [T, V] for token ids (u32 [T], or a list / numpy integer array: models/inputs.py): one
+        sequence, or T / seq_len packed sequences of seq_len.
         checkpoint: keep only each layer's input; the backward recomputes the layer (same gradients)."""
         c, P = self.config, self.plain
         ids = as_ids(ids, c.vocab_size, self.device)

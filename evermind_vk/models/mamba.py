@@ -363,7 +363,8 @@ class HybridMambaModel:
         return F.add(x, F.bias_add(F.matmul(a, P[L + "wO"], transpose_b=True), P[L + "bO"]))
 
     def forward(self, ids: Tensor, batch: int = 1) -> Tensor:
-        """Logits [batch*S, V] for `batch` sequences of S tokens packed in ids (u32 [batch*S])."""
+        """Logits [batch*S, V] for `batch` sequences of S tokens packed in ids (u32 [batch*S], or a list /
+        numpy integer array: models/inputs.py)."""
         ids = as_ids(ids, self.config.vocabSize, self.device)
         T = ids.numel
         if T == 0 or T % batch:

@@ -96,7 +96,8 @@ class TransformerLM:
 
     # -- forward --------------------------------------------------------------------------------
     def forward(self, ids: Tensor, batch: int = 1, dtype: str = "f32") -> Tensor:
-        """Logits [batch*S, V] for `batch` sequences of S tokens packed in ids (u32 [batch*S]).
+        """Logits [batch*S, V] for `batch` sequences of S tokens packed in ids (u32 [batch*S], or a list /
+        numpy integer array: models/inputs.py).
 
         dtype "f16" (mixed precision): activations, matmuls and attention in f16 (f32 accumulation inside
         the kernels); each matrix weight is cast from its f32 master to an f16 working copy in the step
