@@ -304,7 +304,7 @@ def load_media_lm(pkg: EvermindPackage, device=None, allow_nonfinite: bool = Fal
     return lm, deserialize_codec(pkg.codec)
 
 
-# -- HybridMambaModel (builderforce's HybridMamba) ---------------------------------------------------------
+# -- HybridMambaModel -------------------------------------------------------------------------------------
 # In .evermind packages as modelType "evermind-hybrid-mamba": config = HybridMambaConfig.to_dict()
 # (builderforce's field names; `layers` a list of layer-type strings), checkpoint layout EVT0 (named
 # f32 or f16 tensors, CRC-32 trailer), so a package round-trips bit-exactly. builderforce's own weight

@@ -3,12 +3,12 @@ generate, pack/inspect/verify, profile, video) and `main` runs it, reporting any
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from importlib.metadata import PackageNotFoundError, version
 
 from .. import __version__
 from ..errors import EvermindError
+from ..runtime import knobs
 from . import devices, files, generate, profiling, train, video
 from .common import CliError, Parser, describe, error
 
@@ -60,13 +60,13 @@ def main(argv=None) -> int:
         error("interrupted")
         return 130
     except (EvermindError, OSError, UnicodeDecodeError, ValueError, MemoryError) as e:
-        if os.environ.get("EVERMIND_VK_TRACEBACK", "").strip() not in ("", "0"):
+        if knobs.get("EVERMIND_VK_TRACEBACK"):
             raise
         prefix = "" if isinstance(e, (CliError, OSError)) else f"{type(e).__name__}: "
         error(prefix + describe(e))
         return 2
     except Exception as e:  # a bug: still one line, with how to see more
-        if os.environ.get("EVERMIND_VK_TRACEBACK", "").strip() not in ("", "0"):
+        if knobs.get("EVERMIND_VK_TRACEBACK"):
             raise
         error(f"internal error {type(e).__name__}: {describe(e)} (please report it; "
                "EVERMIND_VK_TRACEBACK=1 shows the traceback)")

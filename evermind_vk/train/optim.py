@@ -41,7 +41,7 @@ class AdamW:
         self._device = dev
         self._hyper = tensor(np.zeros(8, np.float32), device=dev) if dev else None
         self._nonfinite = zeros((1,), "u32", dev, host_visible=True) if dev else None
-        # -- LR schedule and parameter groups (fine-tuning: per-group learning rate and decay) --
+        # -- LR schedule and parameter groups --
         # schedule: doppler's lr_at(step, group lr, schedule), evaluated by begin_step for each group and
         # written into that group's hyper buffer, so a recorded step follows it without re-recording.
         # Group 0 is the defaults (self.lr, self.weight_decay); param_groups adds groups 1.. with their own
@@ -90,7 +90,7 @@ class AdamW:
         for g in range(len(self._hypers)):
             self._hypers[g].write_staging(self.group_hyper(self.step_count, g))
 
-    # -- LR schedule and parameter groups (fine-tuning: per-group learning rate and decay) -------
+    # -- LR schedule and parameter groups ----------------------------------------------------------
     def set_param_groups(self, groups) -> None:
         """Replace the extra groups: a list of {"params": [names], "lr": ..., "weight_decay": ...}
         (lr / weight_decay default to the optimizer's). A name may be in one group; unlisted names are in
@@ -397,7 +397,7 @@ def unscale_grads(grads: dict, scale: Tensor, in_place: bool = True) -> tuple[Te
     (exact for a power-of-two scale: l2_norm divides by the largest magnitude first), for clip_grad_norm.
     in_place=False: the gradients stay loss-scaled (no dispatch per gradient); hand (scale, state) to
     AdamW.record_updates(..., unscale=...), whose updates unscale as this would have (same bits). The train
-    loop's step does this: 2-4% more tokens/s for the 23.7M LM in f16 on an H100 (bench/results, round 20)."""
+    loop's step does this: 2-4% more tokens/s for the 23.7M LM in f16 on an H100 (bench/results/train_bench-23.7m-h100.txt)."""
     gl = list(grads.values())
     if not gl:
         raise ValueError("unscale_grads: no gradients")
