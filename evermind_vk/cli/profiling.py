@@ -1,51 +1,56 @@
-"""`evermind-vk profile`: GPU time per kernel variant of one recorded training step."""
+"""`evermind-vk profile --model ...`: GPU time per kernel variant of one recorded training step."""
 from __future__ import annotations
 
 import argparse
 
-from ..models import LMConfig, TransformerLM
 from ..runtime import get_device
 from ..runtime.profiler import profile
-from ..train import ByteTokenizer, Trainer, default_corpus
-from .args import add_data, add_device, add_model_shape, add_optim, add_precision, layer_count
-from .common import POS_INT, read_text
+from ..train import Trainer
+from . import models
+from .args import add_data, add_device, add_model_shape, add_optim, add_precision
+from .common import POS_INT, CliError
+from .train import check_flags
+
+UNITS = {"tokens": "tokens", "pairs": "byte pairs", "images": "images"}
 
 
 def cmd_profile(args) -> int:
-    """Record one training step of a TransformerLM (the `train` model flags), then print GPU time per
-    kernel variant from Vulkan timestamps and the host time per step (evermind_vk.runtime.profiler)."""
-    layers = layer_count(args)
+    """Record one training step of --model (the `train` model flags), then print GPU time per kernel
+    variant from Vulkan timestamps and the host time per step (evermind_vk.runtime.profiler)."""
+    args.package = False
+    check_flags(args)
     dev = get_device(args.device)
-    cfg = LMConfig(d_model=args.d_model, n_layers=layers, n_heads=args.heads, n_kv_heads=args.kv_heads,
-                   d_ff=args.d_ff, max_seq_len=max(args.seq_len, 64), seed=args.seed)
-    model = TransformerLM(cfg, device=dev)
-    tok = ByteTokenizer()
-    need = args.batch_size * (args.seq_len + 1) * 2
-    text = read_text(args.text) if args.text else default_corpus()
-    ids = tok.encode(text)[:need]
-    trainer = Trainer(model, tok, seed=args.seed, precision=args.precision)
-    trainer.train(ids, epochs=1, seq_len=args.seq_len, batch_size=args.batch_size, lr=args.lr,
-                  max_grad_norm=args.max_grad_norm)  # records the step and runs it (pipelines built)
-    prog = trainer.step_program(args.seq_len, args.batch_size, args.max_grad_norm)
+    model = models.build(args, dev)
+    data = models.load_data(args)
+    trainer = Trainer(model, seed=args.seed, precision=args.precision)
+    try:
+        source = trainer.source(data.train, args.seq_len)
+    except ValueError as e:
+        raise CliError(f"--model {args.model}: {e}") from e
+    rows = models.rows_per_batch(args)
+    trainer.train(source, epochs=1, batch_size=rows, lr=args.lr, max_grad_norm=args.max_grad_norm,
+                  max_steps=1)  # records the step and runs it (pipelines built)
+    prog = trainer.recorded_program("train")
     prof = profile(prog, repeats=args.repeats, serialize=args.serialize)
-    tokens = args.batch_size * args.seq_len
-    print(f"one training step ({args.precision}): {model.num_parameters():,} parameters, batch {args.batch_size} x "
-          f"{args.seq_len} tokens, {len(prog)} operations, one submit")
+    units = rows * (args.seq_len if model.data_kind == "tokens" else 1)
+    what = UNITS[model.data_kind]
+    shape = f"{args.batch_size} x {args.seq_len} tokens" if model.data_kind == "tokens" else f"{rows} {what}"
+    print(f"one training step of --model {args.model} ({args.precision}): {model.num_parameters():,} parameters, "
+          f"batch {shape}, {len(prog)} operations, one submit")
     print(prof.table())
     if args.by_shape:
         print()
         print(prof.table(by="shape", top=args.by_shape))
-    print(f"throughput: {tokens / (prof.host_ms / 1e3):,.0f} tokens/s (host time), "
-          f"{tokens / (prof.gpu_ms / 1e3):,.0f} tokens/s (GPU time)")
+    print(f"throughput: {units / (prof.host_ms / 1e3):,.0f} {what}/s (host time), "
+          f"{units / (prof.gpu_ms / 1e3):,.0f} {what}/s (GPU time)")
     return 0
-
 
 
 def add_parser(sub) -> None:
     """The `profile` subcommand."""
     p = sub.add_parser("profile", help="GPU time per kernel variant of one recorded training step",
                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    add_data(p, "a UTF-8 text file for the sample batch (default: the embedded corpus)")
+    add_data(p, "a UTF-8 text file for the sample batch (default: the embedded corpus; text models)")
     add_optim(p)
     add_model_shape(p)
     p.add_argument("--repeats", type=POS_INT, default=3, help="timed runs of the step (median per operation)")

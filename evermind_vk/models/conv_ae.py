@@ -17,6 +17,7 @@ from ..autodiff import functional as F
 from ..errors import ShapeError
 from ..runtime import Tensor, get_device, tensor
 from .inputs import as_floats
+from .protocol import check_options, config_from_dict
 from .weights import load_named
 
 
@@ -40,8 +41,13 @@ class ConvAEConfig:
             raise ValueError(f"width {self.width} must be a multiple of groups {self.groups}")
 
     def to_dict(self) -> dict:
-        """The configuration as a plain dict."""
+        """The fields by name (from_dict's input)."""
         return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "ConvAEConfig":
+        """The config from to_dict()'s output."""
+        return config_from_dict(cls, d)
 
 
 # (name, in, out, kernel) of each convolution, and the GroupNorms (name, channels).
@@ -70,7 +76,13 @@ def init_params(cfg: ConvAEConfig) -> dict[str, np.ndarray]:
 
 
 class ConvAE:
-    """A small convolutional autoencoder for images [N, C, H, W]: encode to a latent grid, decode back."""
+    """A small convolutional autoencoder (see the module docstring); implements models.protocol with
+    image rows [N, C, S, S] and the mean squared reconstruction error."""
+
+    data_kind = "images"
+    eval_metric = "mse"
+    precisions = ("f32",)
+    loss_options = ()
 
     def __init__(self, config: ConvAEConfig | None = None, device=None, **kw):
         self.config = config or ConvAEConfig(**kw)
@@ -125,3 +137,24 @@ class ConvAE:
         """Mean squared reconstruction error (a 1-element f32 tensor)."""
         x = as_floats(x, self.device)
         return F.mse_loss(self.forward(x), x)
+
+    # -- the model protocol ---------------------------------------------------------------------
+    def wsla_parameters(self) -> list[str]:
+        """WSLA's narrow set: the GroupNorm gains and biases (how strongly each channel passes on)."""
+        return [k for k in self.params if k.split(".")[0] + "." + k.split(".")[1] in
+                {n for n, _ in _layers(self.config)[1]}]
+
+    def batch_inputs(self, batch: int, seq_len: int = 0) -> dict:
+        """images, f32 [batch, channels, image_size, image_size]."""
+        c = self.config
+        return {"images": ((batch, c.channels, c.image_size, c.image_size), "f32")}
+
+    def batch_loss(self, inputs: dict, batch: int, seq_len: int = 0, dtype: str = "f32", grad_scale: float = 1.0,
+                   **options) -> tuple:
+        """(mean squared reconstruction error, no extras)."""
+        check_options(self, options)
+        return self.loss(inputs["images"]), {}
+
+    def generation_state(self):
+        """None: an autoencoder does not generate."""
+        return None

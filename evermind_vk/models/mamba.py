@@ -36,6 +36,7 @@ from ..errors import EvermindError, ShapeError, UnsupportedError
 from ..runtime import Tensor, empty, get_device, record, tensor, zeros
 from ..runtime.kernels import copy_words
 from .inputs import as_ids
+from .protocol import NextTokenModel
 from .weights import load_named
 
 LAYER_TYPES = ("mamba1", "mamba2", "mamba3", "attention")
@@ -207,9 +208,8 @@ def init_params(cfg: HybridMambaConfig) -> dict[str, np.ndarray]:
     return p
 
 
-class HybridMambaModel:
-    """builderforce's HybridMamba language model on the device: an embedding, a stack of
-    mamba1/mamba2/mamba3/attention layers, a final RMSNorm and the tied head."""
+class HybridMambaModel(NextTokenModel):
+    """builderforce's hybrid state-space LM (see the module docstring); implements models.protocol."""
 
     def __init__(self, config: HybridMambaConfig | dict | None = None, device=None, **kw):
         if isinstance(config, dict):
@@ -383,6 +383,10 @@ class HybridMambaModel:
         return F.cross_entropy(self.forward(ids, batch), targets)
 
     # -- recurrent generation: O(1) work per token in mamba layers ------------------------------------
+    def generation_state(self) -> list:
+        """The recurrent state after zero tokens (init_state)."""
+        return self.init_state()
+
     def init_state(self) -> list:
         """Per layer, the recurrent state after zero tokens, in fixed buffers updated in place: mamba layers
         keep their conv window (the last dConv-1 conv inputs, zeros at the start: the causal padding) and

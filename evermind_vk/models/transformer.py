@@ -23,6 +23,7 @@ from ..runtime import Tensor, arena, empty, get_device, record, tensor, zeros
 from .inputs import as_ids
 from .config import LMConfig
 from .lora import is_adapter, lora_linear
+from .protocol import NextTokenModel
 from .weights import load_named
 
 
@@ -53,9 +54,10 @@ def init_params(cfg: LMConfig) -> dict[str, np.ndarray]:
     return p
 
 
-class TransformerLM:
-    """A Llama-style decoder language model on the device (RoPE, grouped-query attention, SwiGLU, RMSNorm),
-    trainable, with a KV cache for generation and optional LoRA adapters."""
+class TransformerLM(NextTokenModel):
+    """The decoder-only transformer LM (see the module docstring); implements models.protocol."""
+
+    precisions = ("f32", "f16")
 
     def __init__(self, config: LMConfig | None = None, device=None, **kw):
         self.config = config or LMConfig(**kw)
@@ -136,6 +138,10 @@ class TransformerLM:
     def loss(self, ids: Tensor, targets: Tensor, batch: int = 1, dtype: str = "f32") -> Tensor:
         """Mean next-token cross-entropy (f32); targets >= vocab_size are ignored. dtype: see forward."""
         return F.cross_entropy(self.forward(ids, batch, dtype), targets)
+
+    def generation_state(self) -> "KVCache":
+        """A fresh KV cache for incremental decoding."""
+        return self.kv_cache()
 
     # -- generation with a KV cache ---------------------------------------------------------------
     def kv_cache(self, max_len: int | None = None, reuse: bool = False) -> "KVCache":

@@ -313,7 +313,7 @@ class DataParallel:
         return owner
 
     def owned(self, grads: dict) -> dict:
-        """The part of grads whose parameters this rank owns (all of them without ZeRO sharding)."""
+        """The gradients of the parameters this rank steps (all of them without ZeRO)."""
         if not self.zero:
             return grads
         own = self.owners()
@@ -396,7 +396,7 @@ class DataParallel:
 
     # -- consistency ----------------------------------------------------------------------------
     def weights_hash(self) -> str:
-        """SHA-256 of the model's weights (names and bytes), to check that the ranks agree."""
+        """sha256 of this rank's weights (replicas must agree)."""
         h = hashlib.sha256()
         for n, a in sorted(self.trainer.model.state_dict().items()):
             h.update(n.encode())
