@@ -1,5 +1,5 @@
 """The evermind-vk command: `build_parser` assembles one subcommand per family module (devices, train,
-generate, pack/inspect/verify, profile, video) and `main` runs it, reporting any failure as one line."""
+generate, pack/inspect/verify, profile, video, reconstruct) and `main` runs it, reporting any failure as one line."""
 from __future__ import annotations
 
 import argparse
@@ -9,7 +9,7 @@ from importlib.metadata import PackageNotFoundError, version
 from .. import __version__
 from ..errors import EvermindError
 from ..runtime import knobs
-from . import devices, files, generate, profiling, train, video
+from . import devices, files, generate, images, profiling, train, video
 from .common import CliError, Parser, describe, error
 
 __all__ = ["CliError", "build_parser", "main", "version_line"]
@@ -36,6 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     files.add_parsers(sub)
     profiling.add_parser(sub)
     video.add_parser(sub)
+    images.add_parser(sub)
     return ap
 
 

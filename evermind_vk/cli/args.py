@@ -50,6 +50,14 @@ def add_model_shape(p) -> None:
     p.add_argument("--seed", type=NONNEG_INT, default=0, help="initialisation and data-order seed")
 
 
+def add_checkpoint_layers(p) -> None:
+    """--checkpoint-layers: activation checkpointing in the recorded step (lm, evermind-lm, mamba)."""
+    p.add_argument("--checkpoint-layers", type=NONNEG_INT, nargs="?", const=1, default=None, metavar="K",
+                   help="activation checkpointing (lm, evermind-lm, mamba): recompute every K-th layer in the backward "
+                        "instead of keeping its activations (alone: every layer; 0: off, the default): less device "
+                        "memory, the same gradients, about one more forward of compute")
+
+
 def add_precision(p, choices=("f32", "f16", "bf16")) -> None:
     """--precision: f32, or mixed precision where the model's ops support it."""
     p.add_argument("--precision", choices=choices, default="f32",

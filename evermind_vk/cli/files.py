@@ -13,7 +13,8 @@ from ..io.package import EvermindPackage, fnv1a32
 from .args import add_device
 from .common import describe, error, load_model
 
-MODEL_HELP = "a .safetensors (with config metadata), .npz or .evermind model file, or a run directory"
+MODEL_HELP = ("a .safetensors (with config metadata), .npz (a ConvAE's with config.json beside it) or .evermind "
+              "model file, or a run directory")
 
 
 def cmd_pack(args) -> int:
@@ -82,6 +83,10 @@ def cmd_inspect(args) -> int:
 def cmd_verify(args) -> int:
     """Exit 1 (one error line) on any problem with the file, 0 when it checks out."""
     try:
+        if str(args.file).endswith((".safetensors", ".npz")) or os.path.isdir(args.file):
+            model = load_model(args.file)  # every check the loader makes: config, tensors, NaN/Inf
+            print(f"{args.file}: ok (model {type(model).__name__}, {model.num_parameters():,} parameters)")
+            return 0
         kind, obj = open_any(args.file)
         if kind == "package":
             v = obj.validate()
@@ -116,6 +121,7 @@ def add_parsers(sub) -> None:
                        "or a model file's config", formatter_class=fmt)
     p.add_argument("file", help=".evermind, checkpoint, .safetensors or .npz")
     p.set_defaults(fn=cmd_inspect)
-    p = sub.add_parser("verify", help="exit 1 on any problem in an .evermind package or checkpoint", formatter_class=fmt)
-    p.add_argument("file", help=".evermind package or checkpoint")
+    p = sub.add_parser("verify", help="exit 1 on any problem in an .evermind package, checkpoint or model file",
+                       formatter_class=fmt)
+    p.add_argument("file", help=".evermind package, checkpoint, .safetensors, .npz or a run directory")
     p.set_defaults(fn=cmd_verify)

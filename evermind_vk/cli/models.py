@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..files import export_safetensors, save_model
+from ..files import conv_ae_config_json, export_safetensors, save_conv_ae
 from ..io.package import EvermindPackage
 from ..models import (ConvAE, ConvAEConfig, EvermindLM, EvermindLMConfig, HybridMambaConfig, HybridMambaModel,
                       LMConfig, MoEConfig, SharedExpertMoE, TransformerLM)
@@ -36,6 +36,7 @@ MODEL_FLAGS = {
     "image_size": (16, ("conv-ae",)),
     "prompt": ("The ", GENERATIVE),
     "sample_tokens": (60, GENERATIVE),
+    "checkpoint_layers": (0, ("lm", "evermind-lm", "mamba")),  # the models with activation checkpointing
 }
 
 
@@ -142,7 +143,7 @@ def outputs(args) -> list[str]:
     names = [weights_file(args.model), "config.json", "loss.png", "losses.csv"]
     if args.model == "conv-ae":
         names.append("reconstructions.png")
-    if args.package and args.model == "lm":
+    if args.package and args.model in ("lm", "conv-ae"):
         names.append("model.evermind")
     return names
 
@@ -155,10 +156,19 @@ def write_weights(args, model, out: str) -> None:
         if args.package:
             EvermindPackage.from_model(model, "evermind-lm", card={"description": "an evermind-vk TransformerLM"}
                                        ).to_file(os.path.join(out, "model.evermind"))
-    elif args.model == "conv-ae":
-        save_model(model, path)
+    elif args.model == "conv-ae":  # model.npz + config.json (model_type "conv-ae")
+        save_conv_ae(model, path)
+        if args.package:
+            EvermindPackage.from_model(model, "evermind-conv-ae", card={"description": "an evermind-vk ConvAE"}
+                                       ).to_file(os.path.join(out, "model.evermind"))
     else:  # builderforce's model types: the .evermind package is their format
         EvermindPackage.from_model(model, name=f"evermind-vk-{args.model}", version="1.0.0").to_file(path)
+
+
+def config_json(model) -> dict:
+    """config.json's content: the config's fields (a ConvAE's also "model_type": "conv-ae", since its
+    model.npz holds the weights alone and is read with the config.json beside it)."""
+    return conv_ae_config_json(model) if isinstance(model, ConvAE) else model.config.to_dict()
 
 
 def sample(args, model) -> str | None:

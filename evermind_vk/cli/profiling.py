@@ -7,7 +7,7 @@ from ..runtime import get_device
 from ..runtime.profiler import profile
 from ..train import Trainer
 from . import models
-from .args import add_data, add_device, add_model_shape, add_optim, add_precision
+from .args import add_checkpoint_layers, add_data, add_device, add_model_shape, add_optim, add_precision
 from .common import POS_INT, CliError
 from .train import check_flags
 
@@ -22,7 +22,7 @@ def cmd_profile(args) -> int:
     dev = get_device(args.device)
     model = models.build(args, dev)
     data = models.load_data(args)
-    trainer = Trainer(model, seed=args.seed, precision=args.precision)
+    trainer = Trainer(model, seed=args.seed, precision=args.precision, checkpoint_layers=args.checkpoint_layers)
     try:
         source = trainer.source(data.train, args.seq_len)
     except ValueError as e:
@@ -35,7 +35,8 @@ def cmd_profile(args) -> int:
     units = rows * (args.seq_len if model.data_kind == "tokens" else 1)
     what = UNITS[model.data_kind]
     shape = f"{args.batch_size} x {args.seq_len} tokens" if model.data_kind == "tokens" else f"{rows} {what}"
-    print(f"one training step of --model {args.model} ({args.precision}): {model.num_parameters():,} parameters, "
+    ckpt = f", activation checkpointing every {args.checkpoint_layers} layer(s)" if args.checkpoint_layers else ""
+    print(f"one training step of --model {args.model} ({args.precision}{ckpt}): {model.num_parameters():,} parameters, "
           f"batch {shape}, {len(prog)} operations, one submit")
     print(prof.table())
     if args.by_shape:
@@ -58,6 +59,7 @@ def add_parser(sub) -> None:
                    help="time each kernel with a barrier before every dispatch (clean per-kernel times; the "
                         "recorded step lets independent dispatches overlap)")
     add_precision(p, choices=("f32", "f16"))
+    add_checkpoint_layers(p)
     p.add_argument("--by-shape", type=POS_INT, default=0, metavar="N",
                    help="also print the N costliest (kernel variant, launch sizes) pairs: which products cost what")
     add_device(p)

@@ -27,7 +27,7 @@ from ..train.image import image_grid_png
 from ..train.plot import plot_losses, write_losses_csv
 from ..train.trainer import BF16_BLOCKED
 from . import models
-from .args import add_data, add_device, add_model_shape, add_optim, add_precision
+from .args import add_checkpoint_layers, add_data, add_device, add_model_shape, add_optim, add_precision
 from .common import NONNEG, NONNEG_INT, POS_INT, CliError, check_out_dir
 
 # The flags a resumed run must share with the saved one (the model's shape is checked through its config,
@@ -47,8 +47,6 @@ def check_flags(args) -> None:
     if args.precision != "f32" and args.model != "lm":
         raise CliError(f"--precision {args.precision}: mixed precision needs f16 kernels for every op of the model; "
                        f"only --model lm has them (not {args.model})")
-    if args.package and args.model == "conv-ae":
-        raise CliError("--package: there is no .evermind model type for conv-ae (its weights go to model.npz)")
     models.resolve_model_flags(args)
 
 
@@ -95,7 +93,7 @@ def _run_info(args) -> dict:
 def _resume(args, model, world) -> Trainer:
     """The saved run under --checkpoint, refused (nothing written) unless it is this run."""
     key = checkpoint_key(args)
-    trainer = Trainer.from_checkpoint(key, device=model.device, world=world)
+    trainer = Trainer.from_checkpoint(key, device=model.device, world=world, checkpoint_layers=args.checkpoint_layers)
     saved = trainer.model
     if type(saved) is not type(model):
         raise CliError(f"--resume: {key} holds a {type(saved).__name__}, not --model {args.model}'s "
@@ -124,7 +122,8 @@ def _setup(args, world) -> SimpleNamespace:
     if args.resume:
         run.trainer = _resume(args, model, world)
     else:
-        run.trainer = Trainer(model, seed=args.seed, world=world, precision=args.precision)
+        run.trainer = Trainer(model, seed=args.seed, world=world, precision=args.precision,
+                              checkpoint_layers=args.checkpoint_layers)
     run.trainer.run_info = _run_info(args)
     run.model = run.trainer.model
     try:
@@ -220,7 +219,7 @@ def _finish(args, run) -> None:
               f"after ({run.t_eval:.1f}s per evaluation{uniform})")
     paths = {n: os.path.join(args.out, n) for n in run.outputs}
     models.write_weights(args, model, args.out)
-    atomic_write(paths["config.json"], (json.dumps(model.config.to_dict(), indent=2, sort_keys=True) + "\n").encode())
+    atomic_write(paths["config.json"], (json.dumps(models.config_json(model), indent=2, sort_keys=True) + "\n").encode())
     write_losses_csv(trainer.history, paths["losses.csv"])
     backend = plot_losses(trainer.history, paths["loss.png"],
                           title=f"evermind-vk train --model {args.model}: {model.num_parameters():,} parameters "
@@ -255,7 +254,7 @@ def add_parser(sub) -> None:
                    help="output directory: the weights (model.safetensors for lm, model.evermind for evermind-lm, moe "
                         "and mamba, model.npz for conv-ae), config.json, loss.png, losses.csv (checked before training)")
     p.add_argument("--package", action="store_true",
-                   help="also write OUT/model.evermind (lm; evermind-lm, moe and mamba write it anyway; not conv-ae)")
+                   help="also write OUT/model.evermind (lm, conv-ae; evermind-lm, moe and mamba write it anyway)")
     p.add_argument("--prompt", default=None, help="prompt of the sample printed at the end (lm, evermind-lm, mamba; "
                                                   "default 'The ')")
     p.add_argument("--sample-tokens", type=NONNEG_INT, default=None,
@@ -271,6 +270,7 @@ def add_parser(sub) -> None:
                    help="learning-rate schedule over the run's optimizer steps (doppler's semantics)")
     p.add_argument("--warmup-steps", type=NONNEG_INT, default=0, help="linear warm-up steps")
     add_precision(p)
+    add_checkpoint_layers(p)
     p.add_argument("--nproc", type=POS_INT, default=1,
                    help="data-parallel ranks (processes) on this host, one device each (round-robin, or "
                         "EVERMIND_VK_DEVICE for all); --batch-size is per rank. Needs the `dist` extra (torch)")

@@ -59,6 +59,18 @@ def _layers(c: ConvAEConfig):
     return convs, norms
 
 
+def param_shapes(cfg: ConvAEConfig) -> dict[str, tuple]:
+    """Name -> shape of every weight for cfg (what init_params builds, without building it): what a
+    file's tensors are checked against before any model is allocated."""
+    convs, norms = _layers(cfg)
+    out = {}
+    for name, cin, cout, k in convs:
+        out[name + ".weight"], out[name + ".bias"] = (cout, cin, k, k), (cout,)
+    for name, ch in norms:
+        out[name + ".weight"], out[name + ".bias"] = (ch,), (ch,)
+    return out
+
+
 def init_params(cfg: ConvAEConfig) -> dict[str, np.ndarray]:
     """Seeded initial weights: PyTorch's conv default, U(-1/sqrt(fan_in), 1/sqrt(fan_in)) for weights and
     biases; GroupNorm weight 1, bias 0."""

@@ -36,7 +36,7 @@ from ..errors import EvermindError, ShapeError, UnsupportedError
 from ..runtime import Tensor, empty, get_device, record, tensor, zeros
 from ..runtime.kernels import copy_words
 from .inputs import as_ids
-from .protocol import NextTokenModel
+from .protocol import NextTokenModel, checkpointed_layers
 from .weights import load_named
 
 LAYER_TYPES = ("mamba1", "mamba2", "mamba3", "attention")
@@ -211,6 +211,8 @@ def init_params(cfg: HybridMambaConfig) -> dict[str, np.ndarray]:
 class HybridMambaModel(NextTokenModel):
     """builderforce's hybrid state-space LM (see the module docstring); implements models.protocol."""
 
+    loss_options = ("checkpoint",)
+
     def __init__(self, config: HybridMambaConfig | dict | None = None, device=None, **kw):
         if isinstance(config, dict):
             config = HybridMambaConfig.from_dict(config) if set(config) == {f.name for f in fields(HybridMambaConfig)} \
@@ -362,25 +364,34 @@ class HybridMambaModel(NextTokenModel):
         a = F.reshape(F.attention(q, k, v, causal=True, batch=batch), T, d)
         return F.add(x, F.bias_add(F.matmul(a, P[L + "wO"], transpose_b=True), P[L + "bO"]))
 
-    def forward(self, ids: Tensor, batch: int = 1) -> Tensor:
+    def forward(self, ids: Tensor, batch: int = 1, checkpoint: bool | int = False) -> Tensor:
         """Logits [batch*S, V] for `batch` sequences of S tokens packed in ids (u32 [batch*S], or a list /
-        numpy integer array: models/inputs.py)."""
+        numpy integer array: models/inputs.py).
+        checkpoint (activation checkpointing): True recomputes every layer in the backward, an integer k
+        every k-th (models.protocol.checkpointed_layers); such a layer keeps only its input alive until
+        the backward, which runs it again with the same kernels: the same gradients."""
         ids = as_ids(ids, self.config.vocabSize, self.device)
         T = ids.numel
         if T == 0 or T % batch:
             raise ShapeError(f"{T} ids are not {batch} non-empty sequences of equal length")
         S = T // batch
         P = self.params
+        ckpt = checkpointed_layers(checkpoint, len(self.config.layers))
         x = F.embedding(ids, P["embedding"])
         for i, kind in enumerate(self.config.layers):
-            x = {"mamba1": self._mamba1, "mamba2": self._mamba2, "mamba3": self._mamba3,
-                 "attention": self._attention}[kind](x, i, batch, S)
+            block = {"mamba1": self._mamba1, "mamba2": self._mamba2, "mamba3": self._mamba3,
+                     "attention": self._attention}[kind]
+            if ckpt[i]:
+                ins = (x,) + tuple(t for n, t in P.items() if n.startswith(f"layer{i}."))
+                x = F.checkpoint(lambda x_, *_, block=block, i=i: block(x_, i, batch, S), ins)
+            else:
+                x = block(x, i, batch, S)
         x = F.rms_norm(x, P["final_norm"], 1e-6)
         return F.matmul(x, P["embedding"], transpose_b=True)
 
-    def loss(self, ids: Tensor, targets: Tensor, batch: int = 1) -> Tensor:
-        """Mean next-token cross-entropy; targets >= vocabSize are ignored."""
-        return F.cross_entropy(self.forward(ids, batch), targets)
+    def loss(self, ids: Tensor, targets: Tensor, batch: int = 1, checkpoint: bool | int = False) -> Tensor:
+        """Mean next-token cross-entropy; targets >= vocabSize are ignored. checkpoint: see forward."""
+        return F.cross_entropy(self.forward(ids, batch, checkpoint), targets)
 
     # -- recurrent generation: O(1) work per token in mamba layers ------------------------------------
     def generation_state(self) -> list:

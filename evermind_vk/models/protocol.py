@@ -19,6 +19,10 @@ Every model type (TransformerLM, EvermindLM, SharedExpertMoE, HybridMambaModel, 
                               grad_scale is the weight of this batch's gradient in its optimizer step, for
                               gradient terms a model adds outside its loss (the MoE's auxiliary router term)
   generation_state()          the incremental-decoding state (a KV cache, the recurrent state) or None
+  loss_options                the names of the keyword options batch_loss takes; "checkpoint" (activation
+                              checkpointing: True, or every k-th layer; see checkpointed_layers) where the
+                              model can recompute its layers in the backward (TransformerLM, EvermindLM,
+                              HybridMambaModel)
   records_grad_scale          (optional, default False) True when batch_loss uses grad_scale: the Trainer
                               then records one program per distinct batch weight
 
@@ -29,6 +33,8 @@ from __future__ import annotations
 
 from dataclasses import fields
 from typing import Protocol, runtime_checkable
+
+import numpy as np
 
 from ..errors import ConfigError
 
@@ -88,11 +94,10 @@ class NextTokenModel:
 
     def batch_loss(self, inputs: dict, batch: int, seq_len: int, dtype: str = "f32", grad_scale: float = 1.0,
                    **options) -> tuple:
-        """(mean next-token cross-entropy, no extras)."""
+        """(mean next-token cross-entropy, no extras); options (see loss_options) go to self.loss."""
         check_options(self, options)
-        if dtype != "f32":
-            return self.loss(inputs["ids"], inputs["targets"], batch, dtype=dtype), {}
-        return self.loss(inputs["ids"], inputs["targets"], batch), {}
+        kw = {"dtype": dtype} if dtype != "f32" else {}
+        return self.loss(inputs["ids"], inputs["targets"], batch, **kw, **options), {}
 
     def generation_state(self):
         """None: generation re-runs the context (models with a cache or a recurrent state override this)."""
@@ -105,6 +110,21 @@ def check_options(model, options: dict) -> None:
     if unknown:
         raise ConfigError(f"{type(model).__name__} takes no loss option {sorted(unknown)} "
                           f"(it takes: {', '.join(model.loss_options) or 'none'})")
+
+
+def checkpointed_layers(checkpoint, n_layers: int) -> tuple:
+    """Which of n_layers layers recompute in the backward (activation checkpointing), one bool per layer:
+    checkpoint False / None / 0 none, True or 1 every layer, an integer k every k-th (layers 0, k, 2k, ...).
+    Anything else is a ConfigError."""
+    if checkpoint is None or checkpoint is False:
+        return (False,) * n_layers
+    if checkpoint is True:
+        k = 1
+    elif isinstance(checkpoint, (int, np.integer)) and checkpoint >= 0:
+        k = int(checkpoint)
+    else:
+        raise ConfigError(f"checkpoint must be a bool or an integer k >= 0 (every k-th layer), got {checkpoint!r}")
+    return tuple(k > 0 and i % k == 0 for i in range(n_layers))
 
 
 def config_from_dict(cls, d: dict):

@@ -8,15 +8,16 @@ Mamba-2 form (builderforce's mamba2 layer): B, C [batch*L, groups*N] (channel d 
 d // (Dc/groups)); A_log [H] with one A = -softplus(A_log[h]) per head of Dc/H channels; with
 delta_input=False the input term is B_t u_t (builderforce's SSD leaves Δ out of it).
 
-The sequence is cut into chunks (runtime.variants.scan_chunk_len): each chunk scans from a zero state,
+The sequence is cut into chunks (runtime.select.scan.plan): each chunk scans from a zero state,
 a short scan over the chunk summaries gives every chunk its true initial state, and each chunk re-scans
 to write y. The backward runs the same steps in reverse time. No kernel invocation loops over more than
 one chunk or over more than the chunk count, so any length is exact (lavapipe ends loops at 65,535).
 """
 from __future__ import annotations
 
-from ..errors import ShapeError, UnsupportedError
-from ..runtime import kernels, variants
+from ..errors import ShapeError
+from ..runtime import kernels
+from ..runtime.select import scan as select_scan
 from ..runtime.tensor import Tensor, empty
 from ._util import FLOATS, one_variant, per_thread, want
 from .matmul import matmul
@@ -57,11 +58,13 @@ def _dims(u, dt, A_log, B, C, D, z, batch, groups):
     want(D, "D", shape=(Dc,), dtype="f32")
     if z is not None:
         want(z, "z", shape=(M, Dc), dtype=T)
-    v = one_variant("scan_chunk", T, u.device)
-    errs = variants.scan_errors(N, v.spec["NMAX"])
-    if errs:
-        raise UnsupportedError("; ".join(errs))
     return M, Dc, N, M // batch, dict(G=groups, hd=hd, amode=amode)
+
+
+def _chunk(form: str, u: Tensor, L: int, N: int, chunk: int, batch: int) -> int:
+    """Tokens a chunk, as runtime.select.scan.plan plans the scan (UnsupportedError where the states do not
+    fit a variant's registers or the sequence the chunk limits)."""
+    return select_scan.plan(select_scan.Launch(form, u.dtype, L, N, chunk, batch), u.device).chunk
 
 
 def _push(batch, L, Dc, N, ch):
@@ -74,7 +77,7 @@ def selective_scan(u: Tensor, dt: Tensor, A_log: Tensor, B: Tensor, C: Tensor, D
     """Returns (y [batch*L, Dc], h_last [batch, Dc, N] the state after the last token, H0 the states
     entering each chunk [batch, n_chunks, Dc, N], which the backward needs)."""
     M, Dc, N, L, form = _dims(u, dt, A_log, B, C, D, z, batch, groups)
-    ch = variants.scan_chunk_len(L, chunk, batch)
+    ch = _chunk("scan", u, L, N, chunk, batch)
     pc = dict(_push(batch, L, Dc, N, ch), **form, dtin=int(delta_input))
     nc = pc["nc"]
     dev = u.device
@@ -98,7 +101,7 @@ def selective_scan_backward(u: Tensor, dt: Tensor, A_log: Tensor, B: Tensor, C: 
     selective_scan for the output gradient dy, given its H0 (the final-state gradient is zero)."""
     M, Dc, N, L, form = _dims(u, dt, A_log, B, C, D, z, batch, groups)
     want(dy, "dy", shape=(M, Dc), dtype=u.dtype)
-    ch = variants.scan_chunk_len(L, chunk, batch)
+    ch = _chunk("scan", u, L, N, chunk, batch)
     pc = dict(_push(batch, L, Dc, N, ch), **form, dtin=int(delta_input))
     nc = pc["nc"]
     want(H0, "H0", shape=(batch, nc, Dc, N), dtype="f32")
@@ -150,10 +153,6 @@ def _cdims(u, dt, A_log, B, C, D, batch, groups):
     want(C, "C", shape=B.shape, dtype=T)
     want(D, "D", shape=(Dc,), dtype="f32")
     Nc = B.shape[1] // (2 * groups)
-    v = one_variant("cscan_chunk", T, u.device)
-    errs = variants.scan_errors(Nc, v.spec["NMAX"])
-    if errs:
-        raise UnsupportedError("; ".join(errs))
     return M, Dc, Nc, M // batch, H
 
 
@@ -164,7 +163,7 @@ def complex_scan(u: Tensor, dt: Tensor, A_log: Tensor, B: Tensor, C: Tensor, D: 
     y_t = Σ_n Re(conj(C_t,n) h_t,n) + D u_t. B, C [M, groups*Nc*2] (re, im interleaved); A_log [H, 2].
     Returns (y, h_last [batch, Dc, Nc, 2], H0)."""
     M, Dc, Nc, L, H = _cdims(u, dt, A_log, B, C, D, batch, groups)
-    ch = variants.scan_chunk_len(L, chunk, batch)
+    ch = _chunk("cscan", u, L, Nc, chunk, batch)
     pc = dict(_push(batch, L, Dc, Nc, ch), G=groups, hd=Dc // H)
     nc, dev = pc["nc"], u.device
     if h0 is not None:
@@ -183,7 +182,7 @@ def complex_scan_backward(u: Tensor, dt: Tensor, A_log: Tensor, B: Tensor, C: Te
     """(du, ddt, dA_log [H, 2], dB, dC, dD) of complex_scan from a zero initial state."""
     M, Dc, Nc, L, H = _cdims(u, dt, A_log, B, C, D, batch, groups)
     want(dy, "dy", shape=(M, Dc), dtype=u.dtype)
-    ch = variants.scan_chunk_len(L, chunk, batch)
+    ch = _chunk("cscan", u, L, Nc, chunk, batch)
     pc = dict(_push(batch, L, Dc, Nc, ch), G=groups, hd=Dc // H)
     nc, dev = pc["nc"], u.device
     want(H0, "H0", shape=(batch, nc, Dc, Nc, 2), dtype="f32")
@@ -213,12 +212,9 @@ def complex_scan_backward(u: Tensor, dt: Tensor, A_log: Tensor, B: Tensor, C: Te
 def _ssd_chunks(op: str, dtype: str, dev, N: int, L: int, chunk: int):
     """(L, Q, n_chunks) of an SSD launch of op (ssd_output or cssd_output) over sequences of L tokens with
     N states: UnsupportedError unless the device's shared memory holds the Q×Q block and N fits."""
-    v = one_variant(op, dtype, dev)
-    errs = variants.ssd_launch_errors(v.spec, dev.info.shared_memory) + variants.scan_errors(N, v.spec["NMAX"])
-    if errs:
-        raise UnsupportedError("; ".join(errs))
-    Q = variants.ssd_chunk_len(L, chunk, v.spec["QMAX"])
-    return L, Q, -(-L // Q)
+    form = "ssd" if op == "ssd_output" else "cssd"
+    plan = select_scan.plan(select_scan.Launch(form, dtype, L, N, chunk), dev)
+    return L, plan.chunk, plan.n_chunks
 
 
 def _sdims(x, dt, A_log, B, C, D, batch, groups, chunk):

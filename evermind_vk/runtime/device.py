@@ -73,14 +73,14 @@ class DeviceInfo:
     max_storage_buffer_range: int
     features: dict = field(default_factory=dict)
     cooperative_matrix_shapes: tuple = ()
-    # Storage-buffer binding limits (ci/patches/0003; runtime.variants.max_bindings combines them).
+    # Storage-buffer binding limits (ci/patches/0003; runtime.select.bindings.max_bindings combines them).
     max_per_stage_descriptor_storage_buffers: int = field(kw_only=True)
     max_descriptor_set_storage_buffers: int = field(kw_only=True)
     max_per_stage_resources: int = field(kw_only=True)
     # Streaming multiprocessors / compute units (ci/patches/0010; 0: the device does not say): split-K
-    # planning (runtime.variants.wave_split).
+    # planning (runtime.select.matmul.wave_split).
     multiprocessors: int = field(kw_only=True, default=0)
-    # VK_NV_cooperative_matrix2 (ci/patches/0011): the flexible shapes of its matrices (runtime.variants.device_errors
+    # VK_NV_cooperative_matrix2 (ci/patches/0011): the flexible shapes of its matrices (runtime.select.features.device_errors
     # checks the cm2 tiles against them); empty without it.
     cooperative_matrix_flexible_shapes: tuple = field(kw_only=True, default=())
 

@@ -21,6 +21,7 @@ import numpy as np
 from ..errors import CheckpointMismatchError, ConfigError, EvermindError, ShapeError, TokenError, UnsupportedError
 from ..io.checkpoint import load_checkpoint, save_checkpoint
 from ..models import TrainableModel, build_model, model_type
+from ..models.protocol import checkpointed_layers
 from ..models.lora import LoRAConfig, add_lora, load_lora_state_dict, lora_state_dict
 from ..runtime import empty
 from .config import DEFAULT_WEIGHT_DECAY, WSLA_MAX_DELTA, TrainConfig, check_train_args
@@ -54,7 +55,7 @@ class Trainer:
 
     def __init__(self, model, tokenizer=None, seed: int = 0, world=None, zero: bool = False,
                  precision: str = "f32", scaler: GradScaler | None = None, grad_precision: str = "f32",
-                 loss_options: dict | None = None):
+                 loss_options: dict | None = None, checkpoint_layers: bool | int = False):
         """world: a distributed.World for data-parallel training (batch_size is then per rank; see
         distributed.py); zero=True shards the AdamW moments among the ranks (ZeRO-1).
         precision "f32", or "f16" where model.precisions has it (TransformerLM): mixed precision (f16
@@ -62,7 +63,12 @@ class Trainer:
         `scaler`, default GradScaler(): doppler's 1024, x2 after 2000 clean steps, x0.5 on overflow, clamped
         to [1, 65536]). grad_precision "f16": builderforce's mixed precision (f32 compute; the loss-scaled
         gradients rounded to f16, an overflow skips the step; default scaler GradScaler.builderforce()).
-        loss_options: keyword options of the model's batch_loss (e.g. the MoE's aux_weight)."""
+        loss_options: keyword options of the model's batch_loss (e.g. the MoE's aux_weight).
+        checkpoint_layers: activation checkpointing inside the recorded step: True recomputes every layer in
+        the backward, an integer k every k-th (0 / False: off); less activation memory, the same gradients,
+        more compute. For models whose loss_options has "checkpoint" (TransformerLM, EvermindLM,
+        HybridMambaModel); UnsupportedError for the others. A memory setting, not part of the run: a
+        resumed run may change it."""
         if not isinstance(model, TrainableModel):
             raise UnsupportedError(f"{type(model).__name__} does not implement the model protocol "
                                    "(evermind_vk.models.protocol): the Trainer cannot train it")
@@ -87,10 +93,11 @@ class Trainer:
         self._last_overflow = False
         self.model = model
         self.loss_options = dict(loss_options or {})
+        self._steps: dict[tuple, RecordedStep] = {}
+        self.checkpoint_layers = checkpoint_layers
         self.tokenizer = tokenizer or ByteTokenizer()
         self.optimizer = AdamW(model.parameters(), lr=1e-3, weight_decay=DEFAULT_WEIGHT_DECAY)
         self.seed = seed
-        self._steps: dict[tuple, RecordedStep] = {}
         self._acc: dict = {}  # gradient accumulation buffers by parameter name
         self.history: list[dict] = []  # one entry per optimizer step
         self.global_step = 0  # optimizer steps taken by this trainer (restored by resume)
@@ -170,8 +177,30 @@ class Trainer:
                 raise ShapeError(f"{type(self.model).__name__} training data: {n} rows of shape {a.shape[1:]}, "
                                  f"the model takes {tuple(spec[n][0][1:])}")
 
+    @property
+    def checkpoint_layers(self) -> int:
+        """Activation checkpointing: 0 off, k every k-th layer recomputed in the backward (settable: True or
+        k; a change re-records the step)."""
+        return self._checkpoint_layers
+
+    @checkpoint_layers.setter
+    def checkpoint_layers(self, value) -> None:
+        checkpointed_layers(value, 1)  # the value's checks (ConfigError)
+        k = int(value)
+        if k and "checkpoint" not in getattr(self.model, "loss_options", ()):
+            raise UnsupportedError(f"{type(self.model).__name__} has no activation checkpointing (models that have "
+                                   "it: TransformerLM, EvermindLM, HybridMambaModel)")
+        if k and "checkpoint" in self.loss_options:
+            raise ConfigError("activation checkpointing given twice: as checkpoint_layers and in loss_options")
+        if k != getattr(self, "_checkpoint_layers", k):
+            self._steps.clear()
+        self._checkpoint_layers = k
+
     def _loss(self, inputs, B, L, grad_scale):
-        return self.model.batch_loss(inputs, B, L, dtype=self.precision, grad_scale=grad_scale, **self.loss_options)
+        opts = self.loss_options
+        if self._checkpoint_layers:
+            opts = {**opts, "checkpoint": self._checkpoint_layers}
+        return self.model.batch_loss(inputs, B, L, dtype=self.precision, grad_scale=grad_scale, **opts)
 
     def _step(self, B, L, names, max_norm, track, kind, grad_scale: float = 1.0) -> RecordedStep:
         groups = tuple(self.optimizer.group_of(n) for n in names)
@@ -338,9 +367,11 @@ class Trainer:
 
     @classmethod
     def from_checkpoint(cls, key: str, directory: str = ".evermind-checkpoints", device=None,
-                        tokenizer=None, world=None, zero: bool = False) -> "Trainer":
+                        tokenizer=None, world=None, zero: bool = False,
+                        checkpoint_layers: bool | int = False) -> "Trainer":
         """A Trainer (and its model, of the stored type, built from the stored config) resumed from save()'s
-        checkpoint; the precision, gradient precision and loss options are the saved run's."""
+        checkpoint; the precision, gradient precision and loss options are the saved run's (checkpoint_layers,
+        a memory setting, is this one's: see __init__)."""
         rec = load_checkpoint(key, directory=directory)
         if rec is None:
             raise FileNotFoundError(f"no checkpoint under {key!r} in {directory}")
@@ -349,7 +380,8 @@ class Trainer:
         model = build_model(str(rec.get("model_type")), rec["config"], device=device)
         return cls(model, tokenizer, seed=int(rec["seed"]), world=world, zero=zero,
                    precision=rec.get("precision", "f32"), grad_precision=rec.get("grad_precision") or "f32",
-                   loss_options=rec.get("loss_options") or {}).resume(key, directory)
+                   loss_options=rec.get("loss_options") or {},
+                   checkpoint_layers=checkpoint_layers).resume(key, directory)
 
 
 

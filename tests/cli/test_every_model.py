@@ -101,9 +101,10 @@ REFUSED = [("conv-ae", ["--text", "{t}"], "--text does not apply to --model conv
            ("moe", ["--layers", "3"], "--layers does not apply to --model moe"),
            ("evermind-lm", ["--kv-heads", "2"], "--kv-heads does not apply"),
            ("lm", ["--images", "4"], "--images does not apply"),
-           ("conv-ae", ["--package"], "--package"),
            ("mamba", ["--precision", "f16"], "only --model lm"),
-           ("moe", ["--prompt", "x"], "--prompt does not apply")]
+           ("moe", ["--prompt", "x"], "--prompt does not apply"),
+           ("moe", ["--checkpoint-layers"], "--checkpoint-layers does not apply to --model moe"),
+           ("conv-ae", ["--checkpoint-layers", "2"], "--checkpoint-layers does not apply to --model conv-ae")]
 
 
 @pytest.mark.parametrize("kind,extra,needle", REFUSED, ids=[f"{k} {e[0]}" for k, e, _ in REFUSED])
