@@ -2,7 +2,8 @@
 
   save_model / load_model      weights + config as .npz (no pickle)
   export_safetensors / import_safetensors
-  load(path)                   any model file we read: .evermind, .safetensors or .npz
+  load(path, config=None)      any model file we read: .evermind, .safetensors, .npz, or builderforce's
+                               bare EVL0 / MoE0 / MBJS weights and VRQ0 codecs (load_raw)
   save_conv_ae / load_conv_ae  a ConvAE as model.npz (weights) + config.json beside it
 and the registration of each of our model types with the .evermind container (its layout, config
 check, tensor check, pack and unpack).
@@ -24,8 +25,9 @@ import zipfile
 
 import numpy as np
 
-from .errors import ConfigError, FormatError, LimitError, ShapeError, UnsupportedError
+from .errors import BlobError, ConfigError, FormatError, LimitError, ShapeError, UnsupportedError
 from .io import framing
+from .io.anyfile import open_blob, raw_layout
 from .io.atomic import atomic_write
 from .io.layouts import (build_evl0, build_evt0, build_mbjs, build_moe0, build_vrq0, nonfinite_count, parse_mbjs,
                          parse_vrq0)
@@ -34,6 +36,7 @@ from .io.safetensors import load_safetensors, read_header, save_safetensors
 from .models import (ConvAE, ConvAEConfig, EvermindLM, EvermindLMConfig, HybridMambaConfig, HybridMambaModel, LMConfig,
                      MoEConfig, SharedExpertMoE, TransformerLM)
 from .models.conv_ae import param_shapes as conv_ae_param_shapes
+from .models.mamba import layer_param_shapes
 from .models.protocol import config_from_dict
 from .models.video_rvq import VideoRVQCodec
 
@@ -232,9 +235,15 @@ def import_safetensors(path: str, device=None, allow_nonfinite: bool = False) ->
     return _build(cfg, tensors, device)
 
 
-def load(path: str, device=None, allow_nonfinite: bool = False):
-    """The model in a file: an .evermind package (validated), a .safetensors or an .npz we wrote (a
-    ConvAE's model.npz with its config.json beside it: load_conv_ae)."""
+def load(path: str, device=None, allow_nonfinite: bool = False, config=None):
+    """The model in a file: an .evermind package (validated), a .safetensors or an .npz we wrote (a ConvAE's
+    model.npz with its config.json beside it: load_conv_ae), or one of
+    builderforce's bare files (EVL0, MoE0, MBJS weights; a VRQ0 codec), recognised by their magic; `config`
+    (a dict or a JSON file) is what those need or are checked against (load_raw)."""
+    if _raw_file(path):
+        return load_raw(path, device, allow_nonfinite, config)
+    if config is not None:
+        raise ConfigError(f"{path}: config= is for builderforce's bare EVL0 / MoE0 / MBJS files; this file carries its own")
     if str(path).endswith(".safetensors"):
         return import_safetensors(path, device, allow_nonfinite)
     if str(path).endswith(".npz"):
@@ -323,15 +332,24 @@ def load_media_lm(pkg: EvermindPackage, device=None, allow_nonfinite: bool = Fal
 HYBRID_MAMBA = "evermind-hybrid-mamba"
 
 
+def _package_mamba_config(config: dict) -> HybridMambaConfig:
+    """The config of an evermind-hybrid-mamba package. Packages written before mamba1 had a choice of input
+    term carry no `discretization` and were trained with the Euler term Δ·B·u: they keep it (a config dict
+    from anywhere else, builderforce's included, defaults to the zero-order hold)."""
+    if isinstance(config, dict) and "discretization" not in config:
+        config = {**config, "discretization": "euler"}
+    return HybridMambaConfig.from_dict(config)
+
+
 def _unpack_mamba(config: dict, params: dict, device=None) -> HybridMambaModel:
-    model = HybridMambaModel(HybridMambaConfig.from_dict(config), device=device)
+    model = HybridMambaModel(_package_mamba_config(config), device=device)
     model.load_state_dict(params)
     return model
 
 
 def _mamba_config_errors(cfg: dict) -> list:
     try:
-        HybridMambaConfig.from_dict(cfg)
+        _package_mamba_config(cfg)
     except (TypeError, ValueError) as e:
         return [f"invalid config: {e}"]
     return []
@@ -552,3 +570,145 @@ def load_npz(path: str, device=None, allow_nonfinite: bool = False):
     if own_config:
         return load_model(path, device, allow_nonfinite)
     return load_conv_ae(path, device, allow_nonfinite)
+
+
+# -- builderforce's bare files: EVL0, MoE0, MBJS weights and VRQ0 codecs --------------------------------------
+# As builderforce's loaders take them: `new EvermindLM(cfg).loadWeights(buf)` and the like. EVL0 and MoE0
+# headers hold every size (a config, if given, must agree: builderforce's "config mismatch with
+# checkpoint"); MBJS holds only layer types and tensor sizes, so it needs builderforce's HybridMambaModel
+# config: given (a dict or a JSON file) or `config.json` beside the file. A VRQ0 codec takes no config.
+CONFIG_SIDECAR = "config.json"
+
+
+def _raw_file(path) -> bool:
+    """Whether path is a regular file starting with a bare builderforce layout's magic."""
+    try:
+        if not os.path.isfile(path):
+            return False
+        with open(path, "rb") as f:
+            return raw_layout(f.read(4)) is not None
+    except OSError:
+        return False
+
+
+def read_config(config, path: str | None = None, required: bool = False) -> dict | None:
+    """A config dict from `config` (a dict, or the path of a JSON file of at most MAX_CONFIG_BYTES), else
+    from config.json beside `path` when there is one; None when neither (ConfigError if `required`)."""
+    if isinstance(config, dict):
+        return config
+    src = config
+    if src is None and path is not None:
+        side = os.path.join(os.path.dirname(os.path.abspath(path)), CONFIG_SIDECAR)
+        src = side if os.path.isfile(side) else None
+    if src is None:
+        if required:
+            raise ConfigError(f"{path}: an MBJS file holds no model sizes; give builderforce's HybridMambaModel "
+                              f"config (config= a dict or JSON file; the CLI's --config cfg.json) or put "
+                              f"{CONFIG_SIDECAR} beside it")
+        return None
+    if not os.path.isfile(src):
+        raise ConfigError(f"config {src}: not a regular file")
+    if os.path.getsize(src) > MAX_CONFIG_BYTES:
+        raise LimitError(f"config {src}: more than {MAX_CONFIG_BYTES} bytes")
+    try:
+        with open(src, "rb") as f:
+            out = json.loads(f.read().decode("utf-8"))
+    except (ValueError, RecursionError) as e:
+        raise ConfigError(f"config {src}: not JSON: {e}") from e
+    if not isinstance(out, dict):
+        raise ConfigError(f"config {src}: not a JSON object")
+    return out
+
+
+def _agree(given: dict | None, header: dict, what: str) -> dict:
+    """The header's config, plus a given config's other fields (seed), after checking they agree."""
+    if given is None:
+        return dict(header)
+    diff = [f"{k} {given[k]!r} (file {v})" for k, v in header.items() if k in given and given[k] != v]
+    if diff:
+        raise FormatError(f"{what}: config mismatch with checkpoint: {', '.join(diff)}")
+    return {**given, **header}
+
+
+def mbjs_spec(cfg: HybridMambaConfig) -> list:
+    """[(name, shape)] of every HybridMambaModel weight in builderforce's (MBJS) order, without building it."""
+    out = [("embedding", (cfg.vocabSize, cfg.dModel))]
+    for i, kind in enumerate(cfg.layers):
+        out += [(f"layer{i}.{n}", shape) for n, shape, _ in layer_param_shapes(cfg, kind)]
+    return out + [("final_norm", (cfg.dModel,))]
+
+
+def mbjs_errors(cfg: HybridMambaConfig, parsed: dict) -> list:
+    """Where an MBJS parse (layouts.parse_mbjs) differs from what cfg implies: layer types, parameter count,
+    each parameter's size (the file's counts come first: nothing is sized by the config's claims)."""
+    types = parsed["layer_types"] if parsed["layer_types"] is not None else ["mamba1"] * cfg.numLayers
+    if list(types) != list(cfg.layers):
+        return [f"MBJS layer types {list(types)} do not match the config's {list(cfg.layers)}"]
+    if len(parsed["numels"]) != 2 + sum(len(layer_param_shapes(cfg, k)) for k in cfg.layers):
+        return [f"MBJS has {len(parsed['numels'])} parameters, the config implies "
+                f"{2 + sum(len(layer_param_shapes(cfg, k)) for k in cfg.layers)}"]
+    return [f"MBJS parameter {i} ({n!r}) has {got} values, the config implies {int(np.prod(shape))}"
+            for i, ((n, shape), got) in enumerate(zip(mbjs_spec(cfg), parsed["numels"])) if got != np.prod(shape)][:20]
+
+
+def _mamba_from_mbjs(parsed: dict, config: dict, device, where: str) -> HybridMambaModel:
+    try:
+        cfg = HybridMambaConfig.from_dict(config)
+    except (TypeError, ValueError) as e:
+        raise ConfigError(f"{where}: invalid HybridMambaModel config: {e}") from e
+    errs = mbjs_errors(cfg, parsed)
+    if errs:
+        raise ShapeError(f"{where}: weights do not match the config: {'; '.join(errs)}")
+    model = HybridMambaModel(cfg, device=device)
+    model.load_state_dict({n: a.reshape(shape) for (n, shape), a in zip(mbjs_spec(cfg), parsed["arrays"])})
+    return model
+
+
+def load_raw(path: str, device=None, allow_nonfinite: bool = False, config=None):
+    """builderforce's bare file at path: EVL0 -> EvermindLM, MoE0 -> SharedExpertMoE, MBJS ->
+    HybridMambaModel (config required: given or config.json beside), VRQ0 -> VideoRVQCodec. Exact lengths
+    and CRC trailers checked by the layouts; NaN/Inf weights refused unless allow_nonfinite."""
+    try:
+        dec = open_blob(path)
+    except BlobError as e:
+        raise type(e)(f"{path}: {e}") from e
+    if dec.kind != "raw":
+        raise FormatError(f"{path}: not an EVL0, MoE0, MBJS or VRQ0 file")
+    layout, parsed = dec.layout, dec.parsed
+    if layout == "VRQ0":
+        if config is not None:
+            raise ConfigError(f"{path}: a VRQ0 codec carries its own sizes; it takes no config")
+        return VideoRVQCodec.from_parsed(parsed)
+    arrays = parsed["params"] if layout != "MBJS" else {str(i): a for i, a in enumerate(parsed["arrays"])}
+    _refuse_nonfinite(arrays, path, allow_nonfinite)
+    cfg = read_config(config, path if layout == "MBJS" else None, required=layout == "MBJS")
+    if layout == "MBJS":
+        return _mamba_from_mbjs(parsed, cfg, device, path)
+    full = _agree(cfg, parsed["config"], f"{path} ({layout})")
+    try:
+        model = (EvermindLM(EvermindLMConfig.from_builderforce(full), device=device) if layout == "EVL0"
+                 else SharedExpertMoE(MoEConfig.from_builderforce(full), device=device))
+    except (TypeError, ValueError) as e:
+        raise ConfigError(f"{path}: invalid config: {e}") from e
+    model.load_state_dict(parsed["params"])
+    return model
+
+
+def load_codec(path: str) -> VideoRVQCodec:
+    """The VideoRVQ codec in path: a bare VRQ0 file, or the codec section of a video/image .evermind
+    package (validated first: checksums, config, codec section)."""
+    try:
+        dec = open_blob(path)
+    except BlobError as e:
+        raise type(e)(f"{path}: {e}") from e
+    if dec.kind == "raw" and dec.layout == "VRQ0":
+        return VideoRVQCodec.from_parsed(dec.parsed)
+    if dec.kind == "package":
+        modality = dec.package.manifest.get("modality", "text")
+        if modality not in ("video", "image"):
+            raise FormatError(f"{path}: a {modality} package carries no codec")
+        v = dec.package.validate()
+        if not v["ok"]:
+            raise FormatError(f"{path}: invalid package: {'; '.join(v['errors'])}")
+        return deserialize_codec(dec.package.codec)
+    raise FormatError(f"{path}: neither a VRQ0 codec nor a video/image .evermind package")

@@ -1,12 +1,15 @@
 """The Mamba-1 selective scan (S6), forward and backward, as a chunked parallel scan.
 
 Per sequence b, channel d, state n, with Δ = softplus(dt), A = -exp(clamp(A_log, -10, 5)):
-    h_t = exp(Δ_t A) h_{t-1} + Δ_t B_t u_t,    y_t = (C_t · h_t + D u_t) ⊙ silu(z_t)
+    h_t = exp(Δ_t A) h_{t-1} + b(Δ_t, A) B_t u_t,    y_t = (C_t · h_t + D u_t) ⊙ silu(z_t)
+with the input term b by `discretization`: "zoh" (the default) the zero-order hold (exp(ΔA) − 1)/A, as
+the Mamba paper's equations and builderforce's mamba1 compute it (evaluated as Δ·expm1(ΔA)/(ΔA), exact
+as A → 0); "euler" Δ (the mamba-ssm reference scan's Δ·B·u); "none" 1 (builderforce's mamba2 SSD, which
+leaves Δ out of the input term).
 u, dt, z: [batch*L, Dc] (token-major, `batch` sequences of L tokens); B, C: [batch*L, N]; A_log: [Dc, N];
 D: [Dc]. h0 (optional): the state before the first token, [batch, Dc, N]. f32.
 Mamba-2 form (builderforce's mamba2 layer): B, C [batch*L, groups*N] (channel d reads group
-d // (Dc/groups)); A_log [H] with one A = -softplus(A_log[h]) per head of Dc/H channels; with
-delta_input=False the input term is B_t u_t (builderforce's SSD leaves Δ out of it).
+d // (Dc/groups)); A_log [H] with one A = -softplus(A_log[h]) per head of Dc/H channels.
 
 The sequence is cut into chunks (runtime.select.scan.plan): each chunk scans from a zero state,
 a short scan over the chunk summaries gives every chunk its true initial state, and each chunk re-scans
@@ -25,9 +28,16 @@ from .reduce import colsum
 
 __all__ = ["selective_scan", "selective_scan_backward", "complex_scan", "complex_scan_backward", "ssd", "ssd_backward",
            "complex_ssd", "complex_ssd_backward",
-           "SCAN_CHUNK", "SSD_CHUNK"]
+           "SCAN_CHUNK", "SSD_CHUNK", "DISCRETIZATIONS"]
 
 SCAN_CHUNK = 64  # default tokens per chunk
+DISCRETIZATIONS = {"none": 0, "euler": 1, "zoh": 2}  # the input term -> the kernels' push constant dtin
+
+
+def _dtin(discretization: str) -> int:
+    if discretization not in DISCRETIZATIONS:
+        raise ValueError(f"discretization must be one of {sorted(DISCRETIZATIONS)}, got {discretization!r}")
+    return DISCRETIZATIONS[discretization]
 SSD_CHUNK = 64  # default tokens per SSD chunk (<= the variant's QMAX)
 
 
@@ -73,12 +83,12 @@ def _push(batch, L, Dc, N, ch):
 
 def selective_scan(u: Tensor, dt: Tensor, A_log: Tensor, B: Tensor, C: Tensor, D: Tensor,
                    z: Tensor | None = None, *, batch: int = 1, chunk: int = SCAN_CHUNK,
-                   h0: Tensor | None = None, groups: int = 1, delta_input: bool = True):
+                   h0: Tensor | None = None, groups: int = 1, discretization: str = "zoh"):
     """Returns (y [batch*L, Dc], h_last [batch, Dc, N] the state after the last token, H0 the states
     entering each chunk [batch, n_chunks, Dc, N], which the backward needs)."""
     M, Dc, N, L, form = _dims(u, dt, A_log, B, C, D, z, batch, groups)
     ch = _chunk("scan", u, L, N, chunk, batch)
-    pc = dict(_push(batch, L, Dc, N, ch), **form, dtin=int(delta_input))
+    pc = dict(_push(batch, L, Dc, N, ch), **form, dtin=_dtin(discretization))
     nc = pc["nc"]
     dev = u.device
     if h0 is not None:
@@ -96,13 +106,13 @@ def selective_scan(u: Tensor, dt: Tensor, A_log: Tensor, B: Tensor, C: Tensor, D
 
 def selective_scan_backward(u: Tensor, dt: Tensor, A_log: Tensor, B: Tensor, C: Tensor, D: Tensor,
                             z: Tensor | None, dy: Tensor, H0: Tensor, *, batch: int = 1,
-                            chunk: int = SCAN_CHUNK, groups: int = 1, delta_input: bool = True):
+                            chunk: int = SCAN_CHUNK, groups: int = 1, discretization: str = "zoh"):
     """Gradients (du, ddt, dA_log, dB, dC, dD, dz (None without z), dh0 [batch, Dc, N]) of
     selective_scan for the output gradient dy, given its H0 (the final-state gradient is zero)."""
     M, Dc, N, L, form = _dims(u, dt, A_log, B, C, D, z, batch, groups)
     want(dy, "dy", shape=(M, Dc), dtype=u.dtype)
     ch = _chunk("scan", u, L, N, chunk, batch)
-    pc = dict(_push(batch, L, Dc, N, ch), **form, dtin=int(delta_input))
+    pc = dict(_push(batch, L, Dc, N, ch), **form, dtin=_dtin(discretization))
     nc = pc["nc"]
     want(H0, "H0", shape=(batch, nc, Dc, N), dtype="f32")
     dev = u.device
