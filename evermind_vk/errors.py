@@ -17,6 +17,10 @@ class ShapeError(EvermindError, ValueError):
     """Operand shapes do not fit together."""
 
 
+class IndexOutOfRangeError(ShapeError, IndexError):
+    """A tensor index or dimension outside the tensor's shape (an IndexError, as Python's sequences raise)."""
+
+
 class KernelError(EvermindError):
     """The generated kernel set is missing, stale, or disagrees with the runtime."""
 

@@ -15,20 +15,30 @@ once. npz members are checked against their zip entries before reading (declared
 compressed bytes present, framing's ratio cap). NaN/Inf weights are refused unless allow_nonfinite."""
 from __future__ import annotations
 
+from dataclasses import replace
 from io import BytesIO
 import json
+import math
 import os
+import stat
 import zipfile
 
 import numpy as np
 
 from .errors import BlobError, ConfigError, FormatError, LimitError, ShapeError, UnsupportedError
 from .io import framing
+from .io.anyfile import open_blob, raw_layout
 from .io.atomic import atomic_write
-from .io.layouts import build_evt0, nonfinite_count
-from .io.package import EvermindPackage, ModelType, register_model_type
+from .io.layouts import (build_evl0, build_evt0, build_mbjs, build_moe0, build_vrq0, nonfinite_count, parse_mbjs,
+                         parse_vrq0)
+from .io.package import MODEL_TYPES, SCHEMA, EvermindPackage, ModelType, fnv1a32, register_model_type
 from .io.safetensors import load_safetensors, read_header, save_safetensors
-from .models import LMConfig, TransformerLM
+from .models import (ConvAE, ConvAEConfig, EvermindLM, EvermindLMConfig, HybridMambaConfig, HybridMambaModel, LMConfig,
+                     MoEConfig, SharedExpertMoE, TransformerLM)
+from .models.conv_ae import param_shapes as conv_ae_param_shapes
+from .models.mamba import layer_param_shapes
+from .models.protocol import config_from_dict
+from .models.video_rvq import VideoRVQCodec
 from .pretrained import is_gguf, load_gguf
 
 TRANSFORMER_LM = "evermind-transformer-lm"  # our TransformerLM in packages, checkpoint layout EVT0
@@ -74,6 +84,8 @@ def lm_param_shapes(cfg: LMConfig) -> dict[str, tuple]:
 
 
 def lm_param_names_count(cfg: LMConfig) -> int:
+    """How many named parameters a TransformerLM of cfg has (embedding, norms, 8 per layer, the head unless
+    tied)."""
     return 2 + 8 * cfg.n_layers + (0 if cfg.tie_embeddings else 1)
 
 
@@ -249,13 +261,6 @@ def load(path: str, device=None, allow_nonfinite: bool = False, config=None):
 
 
 # -- builderforce's model types: evermind-lm (EVL0) and shared-expert-moe (MoE0) ------------------------
-from dataclasses import replace  # noqa: E402
-
-from .io.layouts import build_evl0, build_moe0  # noqa: E402
-from .io.package import MODEL_TYPES  # noqa: E402
-from .models import EvermindLM, EvermindLMConfig, MoEConfig, SharedExpertMoE  # noqa: E402
-
-
 def _register_builderforce_types() -> None:
     def pack_lm(m, fp16):
         cfg = m.config.to_builderforce()
@@ -284,11 +289,6 @@ _register_builderforce_types()
 
 
 # -- media packages: EvermindLM + VideoRVQ codec (VRQ0 section) ------------------------------------------
-from .io.layouts import build_vrq0, parse_vrq0  # noqa: E402
-from .io.package import SCHEMA, fnv1a32  # noqa: E402
-from .models.video_rvq import VideoRVQCodec  # noqa: E402
-
-
 def serialize_codec(codec: VideoRVQCodec) -> bytes:
     """builderforce's VideoRVQCodec.serialize(): the VRQ0 bytes."""
     return build_vrq0(codec.header(), codec.banks[0], codec.banks[1])
@@ -334,8 +334,6 @@ def load_media_lm(pkg: EvermindPackage, device=None, allow_nonfinite: bool = Fal
 # (builderforce's field names; `layers` a list of layer-type strings), checkpoint layout EVT0 (named
 # f32 or f16 tensors, CRC-32 trailer), so a package round-trips bit-exactly. builderforce's own weight
 # file, MBJS, is export_mbjs / import_mbjs.
-from .io.layouts import build_mbjs, parse_mbjs  # noqa: E402
-from .models import HybridMambaConfig, HybridMambaModel  # noqa: E402
 
 HYBRID_MAMBA = "evermind-hybrid-mamba"
 
@@ -398,15 +396,6 @@ def import_mbjs(model: HybridMambaModel, blob: bytes) -> HybridMambaModel:
 # config.json beside it holds the ConvAEConfig fields and "model_type": "conv-ae", as a Hugging Face model
 # directory does. In packages: modelType "evermind-conv-ae", modality "image" (the model itself maps images
 # to images, so unlike builderforce's media LMs there is no codec section), checkpoint layout EVT0.
-import math  # noqa: E402
-import os  # noqa: E402
-import stat  # noqa: E402
-
-from .errors import ConfigError  # noqa: E402
-from .models import ConvAE, ConvAEConfig  # noqa: E402
-from .models.conv_ae import param_shapes as conv_ae_param_shapes  # noqa: E402
-from .models.protocol import config_from_dict  # noqa: E402
-
 CONV_AE = "evermind-conv-ae"
 CONV_AE_MODEL_TYPE = "conv-ae"  # config.json's model_type
 CONV_AE_CONFIG = "config.json"
@@ -594,9 +583,6 @@ def load_npz(path: str, device=None, allow_nonfinite: bool = False):
 # headers hold every size (a config, if given, must agree: builderforce's "config mismatch with
 # checkpoint"); MBJS holds only layer types and tensor sizes, so it needs builderforce's HybridMambaModel
 # config: given (a dict or a JSON file) or `config.json` beside the file. A VRQ0 codec takes no config.
-from .io.anyfile import open_blob, raw_layout  # noqa: E402
-from .models.mamba import layer_param_shapes  # noqa: E402
-
 CONFIG_SIDECAR = "config.json"
 
 

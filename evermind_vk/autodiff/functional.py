@@ -9,14 +9,17 @@ from .tape import Tape, track
 
 
 def add(a: Tensor, b: Tensor) -> Tensor:
+    """a + b (same shape and dtype), on the tape: both inputs get the output's gradient."""
     return track("add", (a, b), ops.add(a, b), lambda g: (g, g))
 
 
 def mul(a: Tensor, b: Tensor) -> Tensor:
+    """a * b elementwise (same shape and dtype), on the tape."""
     return track("mul", (a, b), ops.mul(a, b), lambda g: (ops.mul(g, b), ops.mul(g, a)))
 
 
 def scale(x: Tensor, alpha: float) -> Tensor:
+    """alpha * x, on the tape."""
     return track("scale", (x,), ops.scale(x, alpha), lambda g: (ops.scale(g, alpha),))
 
 
@@ -29,8 +32,30 @@ def cast(x: Tensor, dtype: str) -> Tensor:
 
 
 def reshape(x: Tensor, *shape) -> Tensor:
+    """x under another shape (no copy), on the tape (the gradient is reshaped back)."""
     xs = x.shape
     return track("reshape", (x,), x.reshape(*shape), lambda g: (g.reshape(xs),))
+
+
+def transpose(x: Tensor) -> Tensor:
+    """The transpose of a 2-D tensor (x.T), a new tensor, on the tape (the gradient is transposed back)."""
+    return track("transpose", (x,), ops.transpose(x), lambda g: (ops.transpose(g),))
+
+
+def sum_dim(x: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
+    """x.sum(dim, keepdim) (ops.sum_dim), on the tape: the gradient is the output's, repeated along the
+    summed dimension(s)."""
+    xs = x.shape
+    kept = (1,) * x.ndim if dim is None else tuple(1 if d == ops.normalize_dim(dim, x.ndim) else n
+                                                   for d, n in enumerate(xs))
+    return track("sum", (x,), ops.sum_dim(x, dim, keepdim), lambda g: (ops.expand(g.reshape(kept), xs),))
+
+
+def index(x: Tensor, key) -> Tensor:
+    """x[key] for basic indexing (ops.index), on the tape: the gradient is zeros with the output's
+    gradient at the indexed positions."""
+    xs = x.shape
+    return track("index", (x,), ops.index(x, key), lambda g: (ops.index_backward(g, xs, key),))
 
 
 def _tracked_matmul(x: Tensor, w: Tensor, wk: Tensor, transpose_b: bool, db_dtype: str | None = None) -> Tensor:
@@ -44,6 +69,7 @@ def _tracked_matmul(x: Tensor, w: Tensor, wk: Tensor, transpose_b: bool, db_dtyp
 
 
 def matmul(x: Tensor, w: Tensor, transpose_b: bool = False) -> Tensor:
+    """x @ w (x @ w.T with transpose_b), on the tape with the fused matmul backward."""
     return _tracked_matmul(x, w, w, transpose_b)
 
 
@@ -61,10 +87,12 @@ def matmul_master(x: Tensor, w: Tensor, transpose_b: bool = False) -> Tensor:
 
 
 def bias_add(x: Tensor, b: Tensor) -> Tensor:
+    """x + b broadcast over rows (b f32 [cols]), on the tape (b's gradient: the column sums)."""
     return track("bias_add", (x, b), ops.bias_add(x, b), lambda g: (g, ops.colsum(g)))
 
 
 def rms_norm(x: Tensor, w: Tensor, eps: float = 1e-6) -> Tensor:
+    """RMS normalization over the last dimension with gain w (ops.rms_norm), on the tape."""
     y, rstd = ops.rms_norm(x, w, eps)
     return track("rms_norm", (x, w), y, lambda g: ops.rms_norm_backward(x, w, g, rstd),
                  fuse=lambda g, acc: ops.rms_norm_backward(x, w, g, rstd, dres=acc))
@@ -80,29 +108,35 @@ def add_rms_norm(x: Tensor, a: Tensor, w: Tensor, eps: float = 1e-6) -> tuple:
 
 
 def layer_norm(x: Tensor, w: Tensor, b: Tensor, eps: float = 1e-5) -> Tensor:
+    """Layer normalization over the last dimension with weight w and bias b (ops.layer_norm), on the tape."""
     y, mean, rstd = ops.layer_norm(x, w, b, eps)
     return track("layer_norm", (x, w, b), y, lambda g: ops.layer_norm_backward(x, w, g, mean, rstd))
 
 
 def softmax(x: Tensor, causal: bool = False) -> Tensor:
+    """Softmax over the last dimension (causal: masked above the diagonal), on the tape."""
     y = ops.softmax(x, causal=causal)
     return track("softmax", (x,), y, lambda g: (ops.softmax_backward(y, g, causal=causal),))
 
 
 def silu(x: Tensor) -> Tensor:
+    """SiLU (x * sigmoid(x)) of x, elementwise, on the tape."""
     return track("silu", (x,), ops.silu(x), lambda g: (ops.silu_backward(x, g),))
 
 
 def gelu(x: Tensor) -> Tensor:
+    """GELU of x, elementwise, on the tape."""
     return track("gelu", (x,), ops.gelu(x), lambda g: (ops.gelu_backward(x, g),))
 
 
 def glu(x: Tensor, act: str = "silu", limit: float = 0.0) -> Tensor:
+    """Gated linear unit of x [rows, 2 h] (act(gate) * up, ops.glu), on the tape."""
     return track("glu", (x,), ops.glu(x, act, limit), lambda g: (ops.glu_backward(x, g, act, limit),))
 
 
 def embedding(ids: Tensor, table: Tensor, transpose: bool = False, index_offset: int = 0,
               tokens: int | None = None) -> Tensor:
+    """Rows of table for ids (ops.embedding), on the tape: table gets the scattered gradient, ids none."""
     y = ops.embedding(ids, table, transpose, index_offset, tokens)
     vocab = table.shape[1] if transpose else table.shape[0]
     return track("embedding", (ids, table), y,
@@ -110,18 +144,22 @@ def embedding(ids: Tensor, table: Tensor, transpose: bool = False, index_offset:
 
 
 def rope(x: Tensor, start_pos: int = 0, theta: float = 10000.0, seq_len: int | None = None) -> Tensor:
+    """Rotary position embedding of x [T, H, hd] from position start_pos (ops.rope), on the tape."""
     return track("rope", (x,), ops.rope(x, start_pos, theta, seq_len),
                   lambda g: (ops.rope_backward(g, start_pos, theta, seq_len),))
 
 
 def attention(q: Tensor, k: Tensor, v: Tensor, causal: bool = True, scale: float | None = None,
               batch: int = 1, recompute: bool = False) -> Tensor:
+    """Scaled dot-product attention of q [T, H, hd] with k, v [T, KVH, hd] (ops.attention), on the tape.
+    recompute: keep no probabilities; the backward recomputes them."""
     out, p = ops.attention(q, k, v, causal, scale, save_probs=not recompute, batch=batch)
     return track("attention", (q, k, v), out,
                   lambda g: ops.attention_backward(q, k, v, g, p, causal, scale, batch, out=out))
 
 
 def row_slice(x: Tensor, row: int) -> Tensor:
+    """Row `row` of a 2-D tensor, on the tape (the gradient lands in that row of zeros)."""
     rows = x.shape[0]
     return track("row_slice", (x,), ops.row_slice(x, row), lambda g: (ops.row_slice_backward(g, rows, row),))
 
@@ -135,6 +173,7 @@ def cross_entropy(logits: Tensor, targets: Tensor) -> Tensor:
 
 # -- image ops (NCHW) --------------------------------------------------------------------------
 def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, padding=0, dilation=1) -> Tensor:
+    """2-D convolution of x [N, C, H, W] by weight [OC, C, KH, KW] (ops.conv2d), on the tape."""
     y = ops.conv2d(x, weight, bias, stride, padding, dilation)
     return track("conv2d", (x, weight) if bias is None else (x, weight, bias), y,
                   lambda g: ops.conv2d_backward(x, weight, g, stride, padding, dilation, need_bias=bias is not None)
@@ -142,15 +181,18 @@ def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, padd
 
 
 def group_norm(x: Tensor, num_groups: int, weight: Tensor, bias: Tensor, eps: float = 1e-5) -> Tensor:
+    """Group normalization of x [N, C, ...] with per-channel weight and bias (ops.group_norm), on the tape."""
     y, stats = ops.group_norm(x, num_groups, weight, bias, eps)
     return track("group_norm", (x, weight, bias), y, lambda g: ops.group_norm_backward(x, num_groups, weight, g, stats))
 
 
 def upsample2d(x: Tensor, scale_factor=2) -> Tensor:
+    """Nearest-neighbour upsampling of x [N, C, H, W] by scale_factor, on the tape."""
     return track("upsample2d", (x,), ops.upsample2d(x, scale_factor), lambda g: (ops.upsample2d_backward(g, scale_factor),))
 
 
 def pixel_shuffle(x: Tensor, upscale_factor: int, layout: str = "nchw", grid=None) -> Tensor:
+    """Pixel shuffle by upscale_factor (ops.pixel_shuffle), on the tape."""
     xs = x.shape
     return track("pixel_shuffle", (x,), ops.pixel_shuffle(x, upscale_factor, layout, grid),
                   lambda g: (ops.pixel_shuffle_backward(g, xs, upscale_factor, layout, grid),))
@@ -162,6 +204,8 @@ def mse_loss(y: Tensor, target: Tensor) -> Tensor:
 # -- causal depthwise conv1d (EvermindLM, Mamba) ------------------------------------------------------
 def conv1d_causal(x: Tensor, kernel: Tensor, bias: Tensor | None = None, seq_len: int | None = None,
                   taps: str = "lag") -> Tensor:
+    """Causal depthwise conv1d of x [T, C] (ops.conv1d_causal), on the tape; gradients for x, kernel and
+    bias."""
     y = ops.conv1d_causal(x, kernel, bias, seq_len, taps)
 
     def rule(g):

@@ -55,11 +55,13 @@ class Ref:
 
     @staticmethod
     def of(t: Tensor) -> "Ref":
+        """A Ref to tensor t (its key, shape and dtype; t itself is not kept)."""
         return Ref(_key(t), t.shape, t.dtype)
 
 
 @dataclass
 class Entry:
+    """One op noted on a Tape: its inputs and output (as Refs), the backward rule and its fused form."""
     op: str
     inputs: tuple  # a Ref per tensor input (None for other inputs)
     output: Ref
@@ -73,6 +75,7 @@ class Entry:
 
 
 def active() -> "Tape | None":
+    """The innermost Tape being recorded, or None."""
     return _active[-1] if _active else None
 
 
@@ -105,6 +108,7 @@ class Grads:
         return hit
 
     def get(self, t: Tensor, default=None):
+        """The gradient of tensor t (matched by identity), or default when it has none."""
         hit = self._by_key.get(self._k(t))
         return default if hit is None else hit
 
@@ -124,6 +128,9 @@ def _differentiable(t) -> bool:
 
 
 class Tape:
+    """Records the differentiable ops run inside `with Tape() as tape:`; tape.backward(seed) runs their
+    rules in reverse and returns the gradients as a Grads."""
+
     def __init__(self):
         self.entries: list[Entry] = []
 

@@ -98,6 +98,7 @@ class Parser(argparse.ArgumentParser):
 def number(kind, lo=None, lo_open=False, zero_ok=False, what=""):
     """An argparse type: a finite number of `kind`, >= lo (> lo if lo_open)."""
     def parse(text: str):
+        """text as a number of `kind` within the bounds (argparse.ArgumentTypeError otherwise)."""
         try:
             v = kind(text)
         except ValueError:

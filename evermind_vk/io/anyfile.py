@@ -40,6 +40,8 @@ def parse_raw(blob) -> tuple[str, dict]:
 
 @dataclass
 class Decoded:
+    """What a file turned out to be: kind "package" (with the EvermindPackage), "checkpoint" (the record
+    with its arrays restored, and as stored) or "raw" (a bare builderforce weight file)."""
     kind: str  # "package", "checkpoint" or "raw"
     package: EvermindPackage | None = None
     record: dict | None = None  # checkpoint with numpy arrays restored (their sha256 verified)

@@ -59,6 +59,8 @@ def _is_path_key(key: str) -> bool:
 
 
 def checkpoint_path(key: str, directory: str = ".evermind-checkpoints") -> str:
+    """The file a checkpoint key maps to: a key that is a path is used as it is; any other key becomes a
+    file name (characters outside [a-zA-Z0-9._-] as "_") under directory."""
     if not isinstance(key, str):
         raise TypeError(f"checkpoint key must be a string, got {type(key).__name__}")
     if _is_path_key(key):
@@ -143,6 +145,7 @@ def checkpoint_hash(record: dict) -> str:
 
 
 def encode(record_json: dict, blobs: list) -> bytes:
+    """A checkpoint blob: the framed header (magic, version, sizes), the record's JSON and the array bytes."""
     js = json.dumps(record_json, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode("utf-8")
     body = b"".join(blobs)
     return framing.frame(MAGIC + struct.pack("<IQQ", VERSION, len(js), len(body)) + js + body)

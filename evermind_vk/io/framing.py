@@ -34,6 +34,7 @@ def frame(data: bytes, level: int = 3) -> bytes:
 
 
 def is_framed(blob: bytes) -> bool:
+    """Whether blob starts with the frame's magic."""
     return bytes(blob[:4]) == MAGIC
 
 

@@ -16,6 +16,8 @@ UNDEFINED = object()
 
 
 def js_number(x) -> str:
+    """x printed as JavaScript's String(number) does (integers exactly below 2^53, ECMAScript shortest form
+    otherwise; non-finite values raise)."""
     if isinstance(x, bool):
         raise TypeError("bool is not a number here")
     if isinstance(x, int) and abs(x) < 2 ** 53:
@@ -53,6 +55,8 @@ _ESC = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "
 
 
 def js_string(s: str) -> str:
+    """s as JavaScript's JSON.stringify quotes it (only quote, backslash and control characters escaped;
+    lone surrogates as \\uXXXX)."""
     out = ['"']
     for ch in s:
         o = ord(ch)
@@ -78,6 +82,8 @@ def js_key_order(keys) -> list:
 
 
 def stable_json(value) -> str:
+    """value as doppler's stableJson writes it: compact JSON of a recursively key-sorted copy, byte for
+    byte."""
     if value is None:
         return "null"
     if value is True:

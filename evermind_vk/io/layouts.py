@@ -112,6 +112,8 @@ def parse_moe0(buf: bytes) -> dict:
 
 
 def evl_shapes(V, d, L, K, h, E) -> list:
+    """(name, shape) of every EVL0 parameter, in file order, for vocabulary V, width d, L layers, conv
+    kernel K, hidden h and E experts."""
     shapes = [("emb", (V, d))]
     for i in range(L):
         p = f"layer{i}."
@@ -149,6 +151,8 @@ def parse_evl0(buf: bytes, require_crc: bool = True) -> dict:
 
 
 def build_evl0(cfg: dict, params: dict, fp16: bool = False) -> bytes:
+    """An EVL0 checkpoint (builderforce's EvermindLM layout) from its config dict and named parameters, f32
+    or f16, with its CRC trailer."""
     shapes = evl_shapes(cfg["vocabSize"], cfg["dModel"], cfg["numLayers"], cfg["convKernel"], cfg["hiddenDim"],
                          cfg["numExperts"])
     head = struct.pack("<9I", EVL0, 2 if fp16 else 1, *(cfg[n] for n in ("vocabSize", "dModel", "numLayers",
@@ -192,6 +196,7 @@ def build_evt0(state: dict, fp16: bool = False) -> bytes:
 
 
 def parse_evt0(buf: bytes) -> tuple[dict, bool]:
+    """(named arrays, fp16) from an EVT0 checkpoint; FormatError / TruncatedError on a malformed one."""
     magic, ver, count = _u32s(buf, 0, 3, "EVT0")
     if magic != EVT0:
         raise FormatError("bad magic (not an EVT0 checkpoint)")

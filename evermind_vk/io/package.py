@@ -76,6 +76,7 @@ MODEL_TYPES: dict[str, ModelType] = {}
 
 
 def register_model_type(mt: ModelType) -> None:
+    """Register a model type's package handling under its name (replacing one of the same name)."""
     MODEL_TYPES[mt.name] = mt
 
 
@@ -100,12 +101,16 @@ register_model_type(ModelType("evermind-lm", "EVL0", _int_fields("vocabSize", "d
 
 # -- the package ------------------------------------------------------------------------------------
 class EvermindPackage:
+    """A builderforce .evermind package: the manifest, the checkpoint bytes (its format named by the
+    manifest) and an optional codec; built from a model, read from a file or blob, written atomically."""
+
     def __init__(self, manifest: dict, checkpoint: bytes, codec: bytes | None = None, version: int = PKG_VERSION):
         self.manifest, self.checkpoint, self.codec, self.version = manifest, bytes(checkpoint), codec, version
 
     # building
     @staticmethod
     def make_manifest(**fields) -> dict:
+        """A manifest dict of the given fields in builderforce's key order, None values left out."""
         return {k: fields[k] for k in MANIFEST_ORDER if k in fields and fields[k] is not None}
 
     @classmethod
@@ -125,15 +130,19 @@ class EvermindPackage:
         return cls(manifest, cp)
 
     def to_blob(self) -> bytes:
+        """The package as bytes (header, manifest JSON as builderforce writes it, checkpoint, codec)."""
         m = js_json(self.manifest).encode("utf-8")
         return struct.pack("<3I", PKG_MAGIC, self.version, len(m)) + m + self.checkpoint + (self.codec or b"")
 
     def to_file(self, path: str) -> None:
+        """Write the package (framed) to path atomically."""
         atomic_write(path, framing.frame(self.to_blob()))
 
     # parsing
     @classmethod
     def from_blob(cls, blob) -> "EvermindPackage":
+        """Parse a package from bytes (framed or not); every section is bounded by the bytes present
+        (TruncatedError, FormatError)."""
         blob = memoryview(blob).cast("B")  # slices below are views; only the sections are copied
         if len(blob) < 12:
             raise TruncatedError("truncated (no header)")
@@ -242,6 +251,7 @@ class EvermindPackage:
         return errors, nonfinite, params
 
     def parse_checkpoint(self):
+        """The checkpoint's named arrays, parsed in the format the manifest names (EVT0, EVL0, MoE0, ...)."""
         fmt = self.manifest.get("checkpointFormat")
         if fmt == "EVT0":
             return parse_evt0(self.checkpoint)[0]

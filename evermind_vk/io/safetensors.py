@@ -15,6 +15,7 @@ DTYPES = {"F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bfloat1
 
 
 def save_safetensors(path: str, arrays: dict, metadata: dict | None = None) -> None:
+    """Write arrays (name -> numpy array) and string metadata to path as a .safetensors file, atomically."""
     atomic_write(path, save(arrays, metadata=metadata))
 
 

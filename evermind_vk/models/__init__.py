@@ -1,6 +1,6 @@
 """The models layer: configurations and models built from differentiable ops, and the protocol every
 model implements for the Trainer. Imports only autodiff, ops and the runtime (files and formats are
-joined to models in evermind_vk.files)."""
+joined to models in evermind_vk.files). Every forward takes device tensors or host data (models/inputs.py)."""
 from .config import LMConfig
 from .conv_ae import ConvAE, ConvAEConfig
 from .evermind_lm import EvermindLM, EvermindLMConfig

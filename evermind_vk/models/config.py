@@ -10,6 +10,7 @@ from ..errors import ConfigError
 
 @dataclass(frozen=True)
 class LMConfig:
+    """A TransformerLM's shape and hyperparameters (a Llama-style decoder: RoPE, GQA, SwiGLU, RMSNorm)."""
     vocab_size: int = 256
     d_model: int = 64
     n_layers: int = 2
@@ -50,9 +51,11 @@ class LMConfig:
 
     @property
     def head_dim(self) -> int:
+        """Width of one attention head (d_model / n_heads)."""
         return self.d_model // self.n_heads
 
     def to_dict(self) -> dict:
+        """The configuration as a plain dict (what config.json holds)."""
         return asdict(self)
 
     @classmethod

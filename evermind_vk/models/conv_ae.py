@@ -16,12 +16,14 @@ import numpy as np
 from ..autodiff import functional as F
 from ..errors import ShapeError
 from ..runtime import Tensor, get_device, tensor
+from .inputs import as_floats
 from .protocol import check_options, config_from_dict
 from .weights import load_named
 
 
 @dataclass(frozen=True)
 class ConvAEConfig:
+    """A ConvAE's image size, channels, width, latent channels, group-norm groups and init seed."""
     image_size: int = 16
     channels: int = 3
     width: int = 16
@@ -100,15 +102,19 @@ class ConvAE:
         self.params: dict[str, Tensor] = {k: tensor(v, device=self.device) for k, v in init_params(self.config).items()}
 
     def parameters(self) -> dict[str, Tensor]:
+        """The parameters by name (device tensors, what an optimizer updates)."""
         return dict(self.params)
 
     def num_parameters(self) -> int:
+        """Total number of parameter elements."""
         return sum(t.numel for t in self.params.values())
 
     def state_dict(self) -> dict[str, np.ndarray]:
+        """The parameters as host arrays by name."""
         return {k: t.numpy() for k, t in self.params.items()}
 
     def load_state_dict(self, sd: dict) -> None:
+        """Copy host arrays into the parameters (names and shapes checked)."""
         load_named(self.params, sd)
 
     def _conv(self, x, name, **kw):
@@ -118,7 +124,8 @@ class ConvAE:
         return F.group_norm(x, self.config.groups, self.params[name + ".weight"], self.params[name + ".bias"])
 
     def encode(self, x: Tensor) -> Tensor:
-        c = self.config
+        """Latents [N, latent, H/4, W/4] of images x [N, channels, image_size, image_size]."""
+        x, c = as_floats(x, self.device), self.config
         if x.shape[1:] != (c.channels, c.image_size, c.image_size):
             raise ShapeError(f"ConvAE takes [N, {c.channels}, {c.image_size}, {c.image_size}] images, got {x.shape}")
         h = F.silu(self._norm(self._conv(x, "enc.0", padding=1), "enc.1"))
@@ -127,6 +134,8 @@ class ConvAE:
         return self._conv(h, "enc.5")
 
     def decode(self, z: Tensor) -> Tensor:
+        """Images [N, C, H, W] from latents [N, latent, H/4, W/4]."""
+        z = as_floats(z, self.device)
         h = F.silu(self._conv(z, "dec.0", padding=1))
         h = F.upsample2d(h, 2)
         h = F.silu(self._norm(self._conv(h, "dec.2", padding=1), "dec.3"))
@@ -138,6 +147,7 @@ class ConvAE:
 
     def loss(self, x: Tensor) -> Tensor:
         """Mean squared reconstruction error (a 1-element f32 tensor)."""
+        x = as_floats(x, self.device)
         return F.mse_loss(self.forward(x), x)
 
     # -- the model protocol ---------------------------------------------------------------------

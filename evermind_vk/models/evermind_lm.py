@@ -19,6 +19,7 @@ import numpy as np
 from ..autodiff import Tape, functional as F
 from ..errors import ShapeError
 from ..runtime import Tensor, get_device, tensor
+from .inputs import as_ids
 from .moe import MoELayerParams, SeededRng, moe_init, stack_experts, unstack_experts
 from .protocol import NextTokenModel, check_options, checkpointed_layers, config_from_dict
 from .weights import check_state_dict
@@ -29,6 +30,8 @@ RMS_EPS = 1e-5
 
 @dataclass(frozen=True)
 class EvermindLMConfig:
+    """An EvermindLM's vocabulary, width, layers, conv kernel, MoE hidden width, experts, top-k and init
+    seed."""
     vocab_size: int
     d_model: int = 64
     num_layers: int = 2
@@ -66,12 +69,14 @@ class EvermindLMConfig:
 
     @classmethod
     def from_builderforce(cls, cfg: dict) -> "EvermindLMConfig":
+        """The configuration from builderforce's camelCase config dict."""
         return cls(int(cfg["vocabSize"]), int(cfg["dModel"]), int(cfg["numLayers"]), int(cfg["convKernel"]),
                    int(cfg["hiddenDim"]), int(cfg["numExperts"]), int(cfg["topK"]),
                    None if cfg.get("seed") is None else int(cfg["seed"]))
 
 
 def lm_init(c: EvermindLMConfig) -> dict[str, np.ndarray]:
+    """builderforce's seeded initial EvermindLM parameters for config c, by name (host arrays)."""
     seed = ((DEFAULT_LM_SEED if c.seed is None else int(c.seed)) & 0xFFFFFFFF) or 1
     d, K = c.d_model, c.conv_kernel
     p = {"emb": SeededRng(seed).gauss(c.vocab_size * d, 0.02).reshape(c.vocab_size, d)}
@@ -111,6 +116,7 @@ class EvermindLM(NextTokenModel):
         return out
 
     def num_parameters(self) -> int:
+        """Total number of parameter elements."""
         return sum(t.numel for t in self.parameters().values())
 
     def wsla_parameters(self) -> list[str]:
@@ -134,6 +140,7 @@ class EvermindLM(NextTokenModel):
 
     def load_state_dict(self, sd: dict) -> None:
         # shapes from zero-stride stand-ins: no download of the model's own weights to learn them
+        """Copy builderforce-named host arrays into the parameters (names and shapes checked first)."""
         shapes = {k: v.shape for k, v in self._named(lambda t: np.broadcast_to(np.float32(0), t.shape)).items()}
         check_state_dict(sd, shapes)
         for k, t in self.plain.items():
@@ -154,10 +161,12 @@ class EvermindLM(NextTokenModel):
         return F.add(a, F.moe_ffn(m, wr, w1, b1, w2, b2, self.config.top_k)[0])
 
     def forward(self, ids: Tensor, seq_len: int | None = None, checkpoint: bool | int = False) -> Tensor:
-        """Logits [T, V] for token ids (u32 [T]): one sequence, or T / seq_len packed sequences of seq_len.
+        """Logits [T, V] for token ids (u32 [T], or a list / numpy integer array: models/inputs.py):
+        one sequence, or T / seq_len packed sequences of seq_len.
         checkpoint: keep only each checkpointed layer's input; the backward recomputes the layer (same
         gradients). True: every layer; an integer k: every k-th (models.protocol.checkpointed_layers)."""
         c, P = self.config, self.plain
+        ids = as_ids(ids, c.vocab_size, self.device)
         T = ids.numel
         if T < 1:
             raise ShapeError("EvermindLM.forward needs at least one token")
@@ -195,6 +204,7 @@ class EvermindLM(NextTokenModel):
         return t.astype(np.uint32)
 
     def check_tokens(self, tokens) -> np.ndarray:
+        """tokens as a u32 array, each in [0, vocab_size) (ShapeError otherwise)."""
         tok = np.asarray(tokens, np.int64).ravel()
         if tok.size and (tok.min() < 0 or tok.max() >= self.config.vocab_size):
             raise ShapeError(f"token ids must be in 0..{self.config.vocab_size - 1}")

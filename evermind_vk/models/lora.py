@@ -30,6 +30,8 @@ SUFFIXES = (".lora_A", ".lora_B")
 
 @dataclass(frozen=True)
 class LoRAConfig:
+    """Low-rank adapters: rank, alpha, the linear weights they adapt (fnmatch patterns) and their init
+    seed."""
     rank: int = 8
     alpha: float = 16.0
     targets: tuple = ("layers.*.attn.wq", "layers.*.attn.wv")  # fnmatch patterns over linear weight names
@@ -41,13 +43,16 @@ class LoRAConfig:
 
     @property
     def scale(self) -> float:
+        """The adapter's output scale, alpha / rank."""
         return self.alpha / self.rank
 
     def to_dict(self) -> dict:
+        """The configuration as a plain (JSON-ready) dict."""
         return {"rank": int(self.rank), "alpha": float(self.alpha), "targets": list(self.targets), "seed": int(self.seed)}
 
 
 def is_adapter(name: str) -> bool:
+    """Whether a parameter name is a LoRA adapter's."""
     return name.endswith(SUFFIXES)
 
 
@@ -96,6 +101,7 @@ def lora_linear(model, x: Tensor, name: str) -> Tensor:
 
 
 def lora_parameters(model) -> list[str]:
+    """The names of model's adapter parameters."""
     return [n for n in model.params if is_adapter(n)]
 
 
@@ -136,6 +142,7 @@ def unmerge_lora(model) -> None:
 
 
 def lora_state_dict(model) -> dict[str, np.ndarray]:
+    """model's adapter parameters as host arrays by name."""
     return {n: model.params[n].numpy() for n in lora_parameters(model)}
 
 

@@ -38,6 +38,7 @@ from ..autodiff import functional as F
 from ..errors import EvermindError, ShapeError, UnsupportedError
 from ..runtime import Tensor, empty, get_device, record, tensor, zeros
 from ..runtime.kernels import copy_words
+from .inputs import as_ids
 from .protocol import NextTokenModel, checkpointed_layers
 from .weights import load_named
 
@@ -100,21 +101,26 @@ class HybridMambaConfig:
     # the SSD (mamba2, mamba3) up to its largest chunk (64, the Q×Q tile in shared memory) * SCAN_MAX_CHUNKS.
     @property
     def vocab_size(self) -> int:
+        """The vocabulary size (vocabSize, under the name the other models use)."""
         return self.vocabSize
 
     @property
     def max_seq_len(self) -> int:
+        """The longest sequence the layers' scans support."""
         return 64 * 4096 if {"mamba2", "mamba3"} & set(self.layers) else 4096 * 4096
 
     @property
     def d_inner(self) -> int:
+        """Width of a Mamba block's inner stream (expand * dModel)."""
         return self.expand * self.dModel
 
     @property
     def dt_rank(self) -> int:
+        """Rank of mamba1's step-size projection (ceil(dModel / 16))."""
         return -(-self.dModel // 16)
 
     def to_dict(self) -> dict:
+        """The configuration as a plain dict (layers as a list)."""
         d = asdict(self)
         d["layers"] = list(self.layers)
         return d
@@ -212,6 +218,7 @@ class SeededGaussian:
         return s.astype(np.float64) / 2.0 ** 32
 
     def normal(self, n: int, std: float) -> np.ndarray:
+        """n normal draws of standard deviation std (Box–Muller over 2 n uniforms), as float32."""
         u = self.uniform(2 * n)
         u1, u2 = np.maximum(u[0::2], 1e-12), u[1::2]
         return (std * np.sqrt(-2 * np.log(u1)) * np.cos(2 * np.pi * u2)).astype(np.float32)
@@ -295,12 +302,15 @@ class HybridMambaModel(NextTokenModel):
 
     # -- parameters -----------------------------------------------------------------------------
     def parameters(self) -> dict[str, Tensor]:
+        """The parameters by name (device tensors, what an optimizer updates)."""
         return dict(self.params)
 
     def num_parameters(self) -> int:
+        """Total number of parameter elements."""
         return sum(t.numel for t in self.params.values())
 
     def layer_types(self) -> list[str]:
+        """The layer kinds in order."""
         return list(self.config.layers)
 
     def wsla_parameters(self) -> list[str]:
@@ -332,9 +342,11 @@ class HybridMambaModel(NextTokenModel):
         return out
 
     def state_dict(self) -> dict[str, np.ndarray]:
+        """The parameters as host arrays by name."""
         return {k: t.numpy() for k, t in self.params.items()}
 
     def load_state_dict(self, sd: dict) -> None:
+        """Copy host arrays into the parameters (names and shapes checked)."""
         load_named(self.params, sd)
 
     # -- forward --------------------------------------------------------------------------------
@@ -423,10 +435,12 @@ class HybridMambaModel(NextTokenModel):
         return F.add(x, F.bias_add(F.matmul(a, P[L + "wO"], transpose_b=True), P[L + "bO"]))
 
     def forward(self, ids: Tensor, batch: int = 1, checkpoint: bool | int = False) -> Tensor:
-        """Logits [batch*S, V] for `batch` sequences of S tokens packed in ids (u32 [batch*S]).
+        """Logits [batch*S, V] for `batch` sequences of S tokens packed in ids (u32 [batch*S], or a list /
+        numpy integer array: models/inputs.py).
         checkpoint (activation checkpointing): True recomputes every layer in the backward, an integer k
         every k-th (models.protocol.checkpointed_layers); such a layer keeps only its input alive until
         the backward, which runs it again with the same kernels: the same gradients."""
+        ids = as_ids(ids, self.config.vocabSize, self.device)
         T = ids.numel
         if T == 0 or T % batch:
             raise ShapeError(f"{T} ids are not {batch} non-empty sequences of equal length")

@@ -20,6 +20,7 @@ from ..autodiff import functional as F
 from .. import ops
 from ..errors import ShapeError
 from ..runtime import Tensor, get_device, tensor
+from .inputs import as_floats
 from .protocol import check_options, config_from_dict
 from .weights import check_state_dict
 
@@ -66,6 +67,7 @@ class SeededRng:
 
 @dataclass(frozen=True)
 class MoEConfig:
+    """A SharedExpertMoE's width, expert hidden width, number of routed experts, top-k and init seed."""
     model_dim: int = 64
     hidden_dim: int = 128
     num_experts: int = 8
@@ -99,11 +101,13 @@ class MoEConfig:
 
     @classmethod
     def from_builderforce(cls, cfg: dict) -> "MoEConfig":
+        """The configuration from builderforce's camelCase config dict."""
         return cls(int(cfg["modelDim"]), int(cfg["hiddenDim"]), int(cfg["numExperts"]), int(cfg["topK"]),
                    None if cfg.get("seed") is None else int(cfg["seed"]))
 
 
 def expert_names(E: int) -> list[str]:
+    """The experts' name prefixes in builderforce's order: "shared", then expert0 .. expert{E-1}."""
     return ["shared"] + [f"expert{e}" for e in range(E)]
 
 
@@ -176,6 +180,7 @@ class SharedExpertMoE:
         return dict(self.layer.t)
 
     def num_parameters(self) -> int:
+        """Total number of parameter elements."""
         return sum(t.numel for t in self.layer.t.values())
 
     def wsla_parameters(self) -> list[str]:
@@ -188,6 +193,8 @@ class SharedExpertMoE:
         return unstack_experts({k: t.numpy() for k, t in self.layer.t.items()}, self.config.num_experts)
 
     def load_state_dict(self, sd: dict) -> None:
+        """Copy builderforce-named host arrays into the stacked device tensors (names and shapes checked
+        first)."""
         stand_ins = {k: np.broadcast_to(np.float32(0), t.shape) for k, t in self.layer.t.items()}  # no download
         check_state_dict(sd, {k: v.shape for k, v in unstack_experts(stand_ins, self.config.num_experts).items()})
         for k, v in stack_experts(sd, self.config.num_experts).items():
@@ -201,6 +208,7 @@ class SharedExpertMoE:
     def forward(self, x: Tensor, aux_scale: float = 0.0):
         """(out [N, d], context, aux) for N tokens x [N, d]; aux (a 1-element tensor: the load-balance
         loss of these tokens) and the aux router gradient (scale aux_scale) only when aux_scale != 0."""
+        x = as_floats(x, self.device)
         if x.ndim != 2 or x.shape[1] != self.config.model_dim:
             raise ShapeError(f"SharedExpertMoE: input {x.shape} is not [N, {self.config.model_dim}]")
         return self.layer(x, self.config.top_k, aux_scale)

@@ -20,6 +20,7 @@ from ..autodiff import functional as F
 from ..errors import ConfigError, ShapeError
 from .. import ops
 from ..runtime import Tensor, arena, empty, get_device, record, tensor, zeros
+from .inputs import as_ids
 from .config import LMConfig
 from .lora import is_adapter, lora_linear
 from .protocol import NextTokenModel, checkpointed_layers
@@ -67,9 +68,11 @@ class TransformerLM(NextTokenModel):
 
     # -- parameters -----------------------------------------------------------------------------
     def parameters(self) -> dict[str, Tensor]:
+        """The parameters by name, adapters included (device tensors, what an optimizer updates)."""
         return dict(self.params)
 
     def num_parameters(self) -> int:
+        """Total number of parameter elements, adapters excluded."""
         return sum(t.numel for k, t in self.params.items() if not is_adapter(k))
 
     def wsla_parameters(self) -> list[str]:
@@ -91,11 +94,13 @@ class TransformerLM(NextTokenModel):
         return {k: t.numpy() for k, t in self.params.items() if not is_adapter(k)}
 
     def load_state_dict(self, sd: dict) -> None:
+        """Copy host arrays into the (non-adapter) parameters, names and shapes checked."""
         load_named({k: t for k, t in self.params.items() if not is_adapter(k)}, sd)
 
     # -- forward --------------------------------------------------------------------------------
     def forward(self, ids: Tensor, batch: int = 1, dtype: str = "f32", checkpoint: bool | int = False) -> Tensor:
-        """Logits [batch*S, V] for `batch` sequences of S tokens packed in ids (u32 [batch*S]).
+        """Logits [batch*S, V] for `batch` sequences of S tokens packed in ids (u32 [batch*S], or a list /
+        numpy integer array: models/inputs.py).
 
         dtype "f16" (mixed precision): activations, matmuls and attention in f16 (f32 accumulation inside
         the kernels); each matrix weight is cast from its f32 master to an f16 working copy in the step
@@ -107,6 +112,7 @@ class TransformerLM(NextTokenModel):
         if dtype not in ("f32", "f16"):
             raise ConfigError(f"forward: dtype must be 'f32' or 'f16', got {dtype!r}")
         c, P = self.config, self.params
+        ids = as_ids(ids, c.vocab_size, self.device)
         T = ids.numel
         if T % batch:
             raise ShapeError(f"{T} ids are not {batch} sequences of equal length")
@@ -246,6 +252,8 @@ class KVCache:
         self._slots: dict[int, dict] = {}
 
     def slot(self, Q: int) -> dict:
+        """The reusable buffers for steps of Q new tokens (made on first use; only the decoding slot and
+        the latest prefill are kept)."""
         s = self._slots.get(Q)
         if s is None:
             # keep the decoding slot (Q = 1) and the latest prefill only: prompts of many lengths must not

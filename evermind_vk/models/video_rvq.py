@@ -29,6 +29,7 @@ class SeqRng:
         self.r = SeededRng(seed)
 
     def next(self) -> float:
+        """The next uniform draw in [0, 1)."""
         return float(self.r.uniforms(1)[0])
 
 
@@ -62,6 +63,10 @@ def _kmeans(vectors: np.ndarray, count: int, iterations: int, rng: SeqRng) -> np
 
 
 class VideoRVQCodec:
+    """builderforce's video codec: frames cut into patches, each coded by residual vector quantization
+    (levels codebooks of codebook_size) against an intra (key frame) or inter (delta) bank, as tokens
+    after the text vocabulary."""
+
     def __init__(self, height: int, width: int, channels: int = 3, patch: int = 4, levels: int = 2,
                  codebook_size: int = 16, keyframe_interval: int = 12, text_vocab_size: int = 0,
                  seed: int = DEFAULT_SEED):
@@ -88,29 +93,36 @@ class VideoRVQCodec:
     # -- vocabulary -----------------------------------------------------------------------------
     @property
     def bos_video(self) -> int:
+        """The <vid> token (starts a video)."""
         return self.text_vocab_size
 
     @property
     def eos_video(self) -> int:
+        """The </vid> token (ends a video)."""
         return self.text_vocab_size + 1
 
     @property
     def frame_key(self) -> int:
+        """The <key> token (a key frame)."""
         return self.text_vocab_size + 2
 
     @property
     def frame_delta(self) -> int:
+        """The <delta> token (a frame coded against the previous one)."""
         return self.text_vocab_size + 3
 
     @property
     def code_base(self) -> int:
+        """The first code token."""
         return self.text_vocab_size + 4
 
     @property
     def vocab_size(self) -> int:
+        """The whole vocabulary: text, the four markers and every code of both banks."""
         return self.code_base + 2 * self.levels * self.codebook_size
 
     def code_token(self, bank: int, level: int, code: int) -> int:
+        """The token of code `code` at level `level` of bank `bank` (0 intra, 1 inter)."""
         return self.code_base + bank * self.levels * self.codebook_size + level * self.codebook_size + code
 
     def _is_code(self, tok: int) -> bool:
@@ -240,12 +252,14 @@ class VideoRVQCodec:
 
     # -- VRQ0 fields (bytes: evermind_vk.files.serialize_codec / deserialize_codec) ---------------------
     def header(self) -> dict:
+        """The header fields builderforce's VRQ0 file stores."""
         return {"height": self.height, "width": self.width, "channels": self.channels, "patch": self.patch,
                 "levels": self.levels, "K": self.codebook_size, "keyframeInterval": self.keyframe_interval,
                 "textVocabSize": self.text_vocab_size}
 
     @classmethod
     def from_parsed(cls, d: dict) -> "VideoRVQCodec":
+        """A codec from a parsed VRQ0 dict (header fields and both codebook banks)."""
         c = cls(d["height"], d["width"], d["channels"], d["patch"], d["levels"], d["K"], d["keyframeInterval"],
                 d["textVocabSize"])
         c.banks = [np.asarray(d["intra"], np.float32).copy(), np.asarray(d["inter"], np.float32).copy()]

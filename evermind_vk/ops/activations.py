@@ -55,6 +55,7 @@ def _act_backward(op: str, x: Tensor, dy: Tensor) -> Tensor:
 
 
 def silu(x: Tensor) -> Tensor:
+    """SiLU (x * sigmoid(x)) of x, elementwise."""
     return _act("silu", x)
 
 
@@ -64,10 +65,12 @@ def gelu(x: Tensor) -> Tensor:
 
 
 def silu_backward(x: Tensor, dy: Tensor) -> Tensor:
+    """dx of SiLU at x for the output gradient dy."""
     return _act_backward("silu_backward", x, dy)
 
 
 def gelu_backward(x: Tensor, dy: Tensor) -> Tensor:
+    """dx of GELU at x for the output gradient dy."""
     return _act_backward("gelu_backward", x, dy)
 
 

@@ -36,6 +36,8 @@ def _pair(v, name: str, low: int) -> tuple[int, int]:
 
 
 def conv2d_output_size(H: int, W: int, KH: int, KW: int, stride=1, padding=0, dilation=1) -> tuple[int, int]:
+    """The output (height, width) of a conv2d over H x W with a KH x KW kernel, stride, padding and
+    dilation (PyTorch's formula)."""
     (sh, sw), (ph, pw), (dh, dw) = _pair(stride, "stride", 1), _pair(padding, "padding", 0), _pair(dilation, "dilation", 1)
     return (H + 2 * ph - dh * (KH - 1) - 1) // sh + 1, (W + 2 * pw - dw * (KW - 1) - 1) // sw + 1
 

@@ -90,7 +90,7 @@ def sum_squares(xs: list, out: Tensor, index: int = 0) -> None:
     final_sum(part, off, out, index=index)
 
 
-# -- overflow-free L2 norm (harden-user) -------------------------------------------------------------
+# -- overflow-free L2 norm (clipping must not overflow on large finite gradients) --------------------
 __all__ += ["l2_norm"]
 
 

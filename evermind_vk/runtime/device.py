@@ -39,6 +39,7 @@ DEVICE_TYPES = {0: "other", 1: "integrated_gpu", 2: "discrete_gpu", 3: "virtual_
 
 
 def kp_module():
+    """The kp (Kompute) module, checked to be the patched build this package needs (DeviceError otherwise)."""
     try:
         import kp
     except ImportError as e:  # pragma: no cover - setup problem
@@ -85,14 +86,18 @@ class DeviceInfo:
 
     @property
     def f16(self) -> bool:
+        """Whether 16-bit storage buffers are usable (f16 tensors in kernels)."""
         return bool(self.features.get("storage_buffer_16bit_access"))
 
     @property
     def coopmat(self) -> bool:
+        """Whether the device has (usable) cooperative matrices."""
         return bool(self.features.get("cooperative_matrix"))
 
     @staticmethod
     def from_caps(index: int, caps: dict) -> "DeviceInfo":
+        """A DeviceInfo from kp's capability dict, features switched off by their environment variables
+        dropped."""
         off = _switched_off()
         feats = {f: bool(caps.get(f)) and f not in off for f in FEATURES}
         shapes = tuple(tuple(s) for s in caps.get("cooperative_matrix_shapes", ())) if feats["cooperative_matrix"] else ()
@@ -211,13 +216,17 @@ class Device:
 
     @property
     def caps(self) -> dict:
+        """The device's feature flags (a copy of info.features)."""
         return dict(self.info.features)
 
     def has(self, feature: str) -> bool:
+        """Whether the device has (and has not switched off) a feature."""
         return bool(self.info.features.get(feature))
 
     # -- algorithms --------------------------------------------------------------------------
     def algorithm(self, variant, tensors, groups: tuple, spirv: bytes):
+        """The cached kp Algorithm of a kernel variant bound to these tensors and workgroup counts (built
+        on first use)."""
         key = (variant.name, tuple(t.uid for t in tensors), groups)
         algo = self._algorithms.get(key)
         if algo is None:
@@ -313,6 +322,8 @@ class Device:
         return self._peak_allocated
 
     def reset_peak_memory_stats(self) -> None:
+        """Start the peak of memory_allocated over from what is allocated now (PyTorch's
+        torch.cuda.reset_peak_memory_stats)."""
         self._peak_allocated = self._allocated
 
     @contextlib.contextmanager

@@ -20,6 +20,7 @@ from ..errors import DeviceError, EvermindError
 
 @dataclass(frozen=True)
 class ProfileRow:
+    """One row of a Profile: a kernel variant (or upload / download), its count per run, time and share."""
     name: str  # a kernel variant's name, or "upload" / "download"
     count: int  # operations of this name in one run of the program
     total_ms: float  # their GPU time per run (median over repeats)
@@ -28,6 +29,8 @@ class ProfileRow:
 
 @dataclass
 class Profile:
+    """The result of profile(): per-kernel rows, GPU and host time per run, per-operation times and launch
+    shapes."""
     rows: list  # ProfileRow, largest total first
     gpu_ms: float  # sum of the operations' GPU time per run
     host_ms: float  # median wall time of one Program.run()

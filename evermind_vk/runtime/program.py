@@ -56,6 +56,8 @@ REUSE_MAX_RATIO = 2
 
 
 def barrier_elision_enabled() -> bool:
+    """Whether recordings drop barriers between dispatches that touch disjoint data
+    (EVERMIND_VK_DISABLE_BARRIER_ELISION=1 turns it off)."""
     return not knobs.get("EVERMIND_VK_DISABLE_BARRIER_ELISION")
 
 
@@ -98,6 +100,9 @@ class BarrierPlan:
 
 
 class Program:
+    """A recorded sequence of dispatches and transfers (made by record()) that run() replays without
+    Python-side work per op."""
+
     def __init__(self, device):
         self.device = device
         self._ops = []

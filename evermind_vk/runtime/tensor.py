@@ -67,6 +67,10 @@ def _back_to_pool(program_ref, buf: Buffer) -> None:
 
 
 class Tensor:
+    """A shaped, typed buffer on a Vulkan device (f32, f16, i32 or u32), made by tensor(), empty() or
+    zeros() or returned by ops. numpy() copies it to the host; operators, .T, .sum() and indexing run
+    device ops (see evermind_vk.ops.methods)."""
+
     def __init__(self, device, shape, dtype: str, kp_tensor, host_visible: bool, base: "Tensor | None" = None,
                  buffer: Buffer | None = None):
         self.device = device
@@ -90,19 +94,29 @@ class Tensor:
     # -- facts ----------------------------------------------------------------------------------
     @property
     def numel(self) -> int:
+        """Number of elements."""
         return math.prod(self.shape)
 
     @property
     def ndim(self) -> int:
+        """Number of dimensions."""
         return len(self.shape)
 
     @property
     def nbytes(self) -> int:
+        """Bytes the elements take (numel * itemsize)."""
         return self.numel * dtypes.DTYPES[self.dtype].itemsize
 
     @property
     def words(self) -> int:
+        """32-bit words the elements occupy in the buffer."""
         return dtypes.words(self.numel, self.dtype)
+
+    def __len__(self) -> int:
+        """The size of the first dimension (TypeError for a 0-D tensor, as PyTorch and numpy)."""
+        if not self.shape:
+            raise TypeError("len() of a 0-d tensor")
+        return self.shape[0]
 
     def __repr__(self) -> str:
         kind = "host-visible" if self.host_visible else "device-only"
@@ -116,8 +130,9 @@ class Tensor:
         arr = self.numpy()
         return arr if dtype is None else arr.astype(dtype)
 
-    # + - * @ and unary -: installed by evermind_vk.ops at import (the runtime layer cannot import ops);
-    # they run eagerly (or are recorded inside record()) like the functions ev.add, ev.mul, ev.matmul.
+    # + - * @, unary -, .T, .sum(), indexing and iteration: installed by evermind_vk.ops at import
+    # (ops/methods.py; the runtime layer cannot import ops); they run eagerly (or are recorded inside
+    # record()) like the functions ev.add, ev.mul, ev.matmul, ev.ops.transpose, ev.ops.sum_dim, ev.ops.index.
 
     def reshape(self, *shape) -> "Tensor":
         """The same buffer under another shape (no copy)."""
@@ -180,7 +195,9 @@ def _as_array(data, dtype: str | None) -> np.ndarray:
                     raise UnsupportedError(f"integers [{int(arr.min())}, {int(arr.max())}] do not fit i32 "
                                            "(refused rather than wrapped; pass a numpy array of the dtype you want)")
                 arr = arr.astype(np.int32)
-        dtypes.canonical(arr.dtype)  # raises UnsupportedError for float64, int64, ...
+        if isinstance(data, np.ndarray) and arr.dtype.kind in "iu" and arr.dtype.itemsize != 4:
+            arr = _narrowed(arr)  # int64 ids and the like: to i32 (u32 for unsigned), range-checked
+        dtypes.canonical(arr.dtype)  # raises UnsupportedError for float64, bool, ...
         return np.ascontiguousarray(arr)
     target = dtypes.DTYPES[dtypes.canonical(dtype)]
     try:
@@ -199,6 +216,18 @@ def _as_array(data, dtype: str | None) -> np.ndarray:
             raise UnsupportedError(f"values [{lo}, {hi}] do not fit {dtype} [{info.min}, {info.max}] "
                                    "(refused rather than wrapped)")
     return np.ascontiguousarray(arr.astype(target))
+
+
+def _narrowed(arr: np.ndarray) -> np.ndarray:
+    """A numpy integer array of another width as i32 (signed) or u32 (unsigned); values outside that
+    range raise UnsupportedError naming it (refused rather than wrapped)."""
+    target = np.dtype(np.int32 if arr.dtype.kind == "i" else np.uint32)
+    if arr.size:
+        info, lo, hi = np.iinfo(target), int(arr.min()), int(arr.max())
+        if lo < info.min or hi > info.max:
+            raise UnsupportedError(f"{arr.dtype} values [{lo}, {hi}] are outside the {dtypes.canonical(target)} "
+                                   f"range [{info.min}, {info.max}] (refused rather than wrapped)")
+    return arr.astype(target)
 
 
 def _allocate(dev, host_words: np.ndarray, kind, nbytes: int):
@@ -282,6 +311,7 @@ def _new_buffer(dev, n_words: int, host_visible: bool, scope=None) -> Buffer:
 
 
 def zeros(shape, dtype="f32", device=None, host_visible: bool = False) -> Tensor:
+    """A new tensor of zeros (device-only unless host_visible)."""
     t = empty(shape, dtype, device, host_visible)
     fill_words(t, 0)
     return t
@@ -306,6 +336,8 @@ class arena:
         self._used: dict[tuple, int] = {}
 
     def take(self, shape: tuple, dtype: str) -> Tensor:
+        """The arena's tensor for the next allocation of (shape, dtype) in this iteration (made on first
+        use)."""
         key = (shape, dtype)
         i = self._used.get(key, 0)
         self._used[key] = i + 1

@@ -3,12 +3,12 @@ penalty), seeded, with a KV cache (one token's work per step) and stop tokens, s
 from __future__ import annotations
 
 import math
-import numbers
 
 import numpy as np
 
 from .. import ops
 from ..errors import ConfigError, TokenError
+from ..models.inputs import check_ids
 from ..runtime import tensor
 
 
@@ -96,18 +96,4 @@ def generate(model, prompt_ids, max_new_tokens: int = 64, temperature: float = 0
         pending = [nxt]
         if on_token is not None:
             on_token(nxt)
-    return out
-
-
-def check_ids(ids, vocab_size: int, what: str = "token ids") -> list[int]:
-    """ids as a list of Python ints, each an integer in [0, vocab_size); TokenError names the first bad one
-    (an id >= vocab would read past the embedding; one past 32 bits would wrap in a u32 tensor)."""
-    out = []
-    for k, i in enumerate(ids.tolist() if isinstance(ids, np.ndarray) else ids):
-        if isinstance(i, bool) or not isinstance(i, numbers.Integral):
-            raise TokenError(f"{what}: id #{k} is {i!r}, not an integer")
-        i = int(i)
-        if not 0 <= i < vocab_size:
-            raise TokenError(f"{what}: id #{k} is {i}, outside the vocabulary [0, {vocab_size})")
-        out.append(i)
     return out

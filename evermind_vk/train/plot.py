@@ -53,7 +53,7 @@ def loss_curve_png(losses, path: str, width: int = 640, height: int = 360) -> No
     atomic_write(path, _png(img))
 
 
-# -- a readable loss plot (harden-user) ---------------------------------------------------------------
+# -- a readable loss plot (a moving average over the raw points) --------------------------------------
 def smooth(y, window: int | None = None) -> np.ndarray:
     """Trailing moving average over `window` steps (default ~5% of them, at least 1)."""
     y = np.asarray(y, np.float64)

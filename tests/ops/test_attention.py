@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import evermind_vk as ev
+from evermind_vk.runtime.select import attention as select_attention
 from evermind_vk import ops
 from evermind_vk.runtime import variants
 from evermind_vk.runtime.select import matmul as select_matmul
@@ -105,7 +106,8 @@ def test_fused_layouts_with_every_part_of_a_row_used(device, monkeypatch, config
     """Head dims that put data in every thread's part of a row (a split row sums all its parts)."""
     monkeypatch.setenv("EVERMIND_VK_ATTENTION", "fused")
     monkeypatch.setenv("EVERMIND_VK_ATTENTION_VARIANT", config)
-    assert attention_module._fused_variants(ev.tensor(np.zeros((1, 1, D), np.float32)), 1, 1, 1, D, 1)["fwd"].name.endswith(config)
+    launch = select_attention.Launch(dtype="f32", S=1, H=1, KVH=1, D=D, batch=1)
+    assert select_attention.fused_variants(launch, ev.get_device(), config)["fwd"].name.endswith(config)
     _check("f32", 2, 37, 4, 2, D, causal, D)
 
 

@@ -8,6 +8,9 @@ ROWS = [
     *(simple("rope", "rope", dt, 256) for dt in F),
     *(simple("bias_add", "bias_add", dt, 256) for dt in F),
     *(simple("copy2d", "copy2d", dt, 256) for dt in F),
+    # Strided views: a gather (transpose, basic indexing, expand) and its scatter; u32 moves any 32-bit
+    # dtype's words.
+    *(simple("strided", op, dt, 256) for op in ("gather_strided", "scatter_strided") for dt in ("f32", "f16", "u32")),
     *(simple("glu", op, dt, 256, [act]) for op in ("glu", "glu_backward") for act in ("silu", "gelu") for dt in F),
     simple("optim", "adamw_step", "f32", 256),
     simple("optim", "clip_scale", "f32", 256),
