@@ -208,6 +208,10 @@ VARIANTS = [
     *(simple("reduce", "colsum", dt, 256) for dt in F),
     simple("reduce", "colsum_cast", "f16", 256),  # f32 rows -> f16 sums (the last stage of f16 split-K)
     *(simple("copy2d", "copy2d", dt, 256) for dt in F),
+    # Recorded decoding (train/decode.py): positions read from a device buffer; sampling on the device.
+    *(simple("decode", op, dt, 256) for op in ("rope_at", "kv_write") for dt in F),
+    *(simple("decode", "attention_decode", dt, 64) for dt in F),
+    *(simple("sample", "sample", dt, 256) for dt in F),
     *(simple("glu", op, dt, 256, [act]) for op in ("glu", "glu_backward") for act in ("silu", "gelu") for dt in F),
     # Deterministic two-stage sums, and the optimizer.
     *(simple("reduce", "partial_sums", dt, 256) for dt in F),

@@ -3,6 +3,7 @@ one module per family (each lists its ops in __all__). Imports only the runtime.
 from .activations import *  # noqa: F401,F403
 from .attention import *  # noqa: F401,F403
 from .conv2d import *  # noqa: F401,F403
+from .decode import *  # noqa: F401,F403
 from .elementwise import *  # noqa: F401,F403
 from .embedding import *  # noqa: F401,F403
 from .image import *  # noqa: F401,F403
