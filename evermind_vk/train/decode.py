@@ -332,7 +332,7 @@ KINDS = {"TransformerLM": Decoder, "EvermindLM": WindowDecoder, "HybridMambaMode
 def decoder(model, slots: int) -> Decoder:
     """The model's Decoder for `slots` sequences (built once, then reused)."""
     # programs bind the parameters' buffers: a new parameter tensor or adapter records new programs
-    key = (int(slots), tuple((k, t.uid) for k, t in model.params.items()),
+    key = (int(slots), tuple((k, t.uid) for k, t in model.parameters().items()),
            tuple(sorted((getattr(model, "lora", None) or {}).items())), bool(getattr(model, "lora_merged", False)))
     cache = model.__dict__.setdefault("_decoders", {})
     d = cache.get(key)

@@ -77,3 +77,48 @@ def test_prompt_forms(device, model):
 
 def test_bucket():
     assert [bucket(n, 100) for n in (1, 16, 17, 64, 65, 99)] == [16, 16, 32, 64, 100, 100]
+
+
+def _evermind():
+    from evermind_vk.models import EvermindLM, EvermindLMConfig
+    m = EvermindLM(EvermindLMConfig(19, d_model=16, num_layers=2, conv_kernel=3, hidden_dim=24, num_experts=3,
+                                    top_k=2, seed=5))
+    rng = np.random.default_rng(1)  # random conv taps (the init's are the identity: a receptive field of 1)
+    m.load_state_dict({k: (rng.standard_normal(v.shape).astype(np.float32) if k.endswith(".conv") else
+                           v * 20 if v.ndim == 2 else v) for k, v in m.state_dict().items()})
+    return m
+
+
+def _mamba(layers):
+    from evermind_vk.models import HybridMambaConfig, HybridMambaModel
+    m = HybridMambaModel(HybridMambaConfig(vocabSize=19, dModel=16, numLayers=len(layers), layers=layers,
+                                           dState=4, dConv=3, expand=2, nHeads=2, seed=3))
+    m.load_state_dict({k: v * 5 if v.ndim == 2 and "embedding" not in k else v for k, v in m.state_dict().items()})
+    return m
+
+
+# (model, repetition penalty: strong for the Mamba stacks, whose tied heads of random weights repeat the last token)
+@pytest.mark.parametrize("make,rp", [(_evermind, 2.0), (lambda: _mamba(("mamba1", "mamba2")), 100.0),
+                                     (lambda: _mamba(("mamba1", "attention")), 100.0)],
+                         ids=["evermind", "mamba", "mamba-attention"])
+def test_other_models_greedy_and_batches(device, make, rp):
+    m = make()
+    prompts = [[3, 1, 4, 1, 5, 9, 2], [6], [5, 3]]
+    plain = [generate(m, p, max_new_tokens=6, use_cache=False, repetition_penalty=rp) for p in prompts]
+    assert generate(m, prompts, max_new_tokens=6, repetition_penalty=rp) == plain
+    assert len({t for p in plain for t in p}) > 3
+    st = {}
+    a = generate(m, prompts[0], max_new_tokens=5, temperature=1.0, top_p=0.9, seed=2, stats=st)
+    assert a == generate(m, prompts[0], max_new_tokens=5, temperature=1.0, top_p=0.9, seed=2)
+    assert st["prefill_tokens"] > 0 and st["decode_tokens"] == 4
+
+
+def test_evermind_window_is_the_receptive_field(device):
+    """The window decoder's W tokens give the last token's logits exactly as the whole context; W - 1 do not."""
+    from evermind_vk.runtime import tensor
+    m = _evermind()
+    W = decoder(m, 1).W
+    ids = np.random.default_rng(0).integers(0, 19, 3 * W).astype(np.uint32)
+    full = m.forward(tensor(ids)).numpy()[-1]
+    assert np.allclose(m.forward(tensor(ids[-W:])).numpy()[-1], full, rtol=1e-5, atol=1e-5)
+    assert not np.allclose(m.forward(tensor(ids[-(W - 1):])).numpy()[-1], full, rtol=1e-3, atol=1e-3)
