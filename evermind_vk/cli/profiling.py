@@ -1,4 +1,5 @@
-"""`evermind-vk profile`: GPU time per kernel variant of one recorded training step."""
+"""`evermind-vk profile`: GPU time per kernel variant of one recorded training step (--generate: of
+generation's recorded decode step)."""
 from __future__ import annotations
 
 import argparse
@@ -6,7 +7,8 @@ import argparse
 from ..models import LMConfig, TransformerLM
 from ..runtime import get_device
 from ..runtime.profiler import profile
-from ..train import ByteTokenizer, Trainer, default_corpus
+from ..train import ByteTokenizer, Trainer, default_corpus, generate
+from ..train.decode import decoder
 from .args import add_data, add_device, add_model_shape, add_optim, add_precision, layer_count
 from .common import POS_INT, read_text
 
@@ -19,6 +21,8 @@ def cmd_profile(args) -> int:
     cfg = LMConfig(d_model=args.d_model, n_layers=layers, n_heads=args.heads, n_kv_heads=args.kv_heads,
                    d_ff=args.d_ff, max_seq_len=max(args.seq_len, 64), seed=args.seed)
     model = TransformerLM(cfg, device=dev)
+    if args.generate:
+        return _profile_decode(model, args)
     tok = ByteTokenizer()
     need = args.batch_size * (args.seq_len + 1) * 2
     text = read_text(args.text) if args.text else default_corpus()
@@ -41,6 +45,31 @@ def cmd_profile(args) -> int:
 
 
 
+def _profile_decode(model, args) -> int:
+    """Record the decode step of `generate` for --batch-size prompts of --seq-len tokens, then print GPU
+    time per kernel variant of one step (the step replays at the same positions)."""
+    tok = ByteTokenizer()
+    text = read_text(args.text) if args.text else default_corpus()
+    ids = tok.encode(text)
+    P = min(args.seq_len, model.config.max_seq_len - 2)
+    prompts = [ids[b * P:(b + 1) * P] for b in range(args.batch_size)]
+    stats: dict = {}
+    generate(model, prompts, max_new_tokens=3, stats=stats)  # records the prefill and the decode step
+    prog = decoder(model, args.batch_size)._step[0]
+    prof = profile(prog, repeats=args.repeats, serialize=args.serialize)
+    print(f"one decode step: {model.num_parameters():,} parameters, batch {args.batch_size} at position {P + 1}, "
+          f"{len(prog)} operations, one submit")
+    print(prof.table())
+    if args.by_shape:
+        print()
+        print(prof.table(by="shape", top=args.by_shape))
+    B = args.batch_size
+    print(f"decode: {B / (prof.host_ms / 1e3):,.0f} tokens/s (host time), {B / (prof.gpu_ms / 1e3):,.0f} tokens/s "
+          f"(GPU time); prefill of {stats['prefill_tokens']} tokens: "
+          f"{stats['prefill_tokens'] / max(stats['prefill_s'], 1e-9):,.0f} tokens/s (first run, includes recording)")
+    return 0
+
+
 def add_parser(sub) -> None:
     """The `profile` subcommand."""
     p = sub.add_parser("profile", help="GPU time per kernel variant of one recorded training step",
@@ -53,6 +82,8 @@ def add_parser(sub) -> None:
                    help="time each kernel with a barrier before every dispatch (clean per-kernel times; the "
                         "recorded step lets independent dispatches overlap)")
     add_precision(p, choices=("f32", "f16"))
+    p.add_argument("--generate", action="store_true",
+                   help="profile generation's recorded decode step instead (--batch-size prompts of --seq-len tokens)")
     p.add_argument("--by-shape", type=POS_INT, default=0, metavar="N",
                    help="also print the N costliest (kernel variant, launch sizes) pairs: which products cost what")
     add_device(p)
