@@ -234,6 +234,7 @@ class WindowDecoder(_Sampling):
                       empty((HEADER + ITEM * self.slots + MAX_STOPS,), "u32", dev, host_visible=True))
 
     def advance(self, seqs, live, step: int) -> dict:
+        """The next token of each live sequence, {b: (id, is stop)}: one replay over all windows."""
         B, W = self.slots, self.W
         ids = np.zeros(B * W, np.uint32)
         items = []
@@ -314,6 +315,8 @@ class RecurrentDecoder(_Sampling):
         return prog
 
     def advance(self, seqs, live, step: int) -> dict:
+        """The next token of each live sequence, {b: (id, is stop)}: step 0 feeds the prompts (states reset
+        first), later steps each live sequence's last token."""
         res = {}
         if step == 0:
             self._reset()
