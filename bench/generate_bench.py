@@ -35,7 +35,7 @@ from evermind_vk.train.decode import decoder
 
 try:
     import torch
-    from torch_decode import TorchEvermind, TorchTransformer  # bench/ is on sys.path as a script
+    from torch_decode import TorchEvermind, TorchMamba1, TorchTransformer  # bench/ is on sys.path as a script
 except ImportError:  # pragma: no cover
     torch = None
 
@@ -119,6 +119,15 @@ def torch_rates(name, m, B: int, P: int, new: int, dev: str, compiled: bool, rep
             run_prefill = lambda: tm.forward(ids)  # noqa: E731
             def run_decode(nxt, i):
                 return tm.forward(ids[:, -tm.window:]).argmax(-1)  # the window of tokens that matter
+        elif name.startswith("mamba"):
+            tm = TorchMamba1(sd, m.config, dev, B)
+
+            def run_prefill():
+                for t in range(P):
+                    z = tm.step(ids[:, t])
+                return z
+            def run_decode(nxt, i):
+                return tm.step(nxt).argmax(-1)
         else:
             return out
         pre = dec = 0.0

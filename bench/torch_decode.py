@@ -118,3 +118,37 @@ class TorchEvermind:
             a = x + conv
             x = a + self._moe(_rms(a, W[P + "nMoe"], 1e-5), P + "moe.")
         return x[:, -1] @ W["emb"].T
+
+
+class TorchMamba1:
+    """HybridMambaModel of mamba1 layers only (the default config) decoding from its recurrent state: per layer
+    the conv window [B, K-1, D] and the scan state [B, D, N]; RMSNorm eps 1e-6, tied head. The prompt is fed
+    token by token through the same step (as ours)."""
+
+    def __init__(self, sd: dict, cfg, dev, B: int):
+        if any(k != "mamba1" for k in cfg.layers):
+            raise ValueError("TorchMamba1: mamba1 layers only")
+        self.c, self.dev, self.B = cfg, dev, B
+        self.W = {k: torch.tensor(v, device=dev) for k, v in sd.items()}
+        D, N, K = cfg.d_inner, cfg.dState, cfg.dConv
+        self.win = [torch.zeros(B, K - 1, D, device=dev) for _ in cfg.layers]
+        self.h = [torch.zeros(B, D, N, device=dev) for _ in cfg.layers]
+
+    def step(self, ids):
+        """Logits [B, V] after one token per sequence (ids [B]); the states advance in place."""
+        c, W = self.c, self.W
+        D, N, R = c.d_inner, c.dState, c.dt_rank
+        x = W["embedding"][ids]
+        for i in range(len(c.layers)):
+            P = f"layer{i}."
+            xz = _rms(x, W[P + "normWeight"], 1e-6) @ W[P + "wInProj"].T + W[P + "bInProj"]
+            window = torch.cat([self.win[i], xz[:, None, :D]], 1)  # oldest first
+            self.win[i] = window[:, 1:]
+            u = Fn.silu((window.flip(1) * W[P + "wConv"].T[None]).sum(1) + W[P + "bConv"])  # tap j reads t - j
+            xp = u @ W[P + "wXProj"].T + W[P + "bXProj"]
+            dt = Fn.softplus(xp[:, :R] @ W[P + "wDtProj"].T + W[P + "bDtProj"])
+            A = -torch.exp(W[P + "A_log"])
+            self.h[i] = torch.exp(dt[..., None] * A) * self.h[i] + (dt * u)[..., None] * xp[:, None, R:R + N]
+            y = (self.h[i] * xp[:, None, R + N:]).sum(-1) + W[P + "D_vec"] * u
+            x = x + (y * Fn.silu(xz[:, D:])) @ W[P + "wOutProj"].T + W[P + "bOutProj"]
+        return _rms(x, W["final_norm"], 1e-6) @ W["embedding"].T
