@@ -210,7 +210,8 @@ VARIANTS = [
     *(simple("copy2d", "copy2d", dt, 256) for dt in F),
     # Recorded decoding (train/decode.py): positions read from a device buffer; sampling on the device.
     *(simple("decode", op, dt, 256) for op in ("rope_at", "kv_write") for dt in F),
-    *(simple("decode", "attention_decode", dt, 64) for dt in F),
+    # ... one workgroup of WG >= head_dim threads per (sequence, head) (ops.decode.pick_decode_wg).
+    *(Variant("decode", "attention_decode", dt, (("WG", wg),), tile=f"wg{wg}") for wg in (16, 32, 64, 128) for dt in F),
     *(simple("sample", "sample", dt, 256) for dt in F),
     *(simple("glu", op, dt, 256, [act]) for op in ("glu", "glu_backward") for act in ("silu", "gelu") for dt in F),
     # Deterministic two-stage sums, and the optimizer.

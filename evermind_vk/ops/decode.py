@@ -92,14 +92,23 @@ def attention_decode(q: Tensor, k_cache: Tensor, v_cache: Tensor, hyper: Tensor,
     if score.numel < R * H * L:
         raise ShapeError(f"attention_decode: score needs {R * H * L} elements, has {score.numel}")
     _check_hyper(hyper, R)
-    v = one_variant("attention_decode", q.dtype, q.device)
-    if D > v.spec["WG"]:
-        raise UnsupportedError(f"attention_decode: head dim {D} > {v.spec['WG']} threads a workgroup")
+    v = pick_decode_wg(kernels.usable("attention_decode", q.dtype, q.device), D, q.device.info.type)
     out = like(q)
     kernels.dispatch(v, [q, k_cache, v_cache, hyper, score, out],
                      dict(R=R, H=H, KVH=KVH, D=D, L=L, scale=1.0 / math.sqrt(D) if scale is None else float(scale)),
                      kernels.grid(R * H))
     return out
+
+
+def pick_decode_wg(cands, D: int, device_type: str):
+    """attention_decode's variant: the fewest threads >= the head dimension (CPU devices: each barrier of the
+    workgroup's reductions costs per thread) or, on GPUs, the most (the keys are spread over the threads).
+    Raises UnsupportedError when no variant has WG >= D."""
+    fit = sorted((v for v in cands if v.spec["WG"] >= D), key=lambda v: v.spec["WG"])
+    if not fit:
+        raise UnsupportedError(f"attention_decode: head dim {D} > the largest workgroup "
+                               f"({max(v.spec['WG'] for v in cands)} threads)")
+    return fit[0] if device_type == "cpu" else fit[-1]
 
 
 def sample(logits: Tensor, hyper: Tensor, seen: Tensor, picked: Tensor, items: int) -> None:

@@ -138,7 +138,7 @@ def test_kv_write_places_rows(device, R, Q, seed):
     assert np.array_equal(cache.numpy(), want)
 
 
-@given(R=st.integers(1, 3), heads=st.sampled_from([(1, 1), (2, 1), (4, 2)]), D=st.integers(1, 16),
+@given(R=st.integers(1, 3), heads=st.sampled_from([(1, 1), (2, 1), (4, 2)]), D=st.sampled_from([1, 5, 16, 17, 40]),
        seed=st.integers(0, 2**31), dtype=st.sampled_from(["f32", "f16"]))
 def test_attention_decode_matches_oracle(device, R, heads, D, seed, dtype):
     H, KVH = heads
@@ -161,3 +161,16 @@ def test_attention_decode_matches_oracle(device, R, heads, D, seed, dtype):
             want[r, h] = (p / p.sum()) @ vv[slot, :pos + 1, h // (H // KVH)]
     tol = 8 * (L + D + 8) * U32 + (2.0 ** -10 if dtype == "f16" else 0)
     assert_within(got, want, tol * (np.abs(want) + np.abs(want).max()) + 1e-30, "attention_decode")
+
+
+def test_attention_decode_workgroup_choice(device):
+    from evermind_vk.ops.decode import pick_decode_wg
+    from evermind_vk.runtime import kernels
+    from evermind_vk.errors import UnsupportedError
+    cands = kernels.variants_of("attention_decode", "f32")
+    assert pick_decode_wg(cands, 16, "cpu").spec["WG"] == 16
+    assert pick_decode_wg(cands, 17, "cpu").spec["WG"] == 32
+    assert pick_decode_wg(cands, 64, "discrete_gpu").spec["WG"] == 128
+    assert pick_decode_wg(cands, 128, "cpu").spec["WG"] == 128
+    with pytest.raises(UnsupportedError, match="head dim 129"):
+        pick_decode_wg(cands, 129, "cpu")
