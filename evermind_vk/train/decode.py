@@ -6,9 +6,10 @@ device buffer (`hyper`, ops/decode.py), uploaded with the token ids at the start
 chosen ids (and their stop flags) come back (ops.sample).
 
 The KV caches are [slots, max_seq_len, KVH, head_dim] per layer: slot b holds sequence b of a batch.
-A prefill pads a prompt of n tokens to its bucket P (the next power of two >= n, at least MIN_BUCKET, at
-most max_seq_len); causal attention makes the padding invisible to the first n positions, and the cache
-rows it writes past n are overwritten by the decode steps before any query reads them."""
+A prefill runs the prompts of a batch together, each padded to the bucket P of the longest (the next power
+of two >= its length, at least MIN_BUCKET, at most max_seq_len): one recorded program per (count, bucket).
+Causal attention makes the padding invisible to the first n positions, and the cache rows it writes past n
+are overwritten by the decode steps before any query reads them."""
 from __future__ import annotations
 
 import numpy as np
@@ -92,33 +93,35 @@ class Decoder(_Sampling):
         self.k = [zeros(shape, "f32", dev) for _ in range(c.n_layers)]
         self.v = [zeros(shape, "f32", dev) for _ in range(c.n_layers)]
         self._step = None  # (program or None, ids, hyper, score)
-        self._prefill: dict[int, tuple] = {}  # bucket -> (program or None, ids, hyper)
+        self._prefill: dict[tuple, tuple] = {}  # (sequences, bucket) -> (program or None, ids, hyper)
         self.length = [0] * self.slots  # positions in each slot's cache
 
     # -- prefill --------------------------------------------------------------------------------
-    def prefill(self, slot: int, ctx, step: int) -> tuple[int, bool]:
-        """Run ctx (<= max_seq_len token ids) into slot's cache rows 0..len-1 and choose the next token:
-        (id, is a stop token)."""
-        n, dev = len(ctx), self.model.device
-        P = bucket(n, self.L)
-        entry = self._prefill.get(P)
+    def prefill(self, slots, ctxs, step: int) -> dict:
+        """Run each ctxs[r] (<= max_seq_len token ids) into slots[r]'s cache rows 0..len-1, all in one
+        replay (each padded to the bucket of the longest), and choose each one's next token:
+        {slot: (id, is a stop token)}."""
+        n, dev = len(slots), self.model.device
+        P = bucket(max(len(c) for c in ctxs), self.L)
+        entry = self._prefill.get((n, P))
         if entry is None:
-            entry = self._prefill[P] = (None, empty((P,), "u32", dev, host_visible=True),
-                                        empty((HEADER + ITEM + MAX_STOPS,), "u32", dev, host_visible=True))
-        ids = np.zeros(P, np.uint32)
-        ids[:n] = ctx
-        words = self._words([(0, slot, n - 1, 1)], step)
+            entry = self._prefill[(n, P)] = (None, empty((n * P,), "u32", dev, host_visible=True),
+                                             empty((HEADER + ITEM * n + MAX_STOPS,), "u32", dev, host_visible=True))
+        ids = np.zeros(n * P, np.uint32)
+        for r, ctx in enumerate(ctxs):
+            ids[r * P: r * P + len(ctx)] = ctx
+        words = self._words([(0, b, r * P + len(ctx) - 1, 1) for r, (b, ctx) in enumerate(zip(slots, ctxs))], step)
 
         def build():
-            self._prefill[P] = (self._record_prefill(P, entry[1], entry[2]),) + entry[1:]
+            self._prefill[(n, P)] = (self._record_prefill(n, P, entry[1], entry[2]),) + entry[1:]
             return self.picked.read_staging()
         picked = self._replay(entry, ids, words, build)
-        return int(picked[slot]), bool(picked[self.slots + slot])
+        return {b: (int(picked[b]), bool(picked[self.slots + b])) for b in slots}
 
-    def _record_prefill(self, P: int, ids, hyper):
+    def _record_prefill(self, n: int, P: int, ids, hyper):
         m, dev = self.model, self.model.device
         c, Pm = m.config, m.params
-        H, KVH, hd = c.n_heads, c.n_kv_heads, c.head_dim
+        H, KVH, hd, T = c.n_heads, c.n_kv_heads, c.head_dim, n * P
         with record(dev) as prog:
             dev.upload(ids)
             dev.upload(hyper)
@@ -126,15 +129,15 @@ class Decoder(_Sampling):
             for i in range(c.n_layers):
                 L = f"layers.{i}."
                 h, _ = ops.rms_norm(x, Pm[L + "attn_norm.weight"], c.norm_eps)
-                q = ops.rope(lora_linear(m, h, L + "attn.wq").reshape(P, H, hd), 0, c.rope_theta, P)
-                k = ops.rope(lora_linear(m, h, L + "attn.wk").reshape(P, KVH, hd), 0, c.rope_theta, P)
-                v = lora_linear(m, h, L + "attn.wv").reshape(P, KVH, hd)
+                q = ops.rope(lora_linear(m, h, L + "attn.wq").reshape(T, H, hd), 0, c.rope_theta, P)
+                k = ops.rope(lora_linear(m, h, L + "attn.wk").reshape(T, KVH, hd), 0, c.rope_theta, P)
+                v = lora_linear(m, h, L + "attn.wv").reshape(T, KVH, hd)
                 ops.kv_write(k, self.k[i], hyper, P)
                 ops.kv_write(v, self.v[i], hyper, P)
-                a, _ = ops.attention(q, k, v, causal=True, save_probs=False)
-                x = self._mlp(x, a.reshape(P, H * hd), L)
+                a, _ = ops.attention(q, k, v, causal=True, save_probs=False, batch=n)
+                x = self._mlp(x, a.reshape(T, H * hd), L)
             logits = self._head(x)
-            ops.sample(logits, hyper, self.seen, self.picked, 1)
+            ops.sample(logits, hyper, self.seen, self.picked, n)
             dev.sync_local(self.picked)
         return prog
 
@@ -184,12 +187,9 @@ class Decoder(_Sampling):
         max_seq_len tokens for each sequence whose cache is full."""
         B, L, res = self.slots, self.L, {}
         if step == 0:
-            self.length = [0] * B
-            for b in range(B):
-                res[b] = self.prefill(b, seqs[b][-L:], 0)
-                self.length[b] = min(len(seqs[b]), L)
+            self.length = [min(len(q), L) for q in seqs]
             self.prefill_tokens = sum(self.length)
-            return res
+            return self.prefill(list(range(B)), [q[-L:] for q in seqs], 0)
         refill = [live[b] and self.length[b] + 1 > L for b in range(B)]
         feed = [live[b] and not refill[b] for b in range(B)]
         if any(feed):
@@ -198,9 +198,9 @@ class Decoder(_Sampling):
                 if feed[b]:
                     res[b] = (int(pk[b]), bool(pk[B + b]))
                     self.length[b] += 1
-        for b in range(B):
-            if refill[b]:
-                res[b] = self.prefill(b, seqs[b][-L:], step)
+        if any(refill):
+            res.update(self.prefill([b for b in range(B) if refill[b]], [seqs[b][-L:] for b in range(B) if refill[b]],
+                                    step))
         return res
 
     # -- shared pieces --------------------------------------------------------------------------

@@ -55,7 +55,7 @@ def test_recorded_once_one_submit_per_token(device, model):
     before = dev.submits
     generate(model, [[4, 5], [6]], max_new_tokens=6)
     assert dec._step[0] is step  # replayed, not recorded again
-    assert dev.submits - before == 2 + 5  # two prefills, then one submit per decoded token
+    assert dev.submits - before == 1 + 5  # one prefill of both prompts, then one submit per decoded token
 
 
 def test_prompt_forms(device, model):
