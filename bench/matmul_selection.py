@@ -3,7 +3,7 @@
 one: the step runs with `kernels.dispatch` replaced by a logger (nothing executes; losses are garbage) on
 the local device dressed up as a discrete GPU with 48 KiB of shared memory, every feature and 132
 multiprocessors (--multiprocessors: the H200's count; f32 split-K plans whole waves by it), so the
-selection rules in runtime/variants.py decide as they would there. Prints, per variant, its dispatch
+selection rules in runtime/select/ decide as they would there. Prints, per variant, its dispatch
 count and the distinct products (M, N, K, a_strides, b_strides, beta, inner batch, outer batch); a
 split-K product shows as its K/S chunks with inner batch S on a c32 variant (f16) plus a column sum.
 

@@ -6,6 +6,8 @@
     python bench/record_memory.py --config tiny       # d128, 4 layers, batch 8 x 128 (mid: d256, 4 layers)
     python bench/record_memory.py --config 23.7m      # d512, 8 layers, 8/4 heads, ff 1408, batch 16 x 256
     python bench/record_memory.py --precision f16
+    python bench/record_memory.py --checkpoint        # with activation checkpointing (every layer; --checkpoint K:
+                                                      # every K-th), beside the same step without it
 
 Per mode it trains two steps of a TransformerLM through `Trainer.train` (the first records the step) and
 prints: the bytes held before (weights), the peak of Device.max_memory_allocated over the two steps, what
@@ -15,6 +17,9 @@ the tensors allocated during training (weights not included, AdamW moments inclu
 at once, those tensors grouped by the op that allocated them ("fwd"/"bwd": inside the forward or the
 tape's backward walk) beside the free pool (buffers of dead tensors waiting for an allocation of their
 size). With reuse the peak is about the weights plus that most-held plus what no later allocation fit.
+With --checkpoint K the modes are: reuse on and off with activation checkpointing (every K-th layer
+recomputed in the backward: Trainer(checkpoint_layers=K)), then reuse on without it, the baseline of
+"peak with checkpointing / without" (the losses of all three identical).
 No PyTorch here: bench/train_bench.py prints our peak against
 torch.cuda.max_memory_allocated in the same run.
 """
@@ -87,12 +92,12 @@ class Tracker:
         rt_tensor._new = self._orig
 
 
-def run(cfg, B, L, precision, reuse: bool, top: int, record_only: bool = False):
+def run(cfg, B, L, precision, reuse: bool, top: int, record_only: bool = False, checkpoint: int = 0):
     os.environ["EVERMIND_VK_DISABLE_RECORD_REUSE"] = "0" if reuse else "1"
     dev = ev.get_device()
     gc.collect()
     model = TransformerLM(cfg, device=dev)
-    tr = Trainer(model, precision=precision)
+    tr = Trainer(model, precision=precision, checkpoint_layers=checkpoint)
     ids = np.random.default_rng(0).integers(0, cfg.vocab_size, B * L * (1 if record_only else 2) + 1)
     gc.collect()
     base = dev.memory_allocated()
@@ -103,7 +108,8 @@ def run(cfg, B, L, precision, reuse: bool, top: int, record_only: bool = False):
     peak, after = dev.max_memory_allocated(), dev.memory_allocated()
     prog = tr.step_program(L, B)
     losses = [h["loss"] for h in tr.history]
-    print(f"reuse {'on ' if reuse else 'off'}: weights {base / 2**20:8.2f} MiB   peak {peak / 2**20:8.2f} MiB   "
+    mode = f"reuse {'on ' if reuse else 'off'}" + ("" if not checkpoint else f", checkpoint {checkpoint}")
+    print(f"{mode}: weights {base / 2**20:8.2f} MiB   peak {peak / 2**20:8.2f} MiB   "
           f"held after {after / 2**20:8.2f} MiB   reused allocations {prog.buffers_reused}   "
           f"dispatches {len(prog)}   losses {'not run' if record_only else losses}", flush=True)
     if top and tk.snapshot is not None:
@@ -124,6 +130,8 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--config", choices=sorted(CONFIGS), default="small")
     ap.add_argument("--precision", choices=("f32", "f16"), default="f32")
+    ap.add_argument("--checkpoint", type=int, nargs="?", const=1, default=0, metavar="K",
+                    help="activation checkpointing: every K-th layer recomputed in the backward (alone: every layer)")
     ap.add_argument("--top", type=int, default=12, help="rows of the holder table (0: none)")
     ap.add_argument("--record-only", action="store_true",
                     help="record one step and never submit it (memory accounting is host-side, so the numbers hold; "
@@ -145,13 +153,19 @@ def main(argv=None):
         Program.run = lambda self: None
     d, n_layers, H, KVH, ff, B, L = CONFIGS[a.config]
     cfg = LMConfig(d_model=d, n_layers=n_layers, n_heads=H, n_kv_heads=KVH, d_ff=ff, max_seq_len=L)
-    print(f"config {a.config} ({d=}, {n_layers} layers, {H}/{KVH} heads, ff {ff}, batch {B} x {L}), {a.precision}, "
+    ck = f", activation checkpointing every {a.checkpoint} layer(s)" if a.checkpoint else ""
+    print(f"config {a.config} ({d=}, {n_layers} layers, {H}/{KVH} heads, ff {ff}, batch {B} x {L}), {a.precision}{ck}, "
           f"on {ev.get_device().info.name}", flush=True)
-    on, l_on = run(cfg, B, L, a.precision, True, a.top, a.record_only)
-    off, l_off = run(cfg, B, L, a.precision, False, a.top, a.record_only)
+    on, l_on = run(cfg, B, L, a.precision, True, a.top, a.record_only, a.checkpoint)
+    off, l_off = run(cfg, B, L, a.precision, False, a.top, a.record_only, a.checkpoint)
     same = "not run (--record-only)" if a.record_only else l_on == l_off
     print(f"peak with reuse / without: {on / off:.3f}; losses identical: {same}")
-    return 0 if l_on == l_off else 1
+    if not a.checkpoint:
+        return 0 if l_on == l_off else 1
+    plain, l_plain = run(cfg, B, L, a.precision, True, a.top, a.record_only)
+    same = "not run (--record-only)" if a.record_only else l_on == l_plain
+    print(f"peak with checkpointing / without (reuse on): {on / plain:.3f}; losses identical: {same}")
+    return 0 if l_on == l_off == l_plain else 1
 
 
 if __name__ == "__main__":

@@ -17,8 +17,9 @@ AdamW moments and the recorded step's buffers), the driver's view of the same (o
 nvidia-smi's memory.used over the variant, sampled every 50 ms, so contexts and allocator slack count too), and
 the ratio of each evermind-vk variant to each torch
 baseline. Then the profiler table (ev.profile) of our f32 and f16 steps. --skip NAME skips a variant
-(eager-f32, eager-bf16, compile-f32, compile-bf16, compile-f32-best, compile-bf16-best, ev-f32, ev-f16;
-the -best variants are what a PyTorch user tuning for speed would run: SDPA with native GQA, fused RMSNorm and
+(eager-f32, eager-bf16, compile-f32, compile-bf16, compile-f32-best, compile-bf16-best, ev-f32, ev-f16,
+ev-f32-ckpt, ev-f16-ckpt; the -ckpt variants are ours with activation checkpointing, every
+--checkpoint-layers-th layer recomputed in the backward, compared with the plain ones too; the -best variants are what a PyTorch user tuning for speed would run: SDPA with native GQA, fused RMSNorm and
 the fused AdamW, compiled; the plain compile variants are the twin as written); a variant that fails says why and the
 rest still run. Timings on a shared machine are noisy.
 """
@@ -49,7 +50,7 @@ CONFIGS = {  # name: (d_model, layers, heads, kv_heads, d_ff, batch, seq_len, vo
     "350m": (1024, 24, 16, 8, 4096, 4, 1024, 49152),
 }
 TORCH_VARIANTS = ("eager-f32", "eager-bf16", "compile-f32", "compile-bf16", "compile-f32-best", "compile-bf16-best")
-EV_VARIANTS = ("ev-f32", "ev-f16")
+EV_VARIANTS = ("ev-f32", "ev-f16", "ev-f32-ckpt", "ev-f16-ckpt")
 
 
 def bench_torch(name, cfg, ids, B, L, steps, warmup, dev):
@@ -92,11 +93,11 @@ def bench_torch(name, cfg, ids, B, L, steps, warmup, dev):
     return {"tokens_per_s": B * L * steps / dt, "peak_bytes": peak, "warmup_s": warm_s, "final_loss": loss}
 
 
-def bench_ev(precision, cfg, ids, B, L, steps, warmup, repeats):
+def bench_ev(precision, cfg, ids, B, L, steps, warmup, repeats, checkpoint_layers=0):
     dev = ev.get_device()
     gc.collect()
     model = TransformerLM(cfg, device=dev)
-    tr = Trainer(model, precision=precision)
+    tr = Trainer(model, precision=precision, checkpoint_layers=checkpoint_layers)
     n_warm = B * L * warmup + 1
     t0 = time.perf_counter()
     tr.train(ids[:n_warm], seq_len=L, batch_size=B, lr=1e-3)  # records the step (builds pipelines), warms up
@@ -177,6 +178,8 @@ def main(argv=None):
     ap.add_argument("--warmup", type=int, default=3, help="untimed steps first (recording, compilation)")
     ap.add_argument("--repeats", type=int, default=3, help="profiler runs of our step")
     ap.add_argument("--skip", action="append", default=[], choices=TORCH_VARIANTS + EV_VARIANTS)
+    ap.add_argument("--checkpoint-layers", type=int, default=1,
+                    help="the -ckpt variants recompute every K-th layer in the backward (1: every layer)")
     ap.add_argument("--json", default="train_bench.json")
     a = ap.parse_args(argv)
     d, n_layers, H, KVH, ff, B, L, V = CONFIGS[a.config]
@@ -212,7 +215,8 @@ def main(argv=None):
                 if name in TORCH_VARIANTS:
                     r = bench_torch(name, cfg, ids, B, L, a.steps, a.warmup, tdev)
                 else:
-                    r = bench_ev(name[3:], cfg, ids, B, L, a.steps, a.warmup, a.repeats)
+                    r = bench_ev(name.split("-")[1], cfg, ids, B, L, a.steps, a.warmup, a.repeats,
+                                 a.checkpoint_layers if name.endswith("-ckpt") else 0)
             r["driver_rise_bytes"] = drv.rise_bytes
         except Exception as e:  # say why, run the rest
             r = {"error": f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"}
@@ -235,8 +239,14 @@ def main(argv=None):
                 de, dt_ = ok[e].get("driver_rise_bytes"), ok[t].get("driver_rise_bytes")
                 md = de / dt_ if de and dt_ else None
                 res["ratios"][f"{e}/{t}"] = {"speed": r, "memory": m, "driver_memory": md}
-                print(f"  {e} / {t:<17} speed {r:6.3f}x   memory {'n/a (CPU)' if m is None else f'{m:.3f}x'}"
+                print(f"  {e:<11} / {t:<17} speed {r:6.3f}x   memory {'n/a (CPU)' if m is None else f'{m:.3f}x'}"
                       f"   driver {'n/a' if md is None else f'{md:.3f}x'}")
+    for e in EV_VARIANTS:  # what activation checkpointing costs and saves, against our own plain step
+        base = e[:-len("-ckpt")]
+        if e.endswith("-ckpt") and e in ok and base in ok:
+            r, m = ok[e]["tokens_per_s"] / ok[base]["tokens_per_s"], ok[e]["peak_bytes"] / ok[base]["peak_bytes"]
+            res["ratios"][f"{e}/{base}"] = {"speed": r, "memory": m}
+            print(f"  {e:<11} / {base:<17} speed {r:6.3f}x   memory {m:.3f}x   (every {a.checkpoint_layers} layer(s))")
     for e in EV_VARIANTS:
         if e in ok:
             print(f"\nprofile of our {e[3:]} step ({res['params']:,} parameters, batch {B} x {L}):")

@@ -65,4 +65,4 @@ class CheckpointKeyCollisionError(CheckpointMismatchError):
 
 class BindingLimitError(UnsupportedError):
     """A kernel binds more storage buffers than the device allows a dispatch
-    (maxPerStageDescriptorStorageBuffers and its relatives; see runtime.variants.max_bindings)."""
+    (maxPerStageDescriptorStorageBuffers and its relatives; see runtime.select.bindings.max_bindings)."""

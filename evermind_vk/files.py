@@ -2,7 +2,9 @@
 
   save_model / load_model      weights + config as .npz (no pickle)
   export_safetensors / import_safetensors
-  load(path)                   any model file we read: .evermind, .safetensors or .npz
+  load(path, config=None)      any model file we read: .evermind, .safetensors, .npz, or builderforce's
+                               bare EVL0 / MoE0 / MBJS weights and VRQ0 codecs (load_raw)
+  save_conv_ae / load_conv_ae  a ConvAE as model.npz (weights) + config.json beside it
 and the registration of each of our model types with the .evermind container (its layout, config
 check, tensor check, pack and unpack).
 
@@ -15,11 +17,12 @@ from __future__ import annotations
 
 from io import BytesIO
 import json
+import os
 import zipfile
 
 import numpy as np
 
-from .errors import FormatError, LimitError, ShapeError, UnsupportedError
+from .errors import BlobError, ConfigError, FormatError, LimitError, ShapeError, UnsupportedError
 from .io import framing
 from .io.atomic import atomic_write
 from .io.layouts import build_evt0, nonfinite_count
@@ -220,14 +223,21 @@ def import_safetensors(path: str, device=None, allow_nonfinite: bool = False) ->
     return _build(cfg, tensors, device)
 
 
-def load(path: str, device=None, allow_nonfinite: bool = False):
-    """The model in a file: an .evermind package (validated), a .safetensors or an .npz we wrote."""
+def load(path: str, device=None, allow_nonfinite: bool = False, config=None):
+    """The model in a file: an .evermind package (validated), a .safetensors or an .npz we wrote (a ConvAE's
+    model.npz with its config.json beside it: load_conv_ae), or one of
+    builderforce's bare files (EVL0, MoE0, MBJS weights; a VRQ0 codec), recognised by their magic; `config`
+    (a dict or a JSON file) is what those need or are checked against (load_raw)."""
+    if _raw_file(path):
+        return load_raw(path, device, allow_nonfinite, config)
+    if config is not None:
+        raise ConfigError(f"{path}: config= is for builderforce's bare EVL0 / MoE0 / MBJS files; this file carries its own")
     if str(path).endswith(".safetensors"):
         return import_safetensors(path, device, allow_nonfinite)
     if str(path).endswith(".npz"):
-        return load_model(path, device, allow_nonfinite)
+        return load_npz(path, device, allow_nonfinite)
     pkg = EvermindPackage.from_file(path)
-    if pkg.manifest.get("modality", "text") in ("video", "image"):
+    if pkg.manifest.get("modality", "text") in ("video", "image") and pkg.manifest.get("modelType") != CONV_AE:
         return load_media_lm(pkg, device, allow_nonfinite)  # (EvermindLM, VideoRVQCodec)
     return pkg.load_model(device, allow_nonfinite=allow_nonfinite)
 
@@ -306,11 +316,14 @@ def load_media_lm(pkg: EvermindPackage, device=None, allow_nonfinite: bool = Fal
     modality = pkg.manifest.get("modality", "text")
     if modality not in ("video", "image"):
         raise FormatError(f"loadMediaLM: package modality is '{modality}', use load_model()")
+    if pkg.manifest.get("modelType") != "evermind-lm":
+        raise FormatError(f"loadMediaLM: a {pkg.manifest.get('modelType')} package is not a media EvermindLM "
+                          "(evermind_vk.load returns its model)")
     lm = pkg.load_model(device, allow_nonfinite=allow_nonfinite)  # validates, codec checksum included
     return lm, deserialize_codec(pkg.codec)
 
 
-# -- HybridMambaModel (issue 12) ------------------------------------------------------------------------
+# -- HybridMambaModel -------------------------------------------------------------------------------------
 # In .evermind packages as modelType "evermind-hybrid-mamba": config = HybridMambaConfig.to_dict()
 # (builderforce's field names; `layers` a list of layer-type strings), checkpoint layout EVT0 (named
 # f32 or f16 tensors, CRC-32 trailer), so a package round-trips bit-exactly. builderforce's own weight
@@ -321,15 +334,24 @@ from .models import HybridMambaConfig, HybridMambaModel  # noqa: E402
 HYBRID_MAMBA = "evermind-hybrid-mamba"
 
 
+def _package_mamba_config(config: dict) -> HybridMambaConfig:
+    """The config of an evermind-hybrid-mamba package. Packages written before mamba1 had a choice of input
+    term carry no `discretization` and were trained with the Euler term Δ·B·u: they keep it (a config dict
+    from anywhere else, builderforce's included, defaults to the zero-order hold)."""
+    if isinstance(config, dict) and "discretization" not in config:
+        config = {**config, "discretization": "euler"}
+    return HybridMambaConfig.from_dict(config)
+
+
 def _unpack_mamba(config: dict, params: dict, device=None) -> HybridMambaModel:
-    model = HybridMambaModel(HybridMambaConfig.from_dict(config), device=device)
+    model = HybridMambaModel(_package_mamba_config(config), device=device)
     model.load_state_dict(params)
     return model
 
 
 def _mamba_config_errors(cfg: dict) -> list:
     try:
-        HybridMambaConfig.from_dict(cfg)
+        _package_mamba_config(cfg)
     except (TypeError, ValueError) as e:
         return [f"invalid config: {e}"]
     return []
@@ -363,3 +385,344 @@ def import_mbjs(model: HybridMambaModel, blob: bytes) -> HybridMambaModel:
             raise FormatError(f"MBJS parameter {i} ({n!r}) size mismatch: file {a.size}, model {model.params[n].numel}")
     model.load_state_dict({n: a.reshape(model.params[n].shape) for n, a in zip(names, f["arrays"])})
     return model
+
+
+# -- ConvAE: model.npz + config.json (its natural format), and .evermind packages of modality "image" ------
+# model.npz holds the weights alone, named PyTorch style ("enc.0.weight", ...; np.load reads it, no pickle);
+# config.json beside it holds the ConvAEConfig fields and "model_type": "conv-ae", as a Hugging Face model
+# directory does. In packages: modelType "evermind-conv-ae", modality "image" (the model itself maps images
+# to images, so unlike builderforce's media LMs there is no codec section), checkpoint layout EVT0.
+import math  # noqa: E402
+import os  # noqa: E402
+import stat  # noqa: E402
+
+from .errors import ConfigError  # noqa: E402
+from .models import ConvAE, ConvAEConfig  # noqa: E402
+from .models.conv_ae import param_shapes as conv_ae_param_shapes  # noqa: E402
+from .models.protocol import config_from_dict  # noqa: E402
+
+CONV_AE = "evermind-conv-ae"
+CONV_AE_MODEL_TYPE = "conv-ae"  # config.json's model_type
+CONV_AE_CONFIG = "config.json"
+# The largest sizes a ConvAE config read from a file may declare: parameters are also bounded by the bytes
+# present, but image_size sets the activations of every forward pass and no weight reflects it.
+CONV_AE_LIMITS = {"image_size": 4096, "channels": 64, "width": 4096, "latent": 4096, "groups": 4096}
+
+
+def conv_ae_config(cfg) -> ConvAEConfig:
+    """A ConvAEConfig from a file's dict: integer fields (no bools, no floats), each within CONV_AE_LIMITS,
+    seed a non-negative integer, no unknown fields (ConfigError / LimitError name the field)."""
+    if not isinstance(cfg, dict):
+        raise ConfigError(f"ConvAE config must be a JSON object, got {type(cfg).__name__}")
+    for k in (*CONV_AE_LIMITS, "seed"):
+        v = cfg.get(k)
+        if k in cfg and (not isinstance(v, int) or isinstance(v, bool) or v < 0):
+            raise ConfigError(f"ConvAE config: {k} = {v!r} is not a non-negative integer")
+        if k in CONV_AE_LIMITS and k in cfg and v > CONV_AE_LIMITS[k]:
+            raise LimitError(f"ConvAE config: {k} = {v} exceeds {CONV_AE_LIMITS[k]}")
+    return config_from_dict(ConvAEConfig, cfg)
+
+
+def conv_ae_spec_errors(cfg: ConvAEConfig, spec: dict) -> list:
+    """Where {name: (shape, dtype name)} differs from the ConvAE that cfg describes."""
+    want = conv_ae_param_shapes(cfg)
+    errs = [f"missing tensor {k!r}" for k in sorted(set(want) - set(spec))]
+    errs += [f"unexpected tensor {k!r}" for k in sorted(set(spec) - set(want))][:10]
+    for k in sorted(set(want) & set(spec)):
+        shape, dtype = spec[k]
+        if tuple(shape) != want[k]:
+            errs.append(f"tensor {k!r} has shape {tuple(shape)}, the config implies {want[k]}")
+        if dtype != "float32":
+            errs.append(f"tensor {k!r} is {dtype}, model weights are float32")
+    return errs
+
+
+def _conv_ae_config_errors(cfg: dict) -> list:
+    try:
+        conv_ae_config(cfg)
+    except (ConfigError, LimitError) as e:
+        return [f"invalid config: {e}"]
+    return []
+
+
+def _unpack_conv_ae(config: dict, params: dict, device=None) -> ConvAE:
+    model = ConvAE(conv_ae_config(config), device=device)
+    model.load_state_dict(params)
+    return model
+
+
+register_model_type(ModelType(
+    CONV_AE, "EVT0", _conv_ae_config_errors, model_class=ConvAE, modality="image",
+    pack=lambda m, fp16: (m.config.to_dict(), build_evt0(m.state_dict(), fp16), m.num_parameters()),
+    unpack=_unpack_conv_ae,
+    check_params=lambda cfg, params: conv_ae_spec_errors(
+        conv_ae_config(cfg), {k: (np.shape(a), np.asarray(a).dtype.name) for k, a in params.items()})))
+
+
+def conv_ae_config_json(model: ConvAE) -> dict:
+    """config.json's content for a ConvAE: its config's fields and "model_type": "conv-ae"."""
+    return {"model_type": CONV_AE_MODEL_TYPE, **model.config.to_dict()}
+
+
+def save_conv_ae(model: ConvAE, path: str, allow_nonfinite: bool = False) -> None:
+    """The weights as an .npz at path (no pickle) and config.json beside it, each written atomically;
+    NaN/Inf weights are refused (nothing written) unless allow_nonfinite."""
+    state = model.state_dict()
+    bad = [f"{k} ({c})" for k in sorted(state) if (c := nonfinite_count(state[k]))]
+    if bad and not allow_nonfinite:
+        raise FormatError(f"{path}: NaN/Inf weights in {', '.join(bad[:10])}; nothing written "
+                          "(pass allow_nonfinite=True to save anyway)")
+    buf = BytesIO()
+    np.savez(buf, **state)
+    atomic_write(path, buf.getvalue())
+    cfg = json.dumps(conv_ae_config_json(model), indent=2, sort_keys=True) + "\n"
+    atomic_write(os.path.join(os.path.dirname(os.path.abspath(path)), CONV_AE_CONFIG), cfg.encode())
+
+
+def _open_regular(path: str, what: str):
+    """A binary file object of path, refused (FormatError) unless it is a regular file; a FIFO, device or
+    directory is refused without blocking on it."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    f = os.fdopen(fd, "rb")
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        f.close()
+        raise FormatError(f"{what} {path}: not a regular file")
+    return f
+
+
+def _read_regular(path: str, limit: int, what: str) -> bytes:
+    """The bytes of a regular file of at most `limit` bytes (LimitError if longer)."""
+    with _open_regular(path, what) as f:
+        size = os.fstat(f.fileno()).st_size
+        if size > limit:
+            raise LimitError(f"{what} {path}: {size} bytes, more than {limit}")
+        return f.read(limit)
+
+
+def _conv_ae_config_of(path: str, config) -> ConvAEConfig:
+    """The ConvAEConfig of a weights-only .npz: `config` (a dict or a JSON file) or config.json beside it,
+    which must say "model_type": "conv-ae"."""
+    if config is None:
+        config = os.path.join(os.path.dirname(os.path.abspath(path)), CONV_AE_CONFIG)
+        if not os.path.exists(config):
+            raise UnsupportedError(f"{path}: an .npz of weights alone (no __config__) needs its config.json "
+                                   f"beside it; there is none ({config})")
+    if not isinstance(config, dict):
+        raw = _read_regular(config, MAX_CONFIG_BYTES, "config")
+        try:
+            config = json.loads(raw.decode("utf-8"))
+        except (ValueError, RecursionError) as e:
+            raise ConfigError(f"config {config}: not JSON: {e}") from e
+    if not isinstance(config, dict) or config.get("model_type") != CONV_AE_MODEL_TYPE:
+        got = config.get("model_type") if isinstance(config, dict) else None
+        raise UnsupportedError(f"{path}: config model_type is {got!r}; weights-only .npz files are "
+                               f"{CONV_AE_MODEL_TYPE!r} models")
+    return conv_ae_config({k: v for k, v in config.items() if k != "model_type"})
+
+
+def _npz_spec(zf: zipfile.ZipFile, path: str, max_ratio: float) -> dict:
+    """name -> zip entry of every .npy member, each entry's declared size bounded by its compressed bytes."""
+    infos = {}
+    for info in zf.infolist():
+        if not info.filename.endswith(".npy") or info.filename[:-4] in infos:
+            raise FormatError(f"{path}: unexpected member {info.filename!r}")
+        limit = framing.allowed_size(info.compress_size, max_ratio=max_ratio)
+        if info.file_size > limit:
+            raise LimitError(f"{path}: member {info.filename!r} declares {info.file_size} bytes from "
+                             f"{info.compress_size} compressed (more than {limit} believed): a zip bomb?")
+        infos[info.filename[:-4]] = info
+    return infos
+
+
+def load_conv_ae(path: str, device=None, allow_nonfinite: bool = False, config=None,
+                 max_ratio: float = framing.DEFAULT_MAX_RATIO) -> ConvAE:
+    """A ConvAE from save_conv_ae's model.npz and its config.json (or `config`, a dict or JSON file).
+    Checked before any weight is read or the model built: the config (types, CONV_AE_LIMITS), each member's
+    declared size against its compressed bytes, each tensor's name, shape and dtype (.npy headers) against
+    the config and its data size against the member; then NaN/Inf (refused unless allow_nonfinite)."""
+    cfg = _conv_ae_config_of(path, config)
+    with _open_regular(path, "model file") as fh:
+        try:
+            zf = zipfile.ZipFile(fh)
+        except (zipfile.BadZipFile, ValueError, EOFError, OSError) as e:
+            raise FormatError(f"{path}: not an .npz model file: {e}") from e
+        with zf:
+            params = _read_conv_ae_members(zf, path, cfg, max_ratio)
+    _refuse_nonfinite(params, path, allow_nonfinite)
+    model = ConvAE(cfg, device=device)
+    model.load_state_dict(params)
+    return model
+
+
+def _read_conv_ae_members(zf: zipfile.ZipFile, path: str, cfg: ConvAEConfig, max_ratio: float) -> dict:
+    infos = _npz_spec(zf, path, max_ratio)
+    if "__config__" in infos:
+        raise FormatError(f"{path}: holds a __config__ (save_model's TransformerLM file), not a ConvAE's weights")
+    spec = {}
+    for k, info in infos.items():
+        shape, _fortran, dtype = _npy_header(zf, info, path)
+        if math.prod(shape) * dtype.itemsize > info.file_size:  # Python ints: a hostile shape cannot wrap
+            raise FormatError(f"{path}: member {info.filename!r} declares {shape} {dtype} in {info.file_size} bytes")
+        spec[k] = (shape, dtype.name if dtype.byteorder in "=<|" or dtype.itemsize == 1 else f">{dtype.name}")
+    errs = conv_ae_spec_errors(cfg, spec)
+    if errs:
+        raise ShapeError(f"{path}: weights do not match the config: {'; '.join(errs[:20])}")
+    return {k: _npy_read(zf, info, path) for k, info in infos.items()}
+
+
+def load_npz(path: str, device=None, allow_nonfinite: bool = False):
+    """The model in an .npz: save_model's TransformerLM (its config inside, __config__) or save_conv_ae's
+    ConvAE (weights alone, config.json beside it)."""
+    try:
+        with _open_regular(path, "model file") as fh, zipfile.ZipFile(fh) as zf:
+            own_config = "__config__.npy" in zf.namelist()
+    except (zipfile.BadZipFile, ValueError, EOFError) as e:
+        raise FormatError(f"{path}: not an .npz model file: {e}") from e
+    if own_config:
+        return load_model(path, device, allow_nonfinite)
+    return load_conv_ae(path, device, allow_nonfinite)
+
+
+# -- builderforce's bare files: EVL0, MoE0, MBJS weights and VRQ0 codecs --------------------------------------
+# As builderforce's loaders take them: `new EvermindLM(cfg).loadWeights(buf)` and the like. EVL0 and MoE0
+# headers hold every size (a config, if given, must agree: builderforce's "config mismatch with
+# checkpoint"); MBJS holds only layer types and tensor sizes, so it needs builderforce's HybridMambaModel
+# config: given (a dict or a JSON file) or `config.json` beside the file. A VRQ0 codec takes no config.
+from .io.anyfile import open_blob, raw_layout  # noqa: E402
+from .models.mamba import layer_param_shapes  # noqa: E402
+
+CONFIG_SIDECAR = "config.json"
+
+
+def _raw_file(path) -> bool:
+    """Whether path is a regular file starting with a bare builderforce layout's magic."""
+    try:
+        if not os.path.isfile(path):
+            return False
+        with open(path, "rb") as f:
+            return raw_layout(f.read(4)) is not None
+    except OSError:
+        return False
+
+
+def read_config(config, path: str | None = None, required: bool = False) -> dict | None:
+    """A config dict from `config` (a dict, or the path of a JSON file of at most MAX_CONFIG_BYTES), else
+    from config.json beside `path` when there is one; None when neither (ConfigError if `required`)."""
+    if isinstance(config, dict):
+        return config
+    src = config
+    if src is None and path is not None:
+        side = os.path.join(os.path.dirname(os.path.abspath(path)), CONFIG_SIDECAR)
+        src = side if os.path.isfile(side) else None
+    if src is None:
+        if required:
+            raise ConfigError(f"{path}: an MBJS file holds no model sizes; give builderforce's HybridMambaModel "
+                              f"config (config= a dict or JSON file; the CLI's --config cfg.json) or put "
+                              f"{CONFIG_SIDECAR} beside it")
+        return None
+    if not os.path.isfile(src):
+        raise ConfigError(f"config {src}: not a regular file")
+    if os.path.getsize(src) > MAX_CONFIG_BYTES:
+        raise LimitError(f"config {src}: more than {MAX_CONFIG_BYTES} bytes")
+    try:
+        with open(src, "rb") as f:
+            out = json.loads(f.read().decode("utf-8"))
+    except (ValueError, RecursionError) as e:
+        raise ConfigError(f"config {src}: not JSON: {e}") from e
+    if not isinstance(out, dict):
+        raise ConfigError(f"config {src}: not a JSON object")
+    return out
+
+
+def _agree(given: dict | None, header: dict, what: str) -> dict:
+    """The header's config, plus a given config's other fields (seed), after checking they agree."""
+    if given is None:
+        return dict(header)
+    diff = [f"{k} {given[k]!r} (file {v})" for k, v in header.items() if k in given and given[k] != v]
+    if diff:
+        raise FormatError(f"{what}: config mismatch with checkpoint: {', '.join(diff)}")
+    return {**given, **header}
+
+
+def mbjs_spec(cfg: HybridMambaConfig) -> list:
+    """[(name, shape)] of every HybridMambaModel weight in builderforce's (MBJS) order, without building it."""
+    out = [("embedding", (cfg.vocabSize, cfg.dModel))]
+    for i, kind in enumerate(cfg.layers):
+        out += [(f"layer{i}.{n}", shape) for n, shape, _ in layer_param_shapes(cfg, kind)]
+    return out + [("final_norm", (cfg.dModel,))]
+
+
+def mbjs_errors(cfg: HybridMambaConfig, parsed: dict) -> list:
+    """Where an MBJS parse (layouts.parse_mbjs) differs from what cfg implies: layer types, parameter count,
+    each parameter's size (the file's counts come first: nothing is sized by the config's claims)."""
+    types = parsed["layer_types"] if parsed["layer_types"] is not None else ["mamba1"] * cfg.numLayers
+    if list(types) != list(cfg.layers):
+        return [f"MBJS layer types {list(types)} do not match the config's {list(cfg.layers)}"]
+    if len(parsed["numels"]) != 2 + sum(len(layer_param_shapes(cfg, k)) for k in cfg.layers):
+        return [f"MBJS has {len(parsed['numels'])} parameters, the config implies "
+                f"{2 + sum(len(layer_param_shapes(cfg, k)) for k in cfg.layers)}"]
+    return [f"MBJS parameter {i} ({n!r}) has {got} values, the config implies {int(np.prod(shape))}"
+            for i, ((n, shape), got) in enumerate(zip(mbjs_spec(cfg), parsed["numels"])) if got != np.prod(shape)][:20]
+
+
+def _mamba_from_mbjs(parsed: dict, config: dict, device, where: str) -> HybridMambaModel:
+    try:
+        cfg = HybridMambaConfig.from_dict(config)
+    except (TypeError, ValueError) as e:
+        raise ConfigError(f"{where}: invalid HybridMambaModel config: {e}") from e
+    errs = mbjs_errors(cfg, parsed)
+    if errs:
+        raise ShapeError(f"{where}: weights do not match the config: {'; '.join(errs)}")
+    model = HybridMambaModel(cfg, device=device)
+    model.load_state_dict({n: a.reshape(shape) for (n, shape), a in zip(mbjs_spec(cfg), parsed["arrays"])})
+    return model
+
+
+def load_raw(path: str, device=None, allow_nonfinite: bool = False, config=None):
+    """builderforce's bare file at path: EVL0 -> EvermindLM, MoE0 -> SharedExpertMoE, MBJS ->
+    HybridMambaModel (config required: given or config.json beside), VRQ0 -> VideoRVQCodec. Exact lengths
+    and CRC trailers checked by the layouts; NaN/Inf weights refused unless allow_nonfinite."""
+    try:
+        dec = open_blob(path)
+    except BlobError as e:
+        raise type(e)(f"{path}: {e}") from e
+    if dec.kind != "raw":
+        raise FormatError(f"{path}: not an EVL0, MoE0, MBJS or VRQ0 file")
+    layout, parsed = dec.layout, dec.parsed
+    if layout == "VRQ0":
+        if config is not None:
+            raise ConfigError(f"{path}: a VRQ0 codec carries its own sizes; it takes no config")
+        return VideoRVQCodec.from_parsed(parsed)
+    arrays = parsed["params"] if layout != "MBJS" else {str(i): a for i, a in enumerate(parsed["arrays"])}
+    _refuse_nonfinite(arrays, path, allow_nonfinite)
+    cfg = read_config(config, path if layout == "MBJS" else None, required=layout == "MBJS")
+    if layout == "MBJS":
+        return _mamba_from_mbjs(parsed, cfg, device, path)
+    full = _agree(cfg, parsed["config"], f"{path} ({layout})")
+    try:
+        model = (EvermindLM(EvermindLMConfig.from_builderforce(full), device=device) if layout == "EVL0"
+                 else SharedExpertMoE(MoEConfig.from_builderforce(full), device=device))
+    except (TypeError, ValueError) as e:
+        raise ConfigError(f"{path}: invalid config: {e}") from e
+    model.load_state_dict(parsed["params"])
+    return model
+
+
+def load_codec(path: str) -> VideoRVQCodec:
+    """The VideoRVQ codec in path: a bare VRQ0 file, or the codec section of a video/image .evermind
+    package (validated first: checksums, config, codec section)."""
+    try:
+        dec = open_blob(path)
+    except BlobError as e:
+        raise type(e)(f"{path}: {e}") from e
+    if dec.kind == "raw" and dec.layout == "VRQ0":
+        return VideoRVQCodec.from_parsed(dec.parsed)
+    if dec.kind == "package":
+        modality = dec.package.manifest.get("modality", "text")
+        if modality not in ("video", "image"):
+            raise FormatError(f"{path}: a {modality} package carries no codec")
+        v = dec.package.validate()
+        if not v["ok"]:
+            raise FormatError(f"{path}: invalid package: {'; '.join(v['errors'])}")
+        return deserialize_codec(dec.package.codec)
+    raise FormatError(f"{path}: neither a VRQ0 codec nor a video/image .evermind package")

@@ -1,4 +1,5 @@
 """float64 numpy references (forward and analytic backward) for the LM ops."""
+import math
 import numpy as np
 
 
@@ -186,9 +187,37 @@ def _scan_form(A_log, B, C, Dc, groups):
     return np.repeat(-softplus(A_log), hd)[:, None] * np.ones((1, N)), Bf, Cf
 
 
-def selective_scan(u, dt, A_log, B, C, D, z=None, batch=1, h0=None, groups=1, delta_input=True):
-    """y [M, Dc] and the final states [batch, Dc, N] of h_t = exp(Δ A) h_{t-1} + Δ B_t u_t (or B_t u_t
-    without delta_input), y_t = (C_t h_t + D u_t) silu(z_t), one token at a time."""
+def phi1(x):
+    """expm1(x) / x (1 at 0), float64 and exact near 0."""
+    x = np.asarray(x, np.float64)
+    safe = np.where(x == 0, 1.0, x)
+    return np.where(x == 0, 1.0, np.expm1(safe) / safe)
+
+
+def psi(x):
+    """d/dx expm1(x) / x = (e^x - phi1(x)) / x; its Taylor series where |x| < 1 (cancellation)."""
+    x = np.asarray(x, np.float64)
+    series = sum((k + 1) / math.factorial(k + 2) * x ** k for k in range(25))
+    safe = np.where(np.abs(x) < 1, 1.0, x)
+    return np.where(np.abs(x) < 1, series, (np.exp(safe) - phi1(safe)) / safe)
+
+
+def input_term(dl, A, discretization):
+    """(b, db/dΔ, db/dA) [Dc, N] of the scan's input term h_t = a h_{t-1} + b B_t u_t: "zoh"
+    (exp(ΔA) - 1)/A = Δ phi1(ΔA), "euler" Δ, "none" 1."""
+    one = np.ones_like(A)
+    if discretization == "none":
+        return one, 0 * one, 0 * one
+    if discretization == "euler":
+        return dl[:, None] * one, one, 0 * one
+    assert discretization == "zoh", discretization
+    x = dl[:, None] * A
+    return dl[:, None] * phi1(x), np.exp(x), dl[:, None] ** 2 * psi(x)
+
+
+def selective_scan(u, dt, A_log, B, C, D, z=None, batch=1, h0=None, groups=1, discretization="zoh"):
+    """y [M, Dc] and the final states [batch, Dc, N] of h_t = exp(Δ A) h_{t-1} + b B_t u_t (b the input
+    term of `discretization`, input_term), y_t = (C_t h_t + D u_t) silu(z_t), one token at a time."""
     M, Dc = u.shape
     A, Bf, Cf = _scan_form(A_log, B, C, Dc, groups)
     N = A.shape[1]
@@ -200,8 +229,8 @@ def selective_scan(u, dt, A_log, B, C, D, z=None, batch=1, h0=None, groups=1, de
         for t in range(L):
             r = b * L + t
             dl = softplus(dt[r])
-            sc = dl if delta_input else 1.0
-            h = np.exp(dl[:, None] * A) * h + (sc * u[r])[:, None] * Bf[r]
+            sc = input_term(dl, A, discretization)[0]
+            h = np.exp(dl[:, None] * A) * h + sc * u[r][:, None] * Bf[r]
             y[r] = (h * Cf[r]).sum(1) + D * u[r]
             if z is not None:
                 y[r] *= act(z[r], "silu")
@@ -209,7 +238,7 @@ def selective_scan(u, dt, A_log, B, C, D, z=None, batch=1, h0=None, groups=1, de
     return y, hl
 
 
-def selective_scan_bwd(u, dt, A_log, B, C, D, z, dy, batch=1, h0=None, groups=1, delta_input=True, mags=None):
+def selective_scan_bwd(u, dt, A_log, B, C, D, z, dy, batch=1, h0=None, groups=1, discretization="zoh", mags=None):
     """(du, ddt, dA_log, dB, dC, dD, dz, dh0) by the reverse-time recurrence. mags: a dict that receives
     "dA_log", the sum of the absolute values of the terms dA_log adds (the scale its cancellation leaves
     a rounding error on: a tolerance's magnitude)."""
@@ -228,14 +257,14 @@ def selective_scan_bwd(u, dt, A_log, B, C, D, z, dy, batch=1, h0=None, groups=1,
         for t in range(L):
             r = b * L + t
             dl = softplus(dt[r])
-            sc = dl if delta_input else np.ones(Dc)
-            hs.append(np.exp(dl[:, None] * A) * hs[-1] + (sc * u[r])[:, None] * Bf[r])
+            sc = input_term(dl, A, discretization)[0]
+            hs.append(np.exp(dl[:, None] * A) * hs[-1] + sc * u[r][:, None] * Bf[r])
         K = np.zeros((Dc, N))
         Km = np.zeros((Dc, N))  # |terms| of K
         for t in range(L - 1, -1, -1):
             r = b * L + t
             dl = softplus(dt[r])
-            sc = dl if delta_input else np.ones(Dc)
+            sc, sc_dl, sc_dA = input_term(dl, A, discretization)
             a = np.exp(dl[:, None] * A)
             h, hp = hs[t + 1], hs[t]
             yy = (h * Cf[r]).sum(1) + D * u[r]
@@ -246,13 +275,14 @@ def selective_scan_bwd(u, dt, A_log, B, C, D, z, dy, batch=1, h0=None, groups=1,
             dD += dyy * u[r]
             dCf[r] = dyy[:, None] * h
             g = K + Cf[r] * dyy[:, None]
-            du[r] = D * dyy + (g * Bf[r]).sum(1) * sc
-            dBf[r] = g * (sc * u[r])[:, None]
-            ddl = (g * (A * a * hp + (Bf[r] * u[r][:, None] if delta_input else 0))).sum(1)
+            du[r] = D * dyy + (g * Bf[r] * sc).sum(1)
+            dBf[r] = g * sc * u[r][:, None]
+            bu = Bf[r] * u[r][:, None]
+            ddl = (g * (A * a * hp + sc_dl * bu)).sum(1)
             ddt[r] = ddl / (1 + np.exp(-dt[r]))
-            dA += g * a * hp * dl[:, None]
+            dA += g * (a * hp * dl[:, None] + sc_dA * bu)
             gm = Km + np.abs(Cf[r] * dyy[:, None])
-            dA_mag += gm * a * np.abs(hp) * dl[:, None]
+            dA_mag += gm * (a * np.abs(hp) * dl[:, None] + np.abs(sc_dA * bu))
             K, Km = a * g, a * gm
         dh0[b] = K
     cpg = Dc // groups

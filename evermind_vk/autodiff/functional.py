@@ -199,11 +199,12 @@ def checkpoint(fn, inputs: tuple) -> Tensor:
         grads = tape.backward({again: g})
         return tuple(grads.get(x) if x.dtype in ("f32", "f16") else None for x in inputs)
     return track("checkpoint", tuple(inputs), out, rule)
-# -- Mamba (issue 12) ----------------------------------------------------------------------------------
+# -- Mamba -----------------------------------------------------------------------------------------------
 def selective_scan(u: Tensor, dt: Tensor, A_log: Tensor, B: Tensor, C: Tensor, D: Tensor, z: Tensor | None = None,
-                   batch: int = 1, chunk: int = ops.SCAN_CHUNK, groups: int = 1, delta_input: bool = True) -> Tensor:
-    """y = (C·h + D u) ⊙ silu(z) of the selective scan from a zero state (ops.selective_scan)."""
-    kw = dict(batch=batch, chunk=chunk, groups=groups, delta_input=delta_input)
+                   batch: int = 1, chunk: int = ops.SCAN_CHUNK, groups: int = 1, discretization: str = "zoh") -> Tensor:
+    """y = (C·h + D u) ⊙ silu(z) of the selective scan from a zero state (ops.selective_scan; discretization:
+    its input term, "zoh", "euler" or "none")."""
+    kw = dict(batch=batch, chunk=chunk, groups=groups, discretization=discretization)
     y, _, H0 = ops.selective_scan(u, dt, A_log, B, C, D, z, **kw)
 
     def rule(g):

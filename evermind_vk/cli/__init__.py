@@ -1,15 +1,15 @@
 """The evermind-vk command: `build_parser` assembles one subcommand per family module (devices, train,
-generate, pack/inspect/verify, profile, video) and `main` runs it, reporting any failure as one line."""
+generate, pack/inspect/verify, profile, video, reconstruct) and `main` runs it, reporting any failure as one line."""
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from importlib.metadata import PackageNotFoundError, version
 
 from .. import __version__
 from ..errors import EvermindError
-from . import devices, files, generate, profiling, train, video
+from ..runtime import knobs
+from . import devices, files, generate, images, profiling, train, video
 from .common import CliError, Parser, describe, error
 
 __all__ = ["CliError", "build_parser", "main", "version_line"]
@@ -36,6 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     files.add_parsers(sub)
     profiling.add_parser(sub)
     video.add_parser(sub)
+    images.add_parser(sub)
     return ap
 
 
@@ -60,13 +61,13 @@ def main(argv=None) -> int:
         error("interrupted")
         return 130
     except (EvermindError, OSError, UnicodeDecodeError, ValueError, MemoryError) as e:
-        if os.environ.get("EVERMIND_VK_TRACEBACK", "").strip() not in ("", "0"):
+        if knobs.get("EVERMIND_VK_TRACEBACK"):
             raise
         prefix = "" if isinstance(e, (CliError, OSError)) else f"{type(e).__name__}: "
         error(prefix + describe(e))
         return 2
     except Exception as e:  # a bug: still one line, with how to see more
-        if os.environ.get("EVERMIND_VK_TRACEBACK", "").strip() not in ("", "0"):
+        if knobs.get("EVERMIND_VK_TRACEBACK"):
             raise
         error(f"internal error {type(e).__name__}: {describe(e)} (please report it; "
                "EVERMIND_VK_TRACEBACK=1 shows the traceback)")

@@ -56,9 +56,10 @@ HELD_OUT = 0.05  # the last 5% of the corpus is held out to measure perplexity b
 HELD_OUT_MAX = 8_192  # bytes at most (keeps the two evaluations to a few seconds each on lavapipe)
 
 
-def load_model(path: str, device=None):
-    """Any model file we read (.safetensors, .npz, .evermind, or a run directory holding
-    model.safetensors or model.npz), with unreadable files as one typed error."""
+def load_model(path: str, device=None, config=None):
+    """Any model file we read (.safetensors, .npz, .evermind, builderforce's bare EVL0 / MoE0 / MBJS / VRQ0
+    with `config` (a JSON file) where they need one, or a run directory holding model.safetensors or
+    model.npz), with unreadable files as one typed error."""
     if os.path.isdir(path):
         for name in ("model.safetensors", "model.npz", "model.evermind"):
             if os.path.isfile(os.path.join(path, name)):
@@ -70,7 +71,7 @@ def load_model(path: str, device=None):
     if not os.path.exists(path):
         raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), path)
     try:
-        return load(path, device=device)
+        return load(path, device=device, config=config)
     except EvermindError as e:
         if str(path) in str(e):
             raise

@@ -5,20 +5,26 @@ import argparse
 import os
 
 from ..errors import EvermindError, FormatError
+from ..files import mbjs_errors, read_config
 from ..io import framing
+from ..io.anyfile import parse_raw, raw_layout
 from ..io.atomic import atomic_write
 from ..io.checkpoint import checkpoint_hash, decode
 from ..io.checkpoint import verify as verify_checkpoint
+from ..io.layouts import nonfinite_count
 from ..io.package import EvermindPackage, fnv1a32
+from ..models import HybridMambaConfig
 from .args import add_device
 from .common import describe, error, load_model
 
-MODEL_HELP = "a .safetensors (with config metadata), .npz or .evermind model file, or a run directory"
+MODEL_HELP = ("a .safetensors (with config metadata), .npz (a ConvAE's with config.json beside it) or .evermind "
+              "model file, a run directory, or builderforce's bare EVL0 / MoE0 / MBJS weights (MBJS: with --config "
+              "or config.json beside it)")
 
 
 def cmd_pack(args) -> int:
     """Write a saved model as an .evermind package (zstd-framed, or the raw EVM1 blob)."""
-    model = load_model(args.model, device=args.device)
+    model = load_model(args.model, device=args.device, config=args.config)
     pkg = EvermindPackage.from_model(model, args.name, version=args.version, fp16=args.fp16,
                                      card={"description": args.description
                                            or f"{args.name}: an evermind-vk {type(model).__name__}"})
@@ -41,7 +47,38 @@ def open_any(path):
         return "package", EvermindPackage.from_blob(inner)
     if inner[:4] == b"EVCK" or inner[:1] == b"{":
         return "checkpoint", decode(raw)[1]
-    raise FormatError(f"{path}: neither an .evermind package nor a checkpoint")
+    if raw_layout(inner[:4]):
+        return "raw", parse_raw(inner)
+    raise FormatError(f"{path}: neither an .evermind package, a checkpoint, nor builderforce's EVL0, MoE0, MBJS or "
+                      f"VRQ0")
+
+
+def _raw_problems(path: str, layout: str, parsed: dict, config) -> tuple[list, list]:
+    """(rows, problems) of a bare builderforce file: its header, and what is wrong with it (NaN/Inf weights;
+    an MBJS file's sizes against its config, given or config.json beside it, when there is one)."""
+    if layout == "VRQ0":
+        return [(k, v) for k, v in parsed.items() if k not in ("intra", "inter")], []
+    arrays = parsed["arrays"] if layout == "MBJS" else list(parsed["params"].values())
+    rows = [("parameters", f"{len(arrays)} tensors, {sum(a.size for a in arrays):,} values")]
+    if layout == "MBJS":
+        rows += [("version", parsed["version"]), ("fp16", parsed["fp16"]),
+                 ("layer types", parsed["layer_types"] or "(v1: all mamba1)")]
+    else:
+        rows += [(f"config.{k}", v) for k, v in parsed["config"].items()]
+    rows.append(("crc trailer", "yes (checked)" if parsed.get("crc") else "none"))
+    bad = sum(nonfinite_count(a) for a in arrays)
+    problems = [f"{bad} NaN/Inf weights"] if bad else []
+    if layout == "MBJS":
+        cfg = read_config(config, path)
+        if cfg is None:
+            rows.append(("config", "none (give --config or put config.json beside the file to check sizes)"))
+        else:
+            try:
+                problems += mbjs_errors(HybridMambaConfig.from_dict(cfg), parsed)
+            except (TypeError, ValueError) as e:
+                problems.append(f"invalid HybridMambaModel config: {e}")
+            rows.append(("matches config", "yes" if not problems else "NO"))
+    return rows, problems
 
 
 def cmd_inspect(args) -> int:
@@ -56,7 +93,10 @@ def cmd_inspect(args) -> int:
         return 0
     kind, obj = open_any(args.file)
     rows = []
-    if kind == "package":
+    if kind == "raw":
+        rows, problems = _raw_problems(args.file, obj[0], obj[1], args.config)
+        rows = [("layout", obj[0])] + rows + [("valid", "yes" if not problems else "NO: " + "; ".join(problems))]
+    elif kind == "package":
         m = obj.manifest
         for k, v in m.items():
             if k not in ("config", "card"):
@@ -73,7 +113,7 @@ def cmd_inspect(args) -> int:
             rows.append((k, v))
         rows.append(("checkpointHash (actual)", checkpoint_hash(obj)))
     w = max(len(str(k)) for k, _ in rows)
-    print(f"{args.file}: {kind}")
+    print(f"{args.file}: {kind if kind != 'raw' else 'builderforce ' + obj[0]}")
     for k, v in rows:
         print(f"  {str(k):<{w}}  {v}")
     return 0
@@ -82,8 +122,18 @@ def cmd_inspect(args) -> int:
 def cmd_verify(args) -> int:
     """Exit 1 (one error line) on any problem with the file, 0 when it checks out."""
     try:
+        if str(args.file).endswith((".safetensors", ".npz")) or os.path.isdir(args.file):
+            model = load_model(args.file)  # every check the loader makes: config, tensors, NaN/Inf
+            print(f"{args.file}: ok (model {type(model).__name__}, {model.num_parameters():,} parameters)")
+            return 0
         kind, obj = open_any(args.file)
-        if kind == "package":
+        if kind == "raw":
+            problems = _raw_problems(args.file, obj[0], obj[1], args.config)[1]
+            if problems:
+                error(f"{args.file}: " + "; ".join(problems))
+                return 1
+            kind = obj[0]
+        elif kind == "package":
             v = obj.validate()
             if not v["ok"]:
                 error(f"{args.file}: " + "; ".join(v["errors"]))
@@ -110,12 +160,17 @@ def add_parsers(sub) -> None:
     p.add_argument("--raw", action="store_true",
                    help="write the raw EVM1 blob builderforce reads (default: one zstd frame around it)")
     p.add_argument("--out", default="model.evermind", help="package file to write")
+    p.add_argument("--config", default=None, help="a JSON config for builderforce's bare weight files (MBJS needs one)")
     add_device(p)
     p.set_defaults(fn=cmd_pack)
     p = sub.add_parser("inspect", help="show a package's manifest, sizes, checksums, a checkpoint's metadata, "
                        "or a model file's config", formatter_class=fmt)
-    p.add_argument("file", help=".evermind, checkpoint, .safetensors or .npz")
+    p.add_argument("file", help=".evermind, checkpoint, .safetensors, .npz, or builderforce's EVL0/MoE0/MBJS/VRQ0")
+    p.add_argument("--config", default=None, help="an MBJS file's HybridMambaModel config (JSON), to check its sizes")
     p.set_defaults(fn=cmd_inspect)
-    p = sub.add_parser("verify", help="exit 1 on any problem in an .evermind package or checkpoint", formatter_class=fmt)
-    p.add_argument("file", help=".evermind package or checkpoint")
+    p = sub.add_parser("verify", help="exit 1 on any problem in an .evermind package, checkpoint, model file or "
+                       "builderforce file", formatter_class=fmt)
+    p.add_argument("file", help=".evermind package, checkpoint, .safetensors, .npz, a run directory, or builderforce's "
+                   "EVL0/MoE0/MBJS/VRQ0")
+    p.add_argument("--config", default=None, help="an MBJS file's HybridMambaModel config (JSON), to check its sizes")
     p.set_defaults(fn=cmd_verify)

@@ -8,7 +8,7 @@ import os
 import numpy as np
 
 from ..errors import FormatError
-from ..files import deserialize_codec, serialize_codec
+from ..files import load_codec, serialize_codec
 from ..io.atomic import atomic_write
 from ..models.video_rvq import VideoRVQCodec
 from .common import POS_INT
@@ -31,7 +31,7 @@ def _read_frames(path: str, n_strip: int) -> list:
     return imgs
 
 
-def _write_frames(frames: list, out: str) -> None:
+def write_frames(frames: list, out: str) -> None:
     """Frames as a .png strip, or as frameNNNN.png in a folder."""
     import matplotlib.image as mpimg  # optional dependency
     if out.lower().endswith(".png"):
@@ -48,7 +48,7 @@ def cmd_video(args) -> int:
         frames = _read_frames(args.input, args.frames)
         H, W, C = frames[0].shape
         if args.codec and os.path.exists(args.codec):
-            codec = deserialize_codec(open(args.codec, "rb").read())
+            codec = load_codec(args.codec)
         else:
             codec = VideoRVQCodec(H, W, C, patch=args.patch, levels=args.levels, codebook_size=args.codebook,
                                   keyframe_interval=args.keyframe_interval)
@@ -61,13 +61,13 @@ def cmd_video(args) -> int:
         print(f"{len(frames)} frames {W}x{H} -> {len(toks)} tokens; wrote {args.out}")
         return 0
     if not args.codec:
-        raise FormatError("video decode needs --codec FILE.vrq0")
-    codec = deserialize_codec(open(args.codec, "rb").read())
+        raise FormatError("video decode needs --codec (a VRQ0 file or a video/image .evermind package)")
+    codec = load_codec(args.codec)
     toks = json.loads(open(args.input).read())
     frames = codec.decode(toks)
     if not frames:
         raise FormatError(f"{args.input}: no frames in the token stream")
-    _write_frames(frames, args.out)
+    write_frames(frames, args.out)
     print(f"{len(toks)} tokens -> {len(frames)} frames; wrote {args.out}")
     return 0
 
@@ -79,7 +79,8 @@ def add_parser(sub) -> None:
     p.add_argument("action", choices=["encode", "decode"])
     p.add_argument("input", help="encode: a folder of PNGs or one horizontal strip; decode: a JSON token list")
     p.add_argument("--out", required=True, help="encode: tokens JSON; decode: a folder, or a .png strip")
-    p.add_argument("--codec", help="VRQ0 file (encode: fitted and written here if absent)")
+    p.add_argument("--codec", help="VRQ0 file or a video/image .evermind package whose codec to use "
+                                   "(encode: a VRQ0 is fitted and written here if absent)")
     p.add_argument("--frames", type=POS_INT, default=1, help="frames in an input strip")
     p.add_argument("--patch", type=POS_INT, default=4, help="patch side in pixels")
     p.add_argument("--levels", type=POS_INT, default=2, help="residual quantisation levels")

@@ -59,7 +59,9 @@ class ModelType:
     dtypes; called only with a valid config, and must not allocate by the config's claims before
     comparing counts); pack(model, fp16) returns (config dict, checkpoint bytes, parameter count);
     unpack(config, named f32 arrays, device) returns the model. model_class: the Python class whose
-    instances `EvermindPackage.from_model` packs."""
+    instances `EvermindPackage.from_model` packs. modality: None for text models (and builderforce's
+    media LMs, whose video/image packages carry a codec section), else the one modality the type's
+    packages have, the model itself taking that data (no codec section)."""
     name: str
     checkpoint_format: str
     config_errors: Callable[[dict], list]
@@ -67,6 +69,7 @@ class ModelType:
     pack: Callable | None = None
     unpack: Callable | None = None
     check_params: Callable[[dict, dict], list] | None = None
+    modality: str | None = None
 
 
 MODEL_TYPES: dict[str, ModelType] = {}
@@ -115,7 +118,8 @@ class EvermindPackage:
             raise UnsupportedError(f"no package model type is registered for {type(model).__name__}")
         config, cp, n_params = mt.pack(model, fp16)
         manifest = cls.make_manifest(
-            schema=SCHEMA, name=name, version=version, modelType=mt.name, config=config, paramCount=n_params,
+            schema=SCHEMA, name=name, version=version, modelType=mt.name, modality=mt.modality, config=config,
+            paramCount=n_params,
             checkpointFormat=mt.checkpoint_format, checkpointFp16=fp16, checksum=fnv1a32(cp),
             card=card or {"description": f"{name}: an evermind-vk {type(model).__name__}"}, createdAt=created_at)
         return cls(manifest, cp)
@@ -206,9 +210,15 @@ class EvermindPackage:
         if m.get("checksum") != actual:
             errors.append(f"checksum mismatch (manifest {m.get('checksum')}, actual {actual}) — corrupt or tampered checkpoint")
         modality = m.get("modality", "text")
+        native = MODEL_TYPES[mt].modality if mt in MODEL_TYPES else None
         if modality not in ("text", "video", "image"):
             errors.append(f"unknown modality: {modality}")
-        if modality in ("video", "image"):
+        if native is not None:  # a model of images (or video) itself: no codec section
+            if modality != native:
+                errors.append(f"modality {modality!r}: {mt} packages have modality {native!r}")
+            if self.codec is not None:
+                errors.append(f"{mt} package carries an unexpected codec section")
+        elif modality in ("video", "image"):
             if self.codec is None:
                 errors.append(f"modality '{modality}' package is missing its codec section")
             elif m.get("codecChecksum") != fnv1a32(self.codec):

@@ -1,4 +1,4 @@
-"""HybridMambaModel (issue 12): builderforce's hybrid state-space LM, causal and on the device.
+"""HybridMambaModel: builderforce's hybrid state-space LM, causal and on the device.
 
 Token embedding -> numLayers blocks, each a pre-norm residual block of one type -> RMSNorm -> tied head
 (logits = h · embeddingᵀ; builderforce's head bias is all zeros and no parameter, so it is left out).
@@ -6,6 +6,9 @@ Token embedding -> numLayers blocks, each a pre-norm residual block of one type 
   mamba1     h = RMSNorm(x); [x | z] = h W_in + b_in (split per token); u = silu(conv1d_causal(x));
              [dt_raw | B | C] = u W_x + b_x (per token); dt = dt_raw W_dt + b_dt;
              y = selective_scan(u, dt, A_log, B, C, D) ⊙ silu(z); x += y W_out + b_out
+             The scan's input term is config.discretization: "zoh" (default) the zero-order hold
+             (exp(ΔA) − 1)/A · B·u of the Mamba paper and builderforce; "euler" Δ·B·u (mamba-ssm's
+             reference scan).
   attention  h = RMSNorm(x); [q | k | v] = h W_qkv + b_qkv (per token); x += causal_attention(q, k, v) W_o + b_o
              (nHeads heads, no positional encoding, as builderforce)
 
@@ -35,10 +38,16 @@ from ..autodiff import functional as F
 from ..errors import EvermindError, ShapeError, UnsupportedError
 from ..runtime import Tensor, empty, get_device, record, tensor, zeros
 from ..runtime.kernels import copy_words
+from .protocol import NextTokenModel, checkpointed_layers
 from .weights import load_named
 
 LAYER_TYPES = ("mamba1", "mamba2", "mamba3", "attention")
 IMPLEMENTED = LAYER_TYPES
+DISCRETIZATIONS = ("zoh", "euler")  # mamba1's input term (ops.selective_scan)
+MAX_LAYERS = 1 << 16  # a config dict's numLayers bound (MBJS's layer table holds as many)
+# builderforce's HybridMambaModelConfig keys that hold per-layer-type overrides ({} as builderforce writes them)
+_BF_DEFAULTS = {"mamba1": "defaultMamba1", "mamba2": "defaultMamba2", "mamba3": "defaultMamba3",
+                "attention": "defaultAttention"}
 
 
 @dataclass(frozen=True)
@@ -56,9 +65,12 @@ class HybridMambaConfig:
     chunkLen: int = 256
     eosId: int = -1
     seed: int = 0
+    mimoGroup: int = 1  # builderforce's mamba3 option; its computation does not read it, nor does ours
+    discretization: str = "zoh"  # mamba1's input term: "zoh" (builderforce, the Mamba paper) or "euler"
 
     def __post_init__(self):
-        for name in ("vocabSize", "dModel", "numLayers", "dState", "dConv", "expand", "nHeads", "nGroups", "chunkLen"):
+        for name in ("vocabSize", "dModel", "numLayers", "dState", "dConv", "expand", "nHeads", "nGroups", "chunkLen",
+                     "mimoGroup"):
             if int(getattr(self, name)) < 1:
                 raise ValueError(f"HybridMambaConfig.{name} must be >= 1, got {getattr(self, name)}")
         layers = []
@@ -70,6 +82,8 @@ class HybridMambaConfig:
             layers.append(t)
         layers = tuple(layers)
         object.__setattr__(self, "layers", layers)
+        if self.discretization not in DISCRETIZATIONS:
+            raise ValueError(f"discretization must be one of {DISCRETIZATIONS}, got {self.discretization!r}")
         if len(layers) != self.numLayers:
             raise ValueError(f"layers schedule length ({len(layers)}) must equal numLayers ({self.numLayers})")
         for t in layers:
@@ -107,15 +121,74 @@ class HybridMambaConfig:
 
     @classmethod
     def from_dict(cls, d: dict) -> "HybridMambaConfig":
+        """The config of to_dict(), or builderforce's HybridMambaModelConfig as builderforce writes it
+        (JSON of `model.config`): vocabSize, dModel and numLayers required; `layers` a list of
+        {type, config?} specs (missing: all mamba1); dState, dConv, expand, nHeads, nGroups, chunkLen,
+        mimoGroup, eosId defaulted as builderforce does (16, 4, 2, 4, 1, 256, 1, -1); seed missing -> 0
+        (builderforce draws from Math.random then: any seed is as good); defaultMamba1/2/3 and
+        defaultAttention and per-layer `config` accepted when they leave every block at the model-wide
+        values (this model has no per-layer sizes: anything else is a ValueError naming the key).
+        discretization missing -> "zoh" (builderforce's mamba1). Unknown keys are a ValueError."""
         if not isinstance(d, dict):
             raise ValueError(f"config must be an object, got {type(d).__name__}")
         known = {f.name for f in fields(cls)}
-        if set(d) != known:
-            raise ValueError(f"config fields: missing {sorted(known - set(d))}, unknown {sorted(set(d) - known)}")
+        unknown = set(d) - known - set(_BF_DEFAULTS.values())
+        missing = {"vocabSize", "dModel", "numLayers"} - set(d)
+        if unknown or missing:
+            raise ValueError(f"config fields: missing {sorted(missing)}, unknown {sorted(unknown)}")
+        kw = {k: v for k, v in d.items() if k in known}
+        for k, v in kw.items():
+            if k not in ("layers", "discretization") and (not isinstance(v, int) or isinstance(v, bool)):
+                raise ValueError(f"{k} = {v!r} is not an integer")
+        if kw["numLayers"] > MAX_LAYERS:  # before a schedule of that length is built
+            raise ValueError(f"numLayers {kw['numLayers']} exceeds {MAX_LAYERS}")
+        layers = d.get("layers")
+        if layers is None:
+            layers = ["mamba1"] * kw["numLayers"]
+        if not isinstance(layers, (list, tuple)):
+            raise ValueError(f"layers must be a list, got {type(layers).__name__}")
         try:
-            return cls(**{**d, "layers": tuple(d["layers"])})
+            cfg = cls(**{**kw, "layers": tuple(_layer_type(spec) for spec in layers)})
         except TypeError as e:
             raise ValueError(str(e)) from e
+        _check_layer_overrides(cfg, d, layers)
+        return cfg
+
+
+def _layer_type(spec) -> str:
+    """A layer type from a type string or builderforce's {type, config?} spec (config checked later)."""
+    if isinstance(spec, dict):
+        if set(spec) - {"type", "config"}:
+            raise ValueError(f"layer spec {spec!r}: keys other than 'type' and 'config'")
+        return spec.get("type", "mamba1")
+    return spec
+
+
+def _block_values(cfg: "HybridMambaConfig", kind: str) -> dict:
+    """What builderforce's blocks of `kind` are built with from the model-wide fields."""
+    base = {"dModel": cfg.dModel}
+    if kind == "attention":
+        return {**base, "nHeads": cfg.nHeads}
+    base.update(dState=cfg.dState, dConv=cfg.dConv, expand=cfg.expand)
+    if kind == "mamba1":
+        return {**base, "dtRank": cfg.dt_rank, "biasConv": True}
+    base.update(nHeads=cfg.nHeads, nGroups=cfg.nGroups, chunkLen=cfg.chunkLen)
+    return {**base, "mimoGroup": cfg.mimoGroup} if kind == "mamba3" else base
+
+
+def _check_layer_overrides(cfg: "HybridMambaConfig", d: dict, layers) -> None:
+    """builderforce builds layer i with {model-wide values, default<Type>, layers[i].config} (later wins);
+    this model has one set of sizes, so every override must restate the model-wide value."""
+    for key in _BF_DEFAULTS.values():
+        if not isinstance(d.get(key, {}), dict):
+            raise ValueError(f"{key} must be an object")
+    for i, (kind, spec) in enumerate(zip(cfg.layers, layers)):
+        over = {**d.get(_BF_DEFAULTS[kind], {}), **((spec.get("config") or {}) if isinstance(spec, dict) else {})}
+        want = _block_values(cfg, kind)
+        for k, v in over.items():
+            if k not in want or want[k] != v:
+                raise ValueError(f"layer {i} ({kind}): {k} = {v!r} differs from the model-wide "
+                                 f"{want.get(k, '(none)')!r}; per-layer sizes are unsupported")
 
 
 class SeededGaussian:
@@ -198,11 +271,14 @@ def init_params(cfg: HybridMambaConfig) -> dict[str, np.ndarray]:
     return p
 
 
-class HybridMambaModel:
+class HybridMambaModel(NextTokenModel):
+    """builderforce's hybrid state-space LM (see the module docstring); implements models.protocol."""
+
+    loss_options = ("checkpoint",)
+
     def __init__(self, config: HybridMambaConfig | dict | None = None, device=None, **kw):
         if isinstance(config, dict):
-            config = HybridMambaConfig.from_dict(config) if set(config) == {f.name for f in fields(HybridMambaConfig)} \
-                else HybridMambaConfig(**config)
+            config = HybridMambaConfig.from_dict(config)
         self.config = config or HybridMambaConfig(**kw)
         for t in self.config.layers:
             if t not in IMPLEMENTED:
@@ -273,7 +349,8 @@ class HybridMambaModel:
         xp = F.bias_add(F.matmul(u, P[L + "wXProj"], transpose_b=True), P[L + "bXProj"])
         dt_raw, Bm, Cm = F.col_slice(xp, 0, R), F.col_slice(xp, R, N), F.col_slice(xp, R + N, N)
         dt = F.bias_add(F.matmul(dt_raw, P[L + "wDtProj"], transpose_b=True), P[L + "bDtProj"])
-        y = F.selective_scan(u, dt, P[L + "A_log"], Bm, Cm, P[L + "D_vec"], z, batch=batch, chunk=self.scan_chunk)
+        y = F.selective_scan(u, dt, P[L + "A_log"], Bm, Cm, P[L + "D_vec"], z, batch=batch, chunk=self.scan_chunk,
+                             discretization=c.discretization)
         return F.add(x, F.bias_add(F.matmul(y, P[L + "wOutProj"], transpose_b=True), P[L + "bOutProj"]))
 
     def _mamba2(self, x: Tensor, i: int, batch: int, S: int) -> Tensor:
@@ -345,25 +422,38 @@ class HybridMambaModel:
         a = F.reshape(F.attention(q, k, v, causal=True, batch=batch), T, d)
         return F.add(x, F.bias_add(F.matmul(a, P[L + "wO"], transpose_b=True), P[L + "bO"]))
 
-    def forward(self, ids: Tensor, batch: int = 1) -> Tensor:
-        """Logits [batch*S, V] for `batch` sequences of S tokens packed in ids (u32 [batch*S])."""
+    def forward(self, ids: Tensor, batch: int = 1, checkpoint: bool | int = False) -> Tensor:
+        """Logits [batch*S, V] for `batch` sequences of S tokens packed in ids (u32 [batch*S]).
+        checkpoint (activation checkpointing): True recomputes every layer in the backward, an integer k
+        every k-th (models.protocol.checkpointed_layers); such a layer keeps only its input alive until
+        the backward, which runs it again with the same kernels: the same gradients."""
         T = ids.numel
         if T == 0 or T % batch:
             raise ShapeError(f"{T} ids are not {batch} non-empty sequences of equal length")
         S = T // batch
         P = self.params
+        ckpt = checkpointed_layers(checkpoint, len(self.config.layers))
         x = F.embedding(ids, P["embedding"])
         for i, kind in enumerate(self.config.layers):
-            x = {"mamba1": self._mamba1, "mamba2": self._mamba2, "mamba3": self._mamba3,
-                 "attention": self._attention}[kind](x, i, batch, S)
+            block = {"mamba1": self._mamba1, "mamba2": self._mamba2, "mamba3": self._mamba3,
+                     "attention": self._attention}[kind]
+            if ckpt[i]:
+                ins = (x,) + tuple(t for n, t in P.items() if n.startswith(f"layer{i}."))
+                x = F.checkpoint(lambda x_, *_, block=block, i=i: block(x_, i, batch, S), ins)
+            else:
+                x = block(x, i, batch, S)
         x = F.rms_norm(x, P["final_norm"], 1e-6)
         return F.matmul(x, P["embedding"], transpose_b=True)
 
-    def loss(self, ids: Tensor, targets: Tensor, batch: int = 1) -> Tensor:
-        """Mean next-token cross-entropy; targets >= vocabSize are ignored."""
-        return F.cross_entropy(self.forward(ids, batch), targets)
+    def loss(self, ids: Tensor, targets: Tensor, batch: int = 1, checkpoint: bool | int = False) -> Tensor:
+        """Mean next-token cross-entropy; targets >= vocabSize are ignored. checkpoint: see forward."""
+        return F.cross_entropy(self.forward(ids, batch, checkpoint), targets)
 
     # -- recurrent generation: O(1) work per token in mamba layers ------------------------------------
+    def generation_state(self) -> list:
+        """The recurrent state after zero tokens (init_state)."""
+        return self.init_state()
+
     def init_state(self) -> list:
         """Per layer, the recurrent state after zero tokens, in fixed buffers updated in place: mamba layers
         keep their conv window (the last dConv-1 conv inputs, zeros at the start: the causal padding) and
@@ -402,7 +492,8 @@ class HybridMambaModel:
         xp = F.bias_add(F.matmul(u, P[L + "wXProj"], transpose_b=True), P[L + "bXProj"])
         dt = F.bias_add(F.matmul(F.col_slice(xp, 0, R), P[L + "wDtProj"], transpose_b=True), P[L + "bDtProj"])
         y, hl, _ = ops.selective_scan(u, dt, P[L + "A_log"], F.col_slice(xp, R, N), F.col_slice(xp, R + N, N),
-                                      P[L + "D_vec"], F.col_slice(xz, D, D), chunk=1, h0=st["h"])
+                                      P[L + "D_vec"], F.col_slice(xz, D, D), chunk=1, h0=st["h"],
+                                      discretization=c.discretization)
         copy_words(hl, st["h"])
         return F.add(x, F.bias_add(F.matmul(y, P[L + "wOutProj"], transpose_b=True), P[L + "bOutProj"]))
 
@@ -418,7 +509,7 @@ class HybridMambaModel:
         Dch = F.reshape(F.matmul(F.reshape(P[L + "D_vec"], 1, H), E), D)
         y, hl, _ = ops.selective_scan(F.col_slice(xbc, 0, D), dt, P[L + "A_log"], F.col_slice(xbc, D, G * N),
                                       F.col_slice(xbc, D + G * N, G * N), Dch, None, chunk=1, h0=st["h"],
-                                      groups=G, delta_input=False)
+                                      groups=G, discretization="none")
         copy_words(hl, st["h"])
         y = F.rms_norm(y, P[L + "normWeight"], 1e-6)
         return F.add(x, F.matmul(y, P[L + "wOutProj"], transpose_b=True))

@@ -22,6 +22,7 @@ from .. import ops
 from ..runtime import Tensor, arena, empty, get_device, record, tensor, zeros
 from .config import LMConfig
 from .lora import is_adapter, lora_linear
+from .protocol import NextTokenModel, checkpointed_layers
 from .weights import load_named
 
 
@@ -52,7 +53,12 @@ def init_params(cfg: LMConfig) -> dict[str, np.ndarray]:
     return p
 
 
-class TransformerLM:
+class TransformerLM(NextTokenModel):
+    """The decoder-only transformer LM (see the module docstring); implements models.protocol."""
+
+    precisions = ("f32", "f16")
+    loss_options = ("checkpoint",)
+
     def __init__(self, config: LMConfig | None = None, device=None, **kw):
         self.config = config or LMConfig(**kw)
         self.device = get_device(device)
@@ -88,13 +94,16 @@ class TransformerLM:
         load_named({k: t for k, t in self.params.items() if not is_adapter(k)}, sd)
 
     # -- forward --------------------------------------------------------------------------------
-    def forward(self, ids: Tensor, batch: int = 1, dtype: str = "f32") -> Tensor:
+    def forward(self, ids: Tensor, batch: int = 1, dtype: str = "f32", checkpoint: bool | int = False) -> Tensor:
         """Logits [batch*S, V] for `batch` sequences of S tokens packed in ids (u32 [batch*S]).
 
         dtype "f16" (mixed precision): activations, matmuls and attention in f16 (f32 accumulation inside
         the kernels); each matrix weight is cast from its f32 master to an f16 working copy in the step
         (gradients come back to the masters in f32), the embedding lookup reads the f32 table and casts
-        its rows, norm gains stay f32, and the loss is accumulated in f32."""
+        its rows, norm gains stay f32, and the loss is accumulated in f32.
+        checkpoint (activation checkpointing): True recomputes every layer in the backward, an integer k
+        every k-th (models.protocol.checkpointed_layers); such a layer keeps only its input (the residual
+        stream) alive until the backward, which runs it again with the same kernels: the same gradients."""
         if dtype not in ("f32", "f16"):
             raise ConfigError(f"forward: dtype must be 'f32' or 'f16', got {dtype!r}")
         c, P = self.config, self.params
@@ -104,29 +113,55 @@ class TransformerLM:
         S = T // batch
         if S > c.max_seq_len:
             raise ShapeError(f"sequence length {S} exceeds max_seq_len {c.max_seq_len}")
-        H, KVH, hd = c.n_heads, c.n_kv_heads, c.head_dim
+        ckpt = checkpointed_layers(checkpoint, c.n_layers) + (False,)
         x = F.cast(F.embedding(ids, P["embed.weight"]), dtype)
-        # each residual add runs with the norm that follows it (F.add_rms_norm: the same bits, one kernel)
-        h = F.rms_norm(x, P["layers.0.attn_norm.weight"], c.norm_eps) if c.n_layers else x
+        # each residual add runs with the norm that follows it (F.add_rms_norm: the same bits, one kernel),
+        # except into a checkpointed layer, which norms its own input (its one saved tensor is x)
+        h = F.rms_norm(x, P["layers.0.attn_norm.weight"], c.norm_eps) if c.n_layers and not ckpt[0] else None
         for i in range(c.n_layers):
-            L = f"layers.{i}."
-            q = F.reshape(lora_linear(self, h, L + "attn.wq"), T, H, hd)
-            k = F.reshape(lora_linear(self, h, L + "attn.wk"), T, KVH, hd)
-            v = F.reshape(lora_linear(self, h, L + "attn.wv"), T, KVH, hd)
-            q = F.rope(q, 0, c.rope_theta, S)
-            k = F.rope(k, 0, c.rope_theta, S)
-            a = F.reshape(F.attention(q, k, v, causal=True, batch=batch), T, H * hd)
-            x, h = F.add_rms_norm(x, lora_linear(self, a, L + "attn.wo"), P[L + "mlp_norm.weight"], c.norm_eps)
-            g = F.glu(lora_linear(self, h, L + "mlp.w_gate_up"), "silu", c.swiglu_limit)
-            nxt = f"layers.{i + 1}.attn_norm.weight" if i + 1 < c.n_layers else "norm.weight"
-            x, h = F.add_rms_norm(x, lora_linear(self, g, L + "mlp.w_down"), P[nxt], c.norm_eps)
-        x = h if c.n_layers else F.rms_norm(x, P["norm.weight"], c.norm_eps)
+            if ckpt[i]:
+                fn = lambda x_, *_, i=i: self._block(i, x_, None, batch, S, fuse_next=False)[0]  # noqa: E731
+                x = F.checkpoint(fn, (x,) + tuple(P[n] for n in self._layer_params(i)))
+                h = None
+            else:
+                x, h = self._block(i, x, h, batch, S, fuse_next=not ckpt[i + 1])
+        x = h if h is not None else F.rms_norm(x, P["norm.weight"], c.norm_eps)
         head = P["embed.weight"] if c.tie_embeddings else P["head.weight"]
         return F.matmul_master(x, head, transpose_b=True)
 
-    def loss(self, ids: Tensor, targets: Tensor, batch: int = 1, dtype: str = "f32") -> Tensor:
-        """Mean next-token cross-entropy (f32); targets >= vocab_size are ignored. dtype: see forward."""
-        return F.cross_entropy(self.forward(ids, batch, dtype), targets)
+    def _layer_params(self, i: int) -> list[str]:
+        """The parameters layer i reads (its LoRA adapters included): a checkpointed layer's inputs."""
+        return [n for n in self.params if n.startswith(f"layers.{i}.")]
+
+    def _block(self, i: int, x: Tensor, h: Tensor | None, batch: int, S: int, fuse_next: bool) -> tuple:
+        """Layer i on the residual stream x (h: x normed by its attn_norm, None to compute it here): (x, the
+        next norm of x when fuse_next (the next layer's attn_norm, or the final norm), else None)."""
+        c, P = self.config, self.params
+        L, T = f"layers.{i}.", x.shape[0]
+        H, KVH, hd = c.n_heads, c.n_kv_heads, c.head_dim
+        if h is None:
+            h = F.rms_norm(x, P[L + "attn_norm.weight"], c.norm_eps)
+        q = F.reshape(lora_linear(self, h, L + "attn.wq"), T, H, hd)
+        k = F.reshape(lora_linear(self, h, L + "attn.wk"), T, KVH, hd)
+        v = F.reshape(lora_linear(self, h, L + "attn.wv"), T, KVH, hd)
+        q = F.rope(q, 0, c.rope_theta, S)
+        k = F.rope(k, 0, c.rope_theta, S)
+        a = F.reshape(F.attention(q, k, v, causal=True, batch=batch), T, H * hd)
+        x, h = F.add_rms_norm(x, lora_linear(self, a, L + "attn.wo"), P[L + "mlp_norm.weight"], c.norm_eps)
+        g = F.glu(lora_linear(self, h, L + "mlp.w_gate_up"), "silu", c.swiglu_limit)
+        if not fuse_next:
+            return F.add(x, lora_linear(self, g, L + "mlp.w_down")), None
+        nxt = f"layers.{i + 1}.attn_norm.weight" if i + 1 < c.n_layers else "norm.weight"
+        return F.add_rms_norm(x, lora_linear(self, g, L + "mlp.w_down"), P[nxt], c.norm_eps)
+
+    def loss(self, ids: Tensor, targets: Tensor, batch: int = 1, dtype: str = "f32",
+             checkpoint: bool | int = False) -> Tensor:
+        """Mean next-token cross-entropy (f32); targets >= vocab_size are ignored. dtype, checkpoint: see forward."""
+        return F.cross_entropy(self.forward(ids, batch, dtype, checkpoint), targets)
+
+    def generation_state(self) -> "KVCache":
+        """A fresh KV cache for incremental decoding."""
+        return self.kv_cache()
 
     # -- generation with a KV cache ---------------------------------------------------------------
     def kv_cache(self, max_len: int | None = None, reuse: bool = False) -> "KVCache":

@@ -196,6 +196,16 @@ class VideoRVQCodec:
             frames.append(self._from_patches(prev))
         return frames
 
+    def generate_video(self, lm, max_new_tokens: int, prompt=None, **sampling) -> tuple[list[int], list[np.ndarray]]:
+        """What a media LM (over this codec's vocabulary) generates after `prompt` (default <vid> <key>: a video
+        opening on a key frame), stopping at </vid>, and the frames prompt + tokens decode to (decode's rules:
+        missing codes count as zero). sampling: lm.generate's keywords (temperature, seed, top_k)."""
+        prompt = [self.bos_video, self.frame_key] if prompt is None else [int(t) for t in prompt]
+        if lm.config.vocab_size != self.vocab_size:
+            raise ShapeError(f"the LM's vocabulary ({lm.config.vocab_size}) is not the codec's ({self.vocab_size})")
+        toks = lm.generate(prompt, max_new_tokens, stop_token=self.eos_video, **sampling)
+        return toks, self.decode(prompt + toks)
+
     # -- fit ------------------------------------------------------------------------------------
     def fit(self, videos, iterations: int = 8, seed: int = FIT_SEED) -> float:
         """Seeded k-means per residual level on key-frame patches (INTRA) and frame differences (INTER,

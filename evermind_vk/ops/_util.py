@@ -1,10 +1,11 @@
 """Small helpers shared by the ops: variant lookup, output allocation, checks."""
 from __future__ import annotations
 
-from ..errors import ShapeError, UnsupportedError
-import os
 
-from ..runtime import kernels, variants
+from ..errors import ShapeError, UnsupportedError
+from ..runtime import kernels
+from ..runtime.select import rows as select_rows
+from ..runtime.knobs import get as knob
 from ..runtime.tensor import Tensor, empty
 
 FLOATS = ("f32", "f16")
@@ -34,35 +35,35 @@ def per_thread(op: str, dtype: str, tensors: list, push: dict, n_threads: int, f
 
 def _forced_count(env: str, what: str) -> int:
     """The count an environment variable forces (0: unset)."""
-    forced = os.environ.get(env, "").strip()
-    if forced and not forced.isdigit():
-        raise UnsupportedError(f"{env}={forced!r}: want {what}")
-    return int(forced or 0)
+    return knob(env)
+
+
+def row_knobs() -> select_rows.Knobs:
+    """The row kernels' overrides: EVERMIND_VK_ROW_WG, EVERMIND_VK_SOFTMAX_ROWS, EVERMIND_VK_NORM_BLOCK_ROWS."""
+    return select_rows.Knobs(row_wg=_forced_count("EVERMIND_VK_ROW_WG", "a workgroup size"),
+                             softmax_rows=_forced_count("EVERMIND_VK_SOFTMAX_ROWS", "a number of rows"),
+                             norm_block_rows=_forced_count("EVERMIND_VK_NORM_BLOCK_ROWS", "a number of rows"))
 
 
 def run_rows(op: str, dtype: str, tensors: list, push: dict, rows: int, cols: int) -> None:
-    """A one-workgroup-per-row kernel (rms_norm, cross_entropy and their backwards) over `rows` rows of
-    `cols`, its workgroup size picked by runtime.variants.pick_row_wg (EVERMIND_VK_ROW_WG forces one)."""
-    dev = tensors[0].device
-    v = variants.pick_row_wg(kernels.usable(op, dtype, dev), cols, dev.info.type,
-                             _forced_count("EVERMIND_VK_ROW_WG", "a workgroup size"))
-    kernels.dispatch(v, tensors, push, kernels.grid(rows))
+    """A row kernel (rms_norm, cross_entropy and their backwards: one workgroup a row; softmax and its
+    backward: ROWS rows a workgroup) over `rows` rows of `cols`, as runtime.select.rows.plan plans it."""
+    p = select_rows.plan(select_rows.Launch(op, dtype, rows, cols), tensors[0].device, row_knobs())
+    kernels.dispatch(p.variant, tensors, push, p.groups)
 
 
 def run_softmax(op: str, tensors: list, push: dict, rows: int, cols: int) -> None:
-    """softmax or softmax_backward over `rows` rows of `cols`, ROWS rows a workgroup as
-    runtime.variants.pick_softmax picks (EVERMIND_VK_SOFTMAX_ROWS forces a count)."""
-    dev = tensors[0].device
-    v = variants.pick_softmax(kernels.usable(op, tensors[0].dtype, dev), cols, dev.info.type,
-                              _forced_count("EVERMIND_VK_SOFTMAX_ROWS", "a number of rows"))
-    kernels.dispatch(v, tensors, push, kernels.grid(-(-rows // v.spec["ROWS"])))
+    """softmax or softmax_backward over `rows` rows of `cols` (run_rows)."""
+    run_rows(op, tensors[0].dtype, tensors, push, rows, cols)
 
 
 def like(t: Tensor, shape=None, dtype=None) -> Tensor:
+    """An uninitialised tensor of t's shape and dtype (or the ones given) on t's device."""
     return empty(t.shape if shape is None else shape, t.dtype if dtype is None else dtype, t.device)
 
 
 def want(t: Tensor, name: str, *, ndim=None, shape=None, dtype=None) -> None:
+    """Raise ShapeError / UnsupportedError unless t has the rank, shape and dtype asked for."""
     if ndim is not None and t.ndim != ndim:
         raise ShapeError(f"{name} must be {ndim}-D, got shape {t.shape}")
     if shape is not None and t.shape != tuple(shape):

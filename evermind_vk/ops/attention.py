@@ -6,15 +6,15 @@ Backward (from the saved P, or recomputed from q, k):
     dV = P^T dO,  dP = dO V^T,  dS = P * (dP - rowsum(P * dP)),  dQ = scale dS K,  dK = scale dS^T Q
 with dK, dV summed over the heads of each group.
 
-Two paths, chosen by `runtime.variants.attention_path` (override: EVERMIND_VK_ATTENTION=matmul|fused):
+Two paths, chosen by `runtime.select.attention.plan` (override: EVERMIND_VK_ATTENTION=matmul|fused):
   fused   flash-style kernels (templates/attention.comp.j2): one dispatch for the forward over every
           sequence and head, online softmax over K/V tiles, no S x S matrix; the forward saves the
           per-row logsumexp [B*H, S] (f32, base 2 of the scaled scores); the backward is two dispatches
           (dQ and D = rowsum(dO * O), then dK and dV per key tile). Head dims up to 128.
   matmul  the strided batched matmul kernel plus the row softmax kernels, materialising the
           probabilities [B*H, S, S] (the reference, and the path for head dims > 128); causal products
-          skip what lies past the diagonal (variants.TRI), and on GPUs a causal P V, dQ, dK or dV of few
-          workgroups runs in K chunks whose f32 partials a column sum adds (variants.tri_split).
+          skip what lies past the diagonal (select.matmul.TRI), and on GPUs a causal P V, dQ, dK or dV of few
+          workgroups runs in K chunks whose f32 partials a column sum adds (select.attention.tri_split).
 `attention` returns (out, saved): saved is what the backward needs (the logsumexp on the fused
 path, the probabilities on the matmul path) or None when save_probs is False (the backward then
 recomputes it). attention_backward tells the two apart by rank; the fused one also needs `out`.
@@ -25,7 +25,9 @@ import math
 import os
 
 from ..errors import ShapeError, UnsupportedError
-from ..runtime import kernels, variants
+from ..runtime import kernels
+from ..runtime.select import attention as select_attention
+from ..runtime.knobs import get as knob
 from ..runtime.tensor import Tensor, empty
 from .matmul import gemm_chunks, gemm_strided
 from .reduce import colsum
@@ -76,22 +78,15 @@ def _scores(q, k, B, S, H, KVH, D, scale, causal):
 
 
 def _tri(hint: str, causal: bool) -> str:
-    """The causal hint of a matmul-path product (runtime/variants.py TRI): causal probabilities and their
+    """The causal hint of a matmul-path product (runtime/select/matmul.py TRI): causal probabilities and their
     gradients are zero above the diagonal, so the products skip those tiles and k ranges."""
     return hint if causal else ""
 
 
-def _chunks(tri: str, S: int, D: int, nz: int, dev) -> list:
-    """The K chunks of a causal S x D x S product of nz heads (variants.tri_split; one: unsplit)."""
-    ways = variants.tri_split(tri, S, D, S, nz, dev.info.type, os.environ.get("EVERMIND_VK_TRI_SPLIT", "").strip())
-    return variants.tri_chunks(S, ways)
-
-
-def _product_a(a, b, c, S, D, nz, tri, sums=None, **kw):
-    """c = the S x D x S product of a causal (lower_a) P V or dS K: whole, or in K chunks whose f32 partials
-    a column sum adds in chunk order (rounded once into an f16 c); with `sums`, that column sum is left to
-    the caller, appended as (partials, c)."""
-    chunks = _chunks(tri, S, D, nz, a.device)
+def _product_a(a, b, c, S, D, chunks, tri, sums=None, **kw):
+    """c = the S x D x S product of a causal (lower_a) P V or dS K: whole, or in K chunks (the plan's) whose
+    f32 partials a column sum adds in chunk order (rounded once into an f16 c); with `sums`, that column sum
+    is left to the caller, appended as (partials, c)."""
     if len(chunks) == 1:
         gemm_strided(a, b, c, S, D, S, tri=tri, **kw)
         return
@@ -102,37 +97,18 @@ def _product_a(a, b, c, S, D, nz, tri, sums=None, **kw):
         sums.append((work, c))
 
 
-_STAGES = {"fwd": ("attention", None), "dq": ("attention_backward", "dq"), "dkv": ("attention_backward", "dkv")}
-
-
-def _fused_variants(q: Tensor, S: int, H: int, KVH: int, D: int, B: int):
-    """{stage: variant} of the fused kernels for this launch, or None where some stage has none."""
-    dev = q.device
-    out = {}
-    for stage, (op, flag) in _STAGES.items():
-        cands = [v for v in kernels.with_features(op, q.dtype, dev) if flag is None or flag in v.flags]
-        heads = KVH if stage == "dkv" else H
-        v = variants.pick_attention(cands, stage, S, D, heads * B, dev.info.type, dev.info.shared_memory,
-                                    dev.info.subgroup_size, os.environ.get("EVERMIND_VK_ATTENTION_VARIANT", "").strip(),
-                                    max_bindings=variants.max_bindings(dev.info))
-        if v is None:
-            return None
-        out[stage] = v
-    return out
-
-
-def _path(q: Tensor, S: int, H: int, KVH: int, D: int, B: int):
-    """('fused', variants) or ('matmul', None) by the rule in runtime.variants."""
-    vs = _fused_variants(q, S, H, KVH, D, B) if B <= kernels.MAX_GROUPS else None
-    path = variants.attention_path(os.environ.get("EVERMIND_VK_ATTENTION", "").strip().lower(), vs is not None,
-                                  q.device.info.type)
-    return path, (vs if path == "fused" else None)
+def _plan(q: Tensor, S: int, H: int, KVH: int, D: int, B: int, causal: bool, saved: str = ""):
+    """runtime.select.attention's plan of this launch (saved: what the backward was given)."""
+    knobs = select_attention.Knobs(path=knob("EVERMIND_VK_ATTENTION"),
+                                   variant=knob("EVERMIND_VK_ATTENTION_VARIANT"),
+                                   tri_split=knob("EVERMIND_VK_TRI_SPLIT"))
+    return select_attention.plan(select_attention.Launch(q.dtype, S, H, KVH, D, B, causal, saved), q.device, knobs)
 
 
 def _launch(v, stage: str, tensors: list, S: int, H: int, KVH: int, D: int, B: int, causal: bool, scale: float):
     dev = tensors[0].device
-    errs = variants.attention_launch_errors(variants.attention_params(v), stage, S, D, dev.info.shared_memory,
-                                            dev.info.subgroup_size)
+    errs = select_attention.attention_launch_errors(select_attention.attention_params(v), stage, S, D,
+                                                    dev.info.shared_memory, dev.info.subgroup_size)
     if errs:  # the selector never does this; a template must never run outside its assumptions
         raise UnsupportedError(f"{v.name} cannot run S={S} D={D}: " + "; ".join(errs))
     push = dict(S=S, H=H, KVH=KVH, D=D, causal=int(causal), scale=scale)
@@ -156,14 +132,14 @@ def attention(q: Tensor, k: Tensor, v: Tensor, causal: bool = True, scale: float
     Sall, H, KVH, D = _geometry(q, k, v, batch)
     B, S = batch, Sall // batch
     scale = 1.0 / math.sqrt(D) if scale is None else float(scale)
-    path, vs = _path(q, S, H, KVH, D, B)
-    if path == "fused":
-        out, lse = _fused_forward(vs, q, k, v, B, S, H, KVH, D, causal, scale)
+    plan = _plan(q, S, H, KVH, D, B, causal)
+    if plan.path == "fused":
+        out, lse = _fused_forward(plan.fused, q, k, v, B, S, H, KVH, D, causal, scale)
         return out, (lse if save_probs else None)
     p = softmax(_scores(q, k, B, S, H, KVH, D, scale, causal), causal=causal, seq=S)
     out = empty((Sall, H, D), q.dtype, q.device)
     sq, sk, ss = _bh(S, H, KVH, D)
-    _product_a(p, v, out, S, D, B * H, _tri("lower_a", causal), batch=H, outer=(B, ss, sk, sq),
+    _product_a(p, v, out, S, D, plan.q_chunks, _tri("lower_a", causal), batch=H, outer=(B, ss, sk, sq),
                a_strides=(S, 1), a_batch=(0, S * S),
                b_strides=(KVH * D, 1), b_batch=(0, D, H // KVH),
                c_strides=(H * D, 1), c_batch=(0, D))
@@ -187,13 +163,9 @@ def attention_backward(q: Tensor, k: Tensor, v: Tensor, dout: Tensor, probs: Ten
             raise ShapeError(f"attention_backward: logsumexp {probs.shape}/{probs.dtype}, want {(B * H, S)}/f32")
         if out is not None and (out.shape != q.shape or out.dtype != q.dtype):
             raise ShapeError(f"attention_backward: out {out.shape}/{out.dtype}, want {q.shape}/{q.dtype}")
-        path, vs = _path(q, S, H, KVH, D, B)
-        if probs is not None and path != "fused":  # a saved logsumexp: only the fused kernels use it
-            vs = _fused_variants(q, S, H, KVH, D, B)
-            if vs is None:
-                raise UnsupportedError(f"attention_backward: no fused variant for S={S} D={D} to use the logsumexp")
-            path = "fused"
-        if path == "fused":
+        plan = _plan(q, S, H, KVH, D, B, causal, "" if probs is None else "lse")
+        if plan.path == "fused":
+            vs = plan.fused
             if probs is None or out is None:  # recompute both (the forward is deterministic)
                 out, probs = _fused_forward(vs, q, k, v, B, S, H, KVH, D, causal, scale)
             delta = empty((B * H, S), "f32", q.device)
@@ -201,10 +173,12 @@ def attention_backward(q: Tensor, k: Tensor, v: Tensor, dout: Tensor, probs: Ten
             _launch(vs["dq"], "dq", [q, k, v, out, dout, probs, delta, dq], S, H, KVH, D, B, causal, scale)
             _launch(vs["dkv"], "dkv", [q, k, v, dout, probs, delta, dk, dv], S, H, KVH, D, B, causal, scale)
             return dq, dk, dv
+    else:
+        if probs.shape != (B * H, S, S):
+            raise ShapeError(f"attention_backward: probs {probs.shape}, want {(B * H, S, S)}")
+        plan = _plan(q, S, H, KVH, D, B, causal, "probs")
     if probs is None:
         probs = softmax(_scores(q, k, B, S, H, KVH, D, scale, causal), causal=causal, seq=S)
-    elif probs.shape != (B * H, S, S):
-        raise ShapeError(f"attention_backward: probs {probs.shape}, want {(B * H, S, S)}")
 
     sq, sk, ss = _bh(S, H, KVH, D)
     dp = empty((B * H, S, S), q.dtype, q.device)
@@ -221,16 +195,15 @@ def attention_backward(q: Tensor, k: Tensor, v: Tensor, dout: Tensor, probs: Ten
     # dQ_bh = scale dS_bh K_bh (token-major out). dK_bg = scale sum_{h in g} dS_bh^T Q_bh ; dV_bg = sum_{h in g}
     # P_bh^T dO_bh: batch (b, kv head g), the G heads of a group G launches (member j of every group); folding the
     # group into K would need one k-stride over (head, token), which q's token-major layout does not have. With
-    # G > 1, or split along K (_chunks), each (member, chunk) launch writes its own f32 row of a workspace (f16
+    # G > 1, or split along K (the plan's kv_chunks), each (member, chunk) launch writes its own f32 row of a workspace (f16
     # operands through the c32 rows) and a column sum adds the rows in (member, chunk) order, rounded once.
     # Every launch here reads only ds, probs and the inputs and writes its own rows, so all of them run side by
     # side (runtime/program.py: disjoint ranges of one buffer need no barrier); the column sums come last.
     sums = []
-    _product_a(ds, k, dq, S, D, B * H, _tri("lower_a", causal), sums, batch=H, outer=(B, ss, sk, sq),
+    _product_a(ds, k, dq, S, D, plan.q_chunks, _tri("lower_a", causal), sums, batch=H, outer=(B, ss, sk, sq),
                a_strides=(S, 1), a_batch=(0, S * S), b_strides=(KVH * D, 1), b_batch=(0, D, G),
                c_strides=(H * D, 1), c_batch=(0, D), alpha=scale)
-    tri = _tri("upper_a", causal)
-    chunks = _chunks(tri, S, D, B * KVH, q.device)
+    tri, chunks = _tri("upper_a", causal), plan.kv_chunks
     rows = G * len(chunks)
     for out_, a, b_, alpha in ((dk, ds, q, scale), (dv, probs, dout, 1.0)):
         kw = dict(batch=KVH, outer=(B, ss, sq, sk), a_strides=(1, S), b_strides=(H * D, 1),

@@ -14,6 +14,7 @@ import numpy as np
 
 from ..errors import ShapeError, UnsupportedError
 from ..runtime import kernels
+from ..runtime.select.decode import pick_decode_wg
 from ..runtime.tensor import Tensor
 from ._util import FLOATS, like, one_variant, per_thread, want
 
@@ -98,17 +99,6 @@ def attention_decode(q: Tensor, k_cache: Tensor, v_cache: Tensor, hyper: Tensor,
                      dict(R=R, H=H, KVH=KVH, D=D, L=L, scale=1.0 / math.sqrt(D) if scale is None else float(scale)),
                      kernels.grid(R * H))
     return out
-
-
-def pick_decode_wg(cands, D: int, device_type: str):
-    """attention_decode's variant: the fewest threads >= the head dimension (CPU devices: each barrier of the
-    workgroup's reductions costs per thread) or, on GPUs, the most (the keys are spread over the threads).
-    Raises UnsupportedError when no variant has WG >= D."""
-    fit = sorted((v for v in cands if v.spec["WG"] >= D), key=lambda v: v.spec["WG"])
-    if not fit:
-        raise UnsupportedError(f"attention_decode: head dim {D} > the largest workgroup "
-                               f"({max(v.spec['WG'] for v in cands)} threads)")
-    return fit[0] if device_type == "cpu" else fit[-1]
 
 
 def sample(logits: Tensor, hyper: Tensor, seen: Tensor, picked: Tensor, items: int) -> None:

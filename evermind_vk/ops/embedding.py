@@ -3,10 +3,11 @@ embeddings (RoPE), on token-major tensors."""
 from __future__ import annotations
 
 import math
-import os
 
 from ..errors import ShapeError, UnsupportedError
-from ..runtime import variants
+from ..runtime.select import embedding as select_embedding
+from ..runtime.select.loops import loop_chunks
+from ..runtime.knobs import get as knob
 from ..runtime.tensor import Tensor, empty
 from ._util import FLOATS, _forced_count, like, one_variant, per_thread, want
 
@@ -31,10 +32,10 @@ def embedding(ids: Tensor, table: Tensor, transpose: bool = False, index_offset:
 def embedding_backward(ids: Tensor, dy: Tensor, vocab: int, transpose: bool = False,
                        index_offset: int = 0) -> Tensor:
     """d table (f32, [V, D] or [D, V]); deterministic (token order) accumulation; ids >= V skipped.
-    Tokens are split into ordered dispatches of at most MAX_LOOP (runtime.variants.loop_chunks), each
+    Tokens are split into ordered dispatches of at most MAX_LOOP (runtime.select.loops.loop_chunks), each
     adding its tokens' sums to the table, so no invocation loops past lavapipe's cap.
 
-    Two paths (runtime.variants.embedding_backward_path; EVERMIND_VK_EMBEDDING_BACKWARD=scan|sorted
+    Two paths (runtime.select.embedding.embedding_backward_path; EVERMIND_VK_EMBEDDING_BACKWARD=scan|sorted
     forces one): 'scan', every table thread tests every token's id; 'sorted', a counting sort of the
     ids (embedding_rank), then each thread sums only its id's tokens (embedding_backward_sorted). Both
     add in token order: below MAX_LOOP tokens they give the same bits."""
@@ -42,14 +43,14 @@ def embedding_backward(ids: Tensor, dy: Tensor, vocab: int, transpose: bool = Fa
     if T + index_offset > ids.numel:
         raise ShapeError(f"embedding_backward: {T} tokens at offset {index_offset} exceed {ids.numel} ids")
     dt = empty((D, vocab) if transpose else (vocab, D), "f32", dy.device)
-    cols = variants.embedding_backward_cols(D, transpose)
-    path = variants.embedding_backward_path(T, vocab, D, cols,
-                                            os.environ.get("EVERMIND_VK_EMBEDDING_BACKWARD", "").strip())
+    cols = select_embedding.embedding_backward_cols(D, transpose)
+    path = select_embedding.embedding_backward_path(T, vocab, D, cols,
+                                            knob("EVERMIND_VK_EMBEDDING_BACKWARD"))
     if path == "sorted" and T > 0:
-        chunks = variants.loop_chunks(T)
+        chunks = loop_chunks(T)
         rank = empty((T,), "u32", dy.device)
         order = empty((2 * T,), "u32", dy.device)  # ids ascending, then their token indices
-        lanes = variants.embedding_rank_lanes(T, dy.device.info.type,
+        lanes = select_embedding.embedding_rank_lanes(T, dy.device.info.type,
                                               _forced_count("EVERMIND_VK_RANK_LANES", "a number of threads"))
         if one_variant("embedding_rank", "f32", dy.device).spec["WG"] % lanes:  # the template sums within a workgroup
             raise UnsupportedError(f"embedding_rank: {lanes} lanes a token do not divide its workgroup")
@@ -62,7 +63,7 @@ def embedding_backward(ids: Tensor, dy: Tensor, vocab: int, transpose: bool = Fa
                        dict(T=T, D=D, V=vocab, transpose=int(transpose), p0=p0, p1=p1, accumulate=int(j > 0),
                             cols=cols), vocab * D // cols)
         return dt
-    for j, (t0, t1) in enumerate(variants.loop_chunks(T)):
+    for j, (t0, t1) in enumerate(loop_chunks(T)):
         per_thread("embedding_backward", dy.dtype, [ids, dy, dt],
                    dict(T=T, D=D, V=vocab, transpose=int(transpose), offset=index_offset, t0=t0, t1=t1,
                         accumulate=int(j > 0), cols=cols), vocab * D // cols)

@@ -2,14 +2,15 @@
 products (dX, dW) are the same kernel with other strides."""
 from __future__ import annotations
 
-import os
 
 from ..errors import ShapeError, UnsupportedError
-from ..runtime import kernels, variants
+from ..runtime import kernels
+from ..runtime.select import matmul as select_matmul
+from ..runtime.knobs import get as knob
 from ..runtime.tensor import Tensor, empty
 from .reduce import colsum
 
-__all__ = ["gemm_strided", "gemm_chunks", "gemm", "matmul", "matmul_backward"]
+__all__ = ["gemm_strided", "gemm_chunks", "gemm", "matmul", "matmul_backward", "run_plan"]
 
 
 def gemm_strided(a: Tensor, b: Tensor, c: Tensor, M: int, N: int, K: int, *,
@@ -24,113 +25,43 @@ def gemm_strided(a: Tensor, b: Tensor, c: Tensor, M: int, N: int, K: int, *,
     C_z[m,n] = c[coff + z1*sco + z2*scb + m*scm + n*scn]            c_strides = (scm, scn), c_batch = (coff, scb)
     outer = (Z1, sao, sbo, sco); the default (1, 0, 0, 0) is a one-level batch over z2. One dispatch for
     all Z1 * batch products (several where they pass kernels.MAX_GROUPS workgroups along z).
-    tri: a causal hint (runtime/variants.py TRI) for square products whose operands are zero, or whose
+    tri: a causal hint (runtime/select/matmul.py TRI) for square products whose operands are zero, or whose
     output is unused, on one side of the diagonal; the result equals the full product's. kd (lower_a and
     upper_a): this product's k = 0 is column kd of the square A, whose diagonal the hint describes (a
     chunk of a product split along K, gemm_chunks); the parallel split below computes the full product.
     a, b and c share a dtype, except that f16 a and b may write an f32 c (the c32 variants).
     variant: run this matmul variant instead of the selector's pick (the chunks of a split product keep
     the tile the split was planned for); a launch it cannot run raises UnsupportedError.
+    What runs is runtime.select.matmul.plan's plan of the launch, executed as it is (run_plan).
     """
-    if a.dtype != b.dtype or c.dtype not in (a.dtype, "f32"):
-        raise UnsupportedError(f"matmul: dtypes {a.dtype}, {b.dtype}, {c.dtype}: a and b must share one, "
-                               "and c have it too or be f32")
-    if len(outer) != 4:
-        raise ShapeError(f"matmul: outer is (Z1, sao, sbo, sco), got {outer}")
-    errs = variants.tri_errors(tri, M, N, K, float(beta), int(kd))
-    if errs:
-        raise ShapeError("matmul: " + "; ".join(errs))
-    Z1, Z2, bdiv = int(outer[0]), int(batch), int(b_batch[2])
-    chunks = variants.batch_chunks(Z1, Z2, bdiv, kernels.MAX_GROUPS)  # validates the batch
-    last = {}  # the last element of each tensor the launch may address (strides are never negative)
-    if M and N and Z1 and Z2:  # each must lie inside its tensor
-        last = {"a": a_batch[0] + (Z1 - 1) * outer[1] + (Z2 - 1) * a_batch[1] + (M - 1) * a_strides[0]
-                + (K - 1) * a_strides[1] if K else -1,
-                "b": b_batch[0] + (Z1 - 1) * outer[2] + ((Z2 - 1) // bdiv) * b_batch[1] + (K - 1) * b_strides[0]
-                + (N - 1) * b_strides[1] if K else -1,
-                "c": c_batch[0] + (Z1 - 1) * outer[3] + (Z2 - 1) * c_batch[1] + (M - 1) * c_strides[0]
-                + (N - 1) * c_strides[1]}
-        for name, t in (("a", a), ("b", b), ("c", c)):
-            if last[name] >= t.numel:
-                raise ShapeError(f"matmul: {M}x{N}x{K} over batch {Z1}x{Z2} reaches element {last[name]} of {name}, "
-                                 f"which has {t.numel}")
-    lay = variants.Layout(tuple(a_strides), tuple(b_strides), tuple(c_strides), tuple(a_batch), tuple(b_batch),
-                          tuple(c_batch), float(beta), tuple(outer))
-    if len(chunks) > 1:  # more products than one dispatch's z range: consecutive pieces, each its own launch
-        for z1, n1, z2, n2 in chunks:
-            gemm_strided(a, b, c, M, N, K, a_strides=a_strides, b_strides=b_strides, c_strides=c_strides, batch=n2,
-                         a_batch=(a_batch[0] + z1 * outer[1] + z2 * a_batch[1], a_batch[1]),
-                         b_batch=(b_batch[0] + z1 * outer[2] + (z2 // bdiv) * b_batch[1], b_batch[1], bdiv),
-                         c_batch=(c_batch[0] + z1 * outer[3] + z2 * c_batch[1], c_batch[1]),
-                         alpha=alpha, beta=beta, outer=(n1, *outer[1:]), tri=tri, kd=kd)
-        return c
-    nz = Z1 * Z2
-    dev = a.device
-    c_dense = tuple(c_strides) == (N, 1) and c_batch[0] == 0 and c.numel == M * N
-    forced_split = os.environ.get("EVERMIND_VK_MATMUL_SPLIT_K", "").strip()
-    out32 = c.dtype != a.dtype  # f16 operands into an f32 C: the c32 variants
-    v = variant or variants.pick_matmul(
-        kernels.usable("matmul", a.dtype, dev), M, N, K, lay, dev.info.type, dev.info.shared_memory, nz,
-        os.environ.get("EVERMIND_VK_MATMUL_VARIANT", "").strip(),
-        split=variants.split_allowed(a.dtype, nz, float(beta), c_dense, dev.info.type, forced_split),
-        out32=out32, tri=tri, multiprocessors=dev.info.multiprocessors)
-    kind, tile = variants.matmul_kind(v.flags), (v.spec["BM"], v.spec["BN"], v.spec["BK"])
-    tiles = -(-M // tile[0]) * -(-N // tile[1]) * nz  # the launch's workgroups, whole
-    split = variants.matmul_split_k(M, N, K, tiles, dev.info.type, a.dtype, nz, float(beta), c_dense, forced_split,
-                                    dev.info.multiprocessors, tile, kind)
-    if split > 1:  # parallel split-K: S chunks of k into an f32 workspace [S, M*N], then a column sum
-        ks = variants.k_chunks(K, split)  # (colsum_cast into an f16 C: the partials added in f32, rounded once)
-        # a cm2 pair split's two chunks run on the planned tile's c32 twin (variants.cm2_pair_split: its halves are
-        # whole k-steps of the tile); other chunks on what the selector picks for them, except an f32 whole-wave
-        # split's unequal chunks (the planned tile)
-        pair = kind == "cm2" and split == 2 and not forced_split and variants.cm2_pair_split(tiles, *tile, K)
-        twin = variants.c32_twin(v, kernels.usable("matmul", a.dtype, dev)) if pair else None
-        work = empty((len(ks), M * N), "f32", dev)
-        kc = ks[0][1] - ks[0][0]
-        if all(k1 - k0 == kc for k0, k1 in ks):  # equal chunks: one batched launch
-            gemm_strided(a, b, work, M, N, kc, a_strides=a_strides, b_strides=b_strides, c_strides=(N, 1),
-                         batch=split, a_batch=(a_batch[0], kc * a_strides[1]),
-                         b_batch=(b_batch[0], kc * b_strides[0], 1), c_batch=(0, M * N), alpha=alpha,
-                         variant=twin)
-        else:  # a whole-wave split (f32, variants.wave_split): a launch a chunk on the planned tile, side by side
-            gemm_chunks(a, b, work, 0, ks, M, N, a_strides=a_strides, b_strides=b_strides, c_strides=(N, 1),
-                        a_batch=(a_batch[0], 0), b_batch=(b_batch[0], 0, 1), alpha=alpha,
-                        variant=v if a.dtype == "f32" else twin)  # f16: each chunk on a c32 row
-        colsum(work, out=c)
-        return c
-    splits = variants.matmul_k_splits(kind, v.spec, K, dev.info.type)
-    if len(splits) > 1:  # split-K: later parts accumulate (beta = 1), so pick for that layout
-        lay1 = variants.Layout(lay.a_strides, lay.b_strides, lay.c_strides, lay.a_batch, lay.b_batch,
-                               lay.c_batch, 1.0, lay.outer)
-        v = variants.pick_matmul(kernels.usable("matmul", a.dtype, dev), M, N, K, lay1, dev.info.type,
-                                 dev.info.shared_memory, nz, os.environ.get("EVERMIND_VK_MATMUL_VARIANT", "").strip(),
-                                 out32=out32, tri=tri)
-        splits = variants.matmul_k_splits(variants.matmul_kind(v.flags), v.spec, K, dev.info.type)
-    groups = (-(-N // v.spec["BN"]), -(-M // v.spec["BM"]), nz)  # v4: BM = 4 WG_Y, BN = 4 WG_X
-    # all of C the launch touches (the barrier plan lets launches on disjoint parts of one buffer overlap)
-    writes = {2: (c_batch[0], last["c"] + 1)} if last else None
-    for j, (k0, k1) in enumerate(splits):
-        part = variants.Layout(lay.a_strides, lay.b_strides, lay.c_strides,
-                               (a_batch[0] + k0 * a_strides[1], a_batch[1]),
-                               (b_batch[0] + k0 * b_strides[0], b_batch[1], b_batch[2]), lay.c_batch,
-                               float(beta) if j == 0 else 1.0, lay.outer)
-        errs = variants.variant_launch_errors(v, M, N, k1 - k0, part)
-        if errs:  # the selector never does this; a template must never run outside its assumptions
-            raise UnsupportedError(f"{v.name} cannot run {M}x{N}x{k1 - k0}: " + "; ".join(errs))
-        push = dict(M=M, N=N, K=k1 - k0, sam=a_strides[0], sak=a_strides[1], sbk=b_strides[0], sbn=b_strides[1],
-                    scm=c_strides[0], scn=c_strides[1], aoff=part.a_batch[0], sab=a_batch[1],
-                    boff=part.b_batch[0], sbb=b_batch[1], bdiv=b_batch[2], coff=c_batch[0], scb=c_batch[1],
-                    alpha=alpha, beta=part.beta, Z2=Z2, sao=outer[1], sbo=outer[2], sco=outer[3],
-                    tri=variants.TRI[tri], kd=kd + k0)
-        kernels.dispatch(v, [a, b, c], push, groups, writes)
+    launch = select_matmul.Launch(
+        (a.dtype, b.dtype, c.dtype), (a.numel, b.numel, c.numel), M, N, K,
+        select_matmul.Layout(tuple(a_strides), tuple(b_strides), tuple(c_strides), tuple(a_batch), tuple(b_batch),
+                             tuple(c_batch), float(beta), tuple(outer)),
+        batch=int(batch), alpha=alpha, tri=tri, kd=int(kd), variant=variant)
+    knobs = select_matmul.Knobs(variant=knob("EVERMIND_VK_MATMUL_VARIANT"),
+                                split_k=knob("EVERMIND_VK_MATMUL_SPLIT_K"))
+    run_plan(select_matmul.plan(launch, a.device, knobs), a, b, c)
     return c
+
+
+def run_plan(plan, a: Tensor, b: Tensor, c: Tensor) -> None:
+    """Execute a matmul plan (runtime.select.matmul.plan) over a, b and c: its parts (into an f32 workspace
+    that a column sum then adds into c, where the plan has one), then its dispatches."""
+    out = empty(plan.workspace, "f32", a.device) if plan.workspace else c
+    for part in plan.parts:
+        run_plan(part, a, b, out)
+    if plan.workspace:
+        colsum(out, out=c)
+    for d in plan.dispatches:
+        kernels.dispatch(d.variant, [a, b, c], d.push, d.groups, d.writes)
 
 
 def gemm_chunks(a: Tensor, b: Tensor, work: Tensor, row: int, chunks: list, M: int, N: int, *, a_strides: tuple,
                 b_strides: tuple, c_strides: tuple, batch: int = 1, a_batch: tuple = (0, 0),
                 b_batch: tuple = (0, 0, 1), c_batch: tuple = (0, 0), alpha: float = 1.0,
                 outer: tuple = (1, 0, 0, 0), tri: str = "", variant=None) -> Tensor:
-    """gemm_strided's product split along K at `chunks` ((k0, k1) pairs, runtime.variants.tri_chunks): chunk
+    """gemm_strided's product split along K at `chunks` ((k0, k1) pairs, runtime.select.attention.tri_chunks): chunk
     i writes its partial product into row `row + i` of `work` (f32, [rows, n]) with C's strides and batch
     offsets taken within the row; a column sum of the rows is the product. The chunks depend on nothing
     but a and b, so they may run side by side; a causal hint carries over, each chunk told where its k

@@ -2,10 +2,11 @@
 weights and biases are f32, and their gradients come back in f32."""
 from __future__ import annotations
 
-from ..errors import BindingLimitError, UnsupportedError
-from ..runtime import kernels, variants
+from ..errors import BindingLimitError
+from ..runtime import kernels
+from ..runtime.select import rows as select_rows
 from ..runtime.tensor import Tensor, empty
-from ._util import FLOATS, _forced_count, like, rows_cols, run, run_rows, want
+from ._util import FLOATS, like, row_knobs, rows_cols, run, run_rows, want
 from .elementwise import add
 from .reduce import colsum
 
@@ -43,25 +44,20 @@ def add_rms_norm(x: Tensor, a: Tensor, w: Tensor, eps: float = 1e-6):
 def rms_norm_backward(x: Tensor, w: Tensor, dy: Tensor, rstd: Tensor, dres: Tensor | None = None):
     """(dx, dw) of rms_norm. dres: a gradient x has from elsewhere (a residual stream's), added into dx by
     the same kernel (flag res; without a res variant that fits the device's binding limit, by an add).
-    Each workgroup runs runtime.variants.norm_block_rows consecutive rows (one on GPUs) and writes one row
+    Each workgroup runs runtime.select.rows.norm_block_rows consecutive rows (one on GPUs) and writes one row
     of dw's partial sums, which a column sum adds."""
     rows, cols = rows_cols(x)
     want(dy, "dy", shape=x.shape, dtype=x.dtype)
     if dres is not None:
         want(dres, "dres", shape=x.shape, dtype=x.dtype)
     dev = x.device
-    cands = kernels.usable("rms_norm_backward", x.dtype, dev)
-    fused = dres is not None and any("res" in v.flags for v in cands)
-    cands = [v for v in cands if ("res" in v.flags) == fused]
-    if not cands:  # only res variants fit (never: they bind one buffer more)
-        raise UnsupportedError(f"no rms_norm_backward kernel for {x.dtype} without a residual gradient")
-    v = variants.pick_row_wg(cands, cols, dev.info.type, _forced_count("EVERMIND_VK_ROW_WG", "a workgroup size"))
-    rpw = variants.norm_block_rows(rows, cols, v.spec["WG"], dev.info.type,
-                                   _forced_count("EVERMIND_VK_NORM_BLOCK_ROWS", "a number of rows"))
+    p = select_rows.plan(select_rows.Launch("rms_norm_backward", x.dtype, rows, cols, dres is not None), dev,
+                         row_knobs())
+    fused, rpw = p.fused_residual, p.rows_per_group
     blocks = -(-rows // rpw) if rows else 0
     dx, part = like(x), empty((blocks, cols), "f32", dev)
-    kernels.dispatch(v, [x, w, dy, rstd, *([dres] if fused else []), dx, part],
-                     dict(rows=rows, cols=cols, rpw=rpw), kernels.grid(blocks))
+    kernels.dispatch(p.variant, [x, w, dy, rstd, *([dres] if fused else []), dx, part],
+                     dict(rows=rows, cols=cols, rpw=rpw), p.groups)
     if dres is not None and not fused:
         dx = add(dx, dres)
     return dx, colsum(part)

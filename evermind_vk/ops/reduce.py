@@ -2,10 +2,12 @@
 elements; stage 2: one workgroup adds the partials in order)."""
 from __future__ import annotations
 
-import os
 
 from ..errors import ShapeError, UnsupportedError
-from ..runtime import kernels, variants
+from ..runtime import kernels
+from ..runtime.select import bindings, loops
+from ..runtime.select import reduce as select_reduce
+from ..runtime.knobs import get as knob
 from ..runtime.tensor import Tensor, empty
 from ._util import FLOATS, one_variant, rows_cols, run, want
 
@@ -16,7 +18,7 @@ CHUNK = 4096  # elements per stage-1 workgroup
 
 def colsum(x: Tensor, out: Tensor | None = None) -> Tensor:
     """Sum over all rows of x viewed as [rows, last dim], in f32 (bias and norm weight gradients).
-    Parallel over columns and row chunks, in stages (runtime.variants.colsum_plan): every thread adds at
+    Parallel over columns and row chunks, in stages (runtime.select.reduce.colsum_plan): every thread adds at
     most MAX_LOOP rows in row order, so the result is deterministic and right at any row count.
     out: a tensor of `cols` elements (any shape) to write instead of a new one: f32, or f16 when x is
     f32 (the sums are rounded once, by colsum_cast: the last stage of f16 split-K)."""
@@ -29,9 +31,9 @@ def colsum(x: Tensor, out: Tensor | None = None) -> Tensor:
     if cols == 0:
         return y
     src = x
-    plan = variants.colsum_plan(rows, cols)
+    plan = select_reduce.colsum_plan(rows, cols)
     for i, (n, chunk) in enumerate(plan):
-        variants.check_loop("colsum", chunk)
+        loops.check_loop("colsum", chunk)
         out_rows = -(-n // chunk)
         dst = y if i == len(plan) - 1 else empty((out_rows, cols), "f32", x.device)
         v = (one_variant("colsum_cast", "f16", x.device) if dst.dtype == "f16"
@@ -63,7 +65,8 @@ def partial_sums(x: Tensor, part: Tensor, offset: int = 0, square: bool = False)
 def final_sum(part: Tensor, n: int, out: Tensor, index: int = 0, accumulate: bool = False,
               divide_by: Tensor | None = None) -> None:
     """Stage 2: out[index] (+)= sum(part[:n]) (then / max(divide_by[0], 1))."""
-    variants.check_loop("final_sum", variants.final_sum_loops(n, one_variant("final_sum", "f32", part.device).spec["WG"]))
+    wg = one_variant("final_sum", "f32", part.device).spec["WG"]
+    loops.check_loop("final_sum", select_reduce.final_sum_loops(n, wg))
     run("final_sum", "f32", [part, out, divide_by if divide_by is not None else out],
         dict(n=n, oidx=index, accumulate=int(accumulate), use_div=int(divide_by is not None)), 1)
 
@@ -102,9 +105,9 @@ def l2_norm(xs: list, out: Tensor, index: int = 0) -> None:
     if out.dtype != "f32" or not 0 <= index < out.numel:
         raise ShapeError(f"l2_norm: out[{index}] of a {out.shape}/{out.dtype} tensor (want f32)")
     part = empty((sum(n_partials(x.numel) for x in xs),), "f32", out.device)
-    use_multi = os.environ.get("EVERMIND_VK_NORM_MULTI", "1").strip() != "0"
+    use_multi = knob("EVERMIND_VK_NORM_MULTI")
     multi = {dt: _multi_variant(dt, out.device) if use_multi else None for dt in {x.dtype for x in xs}}
-    batches = _norm_batches(xs, {dt: variants.multi_slots(v.flags) if v else 1 for dt, v in multi.items()})
+    batches = _norm_batches(xs, {dt: select_reduce.multi_slots(v.flags) if v else 1 for dt, v in multi.items()})
     for pass_ in (0, 1):
         off = 0
         for batch in batches:
@@ -115,7 +118,7 @@ def l2_norm(xs: list, out: Tensor, index: int = 0) -> None:
                     dict(n=x.numel, chunk=CHUNK, poff=off, oidx=index, pass_=pass_), groups[0])
             else:
                 v = multi[batch[0].dtype]
-                slots = variants.multi_slots(v.flags)
+                slots = select_reduce.multi_slots(v.flags)
                 push = dict(chunk=CHUNK, poff=off, oidx=index, pass_=pass_)
                 g = 0
                 for j in range(slots):
@@ -131,9 +134,9 @@ def l2_norm(xs: list, out: Tensor, index: int = 0) -> None:
 
 def _multi_variant(dtype: str, device):
     """The norm_partials_multi variant for dtype on device: the one reading the most tensors a dispatch
-    that the device's storage-buffer limit allows (runtime.variants.pick_norm_multi), None if none fits."""
-    return variants.pick_norm_multi(kernels.with_features("norm_partials_multi", dtype, device),
-                                    variants.max_bindings(device.info))
+    that the device's storage-buffer limit allows (runtime.select.reduce.pick_norm_multi), None if none fits."""
+    return select_reduce.pick_norm_multi(kernels.with_features("norm_partials_multi", dtype, device),
+                                         bindings.max_bindings(device.info))
 
 
 def _norm_batches(xs: list, group: dict) -> list:

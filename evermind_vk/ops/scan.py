@@ -1,22 +1,26 @@
-"""The Mamba-1 selective scan (S6), forward and backward, as a chunked parallel scan (issue 12).
+"""The Mamba-1 selective scan (S6), forward and backward, as a chunked parallel scan.
 
 Per sequence b, channel d, state n, with Δ = softplus(dt), A = -exp(clamp(A_log, -10, 5)):
-    h_t = exp(Δ_t A) h_{t-1} + Δ_t B_t u_t,    y_t = (C_t · h_t + D u_t) ⊙ silu(z_t)
+    h_t = exp(Δ_t A) h_{t-1} + b(Δ_t, A) B_t u_t,    y_t = (C_t · h_t + D u_t) ⊙ silu(z_t)
+with the input term b by `discretization`: "zoh" (the default) the zero-order hold (exp(ΔA) − 1)/A, as
+the Mamba paper's equations and builderforce's mamba1 compute it (evaluated as Δ·expm1(ΔA)/(ΔA), exact
+as A → 0); "euler" Δ (the mamba-ssm reference scan's Δ·B·u); "none" 1 (builderforce's mamba2 SSD, which
+leaves Δ out of the input term).
 u, dt, z: [batch*L, Dc] (token-major, `batch` sequences of L tokens); B, C: [batch*L, N]; A_log: [Dc, N];
 D: [Dc]. h0 (optional): the state before the first token, [batch, Dc, N]. f32.
 Mamba-2 form (builderforce's mamba2 layer): B, C [batch*L, groups*N] (channel d reads group
-d // (Dc/groups)); A_log [H] with one A = -softplus(A_log[h]) per head of Dc/H channels; with
-delta_input=False the input term is B_t u_t (builderforce's SSD leaves Δ out of it).
+d // (Dc/groups)); A_log [H] with one A = -softplus(A_log[h]) per head of Dc/H channels.
 
-The sequence is cut into chunks (runtime.variants.scan_chunk_len): each chunk scans from a zero state,
+The sequence is cut into chunks (runtime.select.scan.plan): each chunk scans from a zero state,
 a short scan over the chunk summaries gives every chunk its true initial state, and each chunk re-scans
 to write y. The backward runs the same steps in reverse time. No kernel invocation loops over more than
 one chunk or over more than the chunk count, so any length is exact (lavapipe ends loops at 65,535).
 """
 from __future__ import annotations
 
-from ..errors import ShapeError, UnsupportedError
-from ..runtime import kernels, variants
+from ..errors import ShapeError
+from ..runtime import kernels
+from ..runtime.select import scan as select_scan
 from ..runtime.tensor import Tensor, empty
 from ._util import FLOATS, one_variant, per_thread, want
 from .matmul import matmul
@@ -24,9 +28,16 @@ from .reduce import colsum
 
 __all__ = ["selective_scan", "selective_scan_backward", "complex_scan", "complex_scan_backward", "ssd", "ssd_backward",
            "complex_ssd", "complex_ssd_backward",
-           "SCAN_CHUNK", "SSD_CHUNK"]
+           "SCAN_CHUNK", "SSD_CHUNK", "DISCRETIZATIONS"]
 
 SCAN_CHUNK = 64  # default tokens per chunk
+DISCRETIZATIONS = {"none": 0, "euler": 1, "zoh": 2}  # the input term -> the kernels' push constant dtin
+
+
+def _dtin(discretization: str) -> int:
+    if discretization not in DISCRETIZATIONS:
+        raise ValueError(f"discretization must be one of {sorted(DISCRETIZATIONS)}, got {discretization!r}")
+    return DISCRETIZATIONS[discretization]
 SSD_CHUNK = 64  # default tokens per SSD chunk (<= the variant's QMAX)
 
 
@@ -57,11 +68,13 @@ def _dims(u, dt, A_log, B, C, D, z, batch, groups):
     want(D, "D", shape=(Dc,), dtype="f32")
     if z is not None:
         want(z, "z", shape=(M, Dc), dtype=T)
-    v = one_variant("scan_chunk", T, u.device)
-    errs = variants.scan_errors(N, v.spec["NMAX"])
-    if errs:
-        raise UnsupportedError("; ".join(errs))
     return M, Dc, N, M // batch, dict(G=groups, hd=hd, amode=amode)
+
+
+def _chunk(form: str, u: Tensor, L: int, N: int, chunk: int, batch: int) -> int:
+    """Tokens a chunk, as runtime.select.scan.plan plans the scan (UnsupportedError where the states do not
+    fit a variant's registers or the sequence the chunk limits)."""
+    return select_scan.plan(select_scan.Launch(form, u.dtype, L, N, chunk, batch), u.device).chunk
 
 
 def _push(batch, L, Dc, N, ch):
@@ -70,12 +83,12 @@ def _push(batch, L, Dc, N, ch):
 
 def selective_scan(u: Tensor, dt: Tensor, A_log: Tensor, B: Tensor, C: Tensor, D: Tensor,
                    z: Tensor | None = None, *, batch: int = 1, chunk: int = SCAN_CHUNK,
-                   h0: Tensor | None = None, groups: int = 1, delta_input: bool = True):
+                   h0: Tensor | None = None, groups: int = 1, discretization: str = "zoh"):
     """Returns (y [batch*L, Dc], h_last [batch, Dc, N] the state after the last token, H0 the states
     entering each chunk [batch, n_chunks, Dc, N], which the backward needs)."""
     M, Dc, N, L, form = _dims(u, dt, A_log, B, C, D, z, batch, groups)
-    ch = variants.scan_chunk_len(L, chunk, batch)
-    pc = dict(_push(batch, L, Dc, N, ch), **form, dtin=int(delta_input))
+    ch = _chunk("scan", u, L, N, chunk, batch)
+    pc = dict(_push(batch, L, Dc, N, ch), **form, dtin=_dtin(discretization))
     nc = pc["nc"]
     dev = u.device
     if h0 is not None:
@@ -93,13 +106,13 @@ def selective_scan(u: Tensor, dt: Tensor, A_log: Tensor, B: Tensor, C: Tensor, D
 
 def selective_scan_backward(u: Tensor, dt: Tensor, A_log: Tensor, B: Tensor, C: Tensor, D: Tensor,
                             z: Tensor | None, dy: Tensor, H0: Tensor, *, batch: int = 1,
-                            chunk: int = SCAN_CHUNK, groups: int = 1, delta_input: bool = True):
+                            chunk: int = SCAN_CHUNK, groups: int = 1, discretization: str = "zoh"):
     """Gradients (du, ddt, dA_log, dB, dC, dD, dz (None without z), dh0 [batch, Dc, N]) of
     selective_scan for the output gradient dy, given its H0 (the final-state gradient is zero)."""
     M, Dc, N, L, form = _dims(u, dt, A_log, B, C, D, z, batch, groups)
     want(dy, "dy", shape=(M, Dc), dtype=u.dtype)
-    ch = variants.scan_chunk_len(L, chunk, batch)
-    pc = dict(_push(batch, L, Dc, N, ch), **form, dtin=int(delta_input))
+    ch = _chunk("scan", u, L, N, chunk, batch)
+    pc = dict(_push(batch, L, Dc, N, ch), **form, dtin=_dtin(discretization))
     nc = pc["nc"]
     want(H0, "H0", shape=(batch, nc, Dc, N), dtype="f32")
     dev = u.device
@@ -131,7 +144,7 @@ def selective_scan_backward(u: Tensor, dt: Tensor, A_log: Tensor, B: Tensor, C: 
     return du, ddt, dA_log, dB, dC, dD, (dz if z is not None else None), dh0
 
 
-# -- builderforce's Mamba-3 scan: complex states (issue 12) ----------------------------------------------
+# -- builderforce's Mamba-3 scan: complex states -----------------------------------------------------------
 def _cdims(u, dt, A_log, B, C, D, batch, groups):
     want(u, "u", ndim=2, dtype=FLOATS)
     T = u.dtype
@@ -150,10 +163,6 @@ def _cdims(u, dt, A_log, B, C, D, batch, groups):
     want(C, "C", shape=B.shape, dtype=T)
     want(D, "D", shape=(Dc,), dtype="f32")
     Nc = B.shape[1] // (2 * groups)
-    v = one_variant("cscan_chunk", T, u.device)
-    errs = variants.scan_errors(Nc, v.spec["NMAX"])
-    if errs:
-        raise UnsupportedError("; ".join(errs))
     return M, Dc, Nc, M // batch, H
 
 
@@ -164,7 +173,7 @@ def complex_scan(u: Tensor, dt: Tensor, A_log: Tensor, B: Tensor, C: Tensor, D: 
     y_t = Σ_n Re(conj(C_t,n) h_t,n) + D u_t. B, C [M, groups*Nc*2] (re, im interleaved); A_log [H, 2].
     Returns (y, h_last [batch, Dc, Nc, 2], H0)."""
     M, Dc, Nc, L, H = _cdims(u, dt, A_log, B, C, D, batch, groups)
-    ch = variants.scan_chunk_len(L, chunk, batch)
+    ch = _chunk("cscan", u, L, Nc, chunk, batch)
     pc = dict(_push(batch, L, Dc, Nc, ch), G=groups, hd=Dc // H)
     nc, dev = pc["nc"], u.device
     if h0 is not None:
@@ -183,7 +192,7 @@ def complex_scan_backward(u: Tensor, dt: Tensor, A_log: Tensor, B: Tensor, C: Te
     """(du, ddt, dA_log [H, 2], dB, dC, dD) of complex_scan from a zero initial state."""
     M, Dc, Nc, L, H = _cdims(u, dt, A_log, B, C, D, batch, groups)
     want(dy, "dy", shape=(M, Dc), dtype=u.dtype)
-    ch = variants.scan_chunk_len(L, chunk, batch)
+    ch = _chunk("cscan", u, L, Nc, chunk, batch)
     pc = dict(_push(batch, L, Dc, Nc, ch), G=groups, hd=Dc // H)
     nc, dev = pc["nc"], u.device
     want(H0, "H0", shape=(batch, nc, Dc, Nc, 2), dtype="f32")
@@ -209,16 +218,13 @@ def complex_scan_backward(u: Tensor, dt: Tensor, A_log: Tensor, B: Tensor, C: Te
     return du, ddt, dA_log, dB, dC, colsum(dD_part)
 
 
-# -- Mamba-2 SSD: the chunked quadratic form (Dao & Gu 2024), issue 12 ------------------------------------
+# -- Mamba-2 SSD: the chunked quadratic form (Dao & Gu 2024) ---------------------------------------------
 def _ssd_chunks(op: str, dtype: str, dev, N: int, L: int, chunk: int):
     """(L, Q, n_chunks) of an SSD launch of op (ssd_output or cssd_output) over sequences of L tokens with
     N states: UnsupportedError unless the device's shared memory holds the Q×Q block and N fits."""
-    v = one_variant(op, dtype, dev)
-    errs = variants.ssd_launch_errors(v.spec, dev.info.shared_memory) + variants.scan_errors(N, v.spec["NMAX"])
-    if errs:
-        raise UnsupportedError("; ".join(errs))
-    Q = variants.ssd_chunk_len(L, chunk, v.spec["QMAX"])
-    return L, Q, -(-L // Q)
+    form = "ssd" if op == "ssd_output" else "cssd"
+    plan = select_scan.plan(select_scan.Launch(form, dtype, L, N, chunk), dev)
+    return L, plan.chunk, plan.n_chunks
 
 
 def _sdims(x, dt, A_log, B, C, D, batch, groups, chunk):

@@ -1,104 +1,16 @@
-"""The generated kernel set (generated/manifest.json + SPIR-V), one way to dispatch a variant, and the
+"""One way to dispatch a variant (the kernel set itself: runtime/manifest.py, re-exported here), and the
 two word kernels the runtime itself needs (copy and fill)."""
 from __future__ import annotations
 
-import functools
-import json
 import struct
-from dataclasses import dataclass
-from importlib import resources
 
 import numpy as np
 
 from ..errors import BindingLimitError, KernelError, ShapeError, UnsupportedError
-from . import dtypes, variants
-
-SCHEMA = "evermind-vk.kernels/1"
-MAX_GROUPS = 65535  # the minimum maxComputeWorkGroupCount every Vulkan device supports
-
-
-@dataclass(frozen=True)
-class Variant:
-    name: str
-    op: str
-    dtype: str
-    module: str
-    spirv: str
-    spec_constants: tuple  # ((name, value), ...) in constant_id order
-    bindings: tuple  # ((name, type, access), ...) in binding order
-    push_constants: tuple  # ((name, type), ...)
-    features: tuple
-    flags: tuple = ()
-
-    @property
-    def spec(self) -> dict:
-        return dict(self.spec_constants)
-
-
-def _files():
-    return resources.files("evermind_vk.generated")
-
-
-@functools.lru_cache(maxsize=1)
-def manifest() -> dict[str, Variant]:
-    """All variants by name. Raises KernelError if the manifest is missing or of another schema."""
-    try:
-        data = json.loads((_files() / "manifest.json").read_text())
-    except (FileNotFoundError, json.JSONDecodeError) as e:
-        raise KernelError(f"generated/manifest.json unreadable ({e}); run `python tools/codegen.py`") from e
-    if data.get("schema") != SCHEMA:
-        raise KernelError(f"generated/manifest.json has schema {data.get('schema')!r}, this runtime reads {SCHEMA!r}")
-    out = {}
-    for v in data["variants"]:
-        out[v["name"]] = Variant(
-            name=v["name"], op=v["op"], dtype=v["dtype"], module=v["module"], spirv=v["spirv"],
-            spec_constants=tuple((n, int(x)) for n, x in v["spec_constants"]),
-            bindings=tuple((b["name"], b["type"], b["access"]) for b in v["bindings"]),
-            push_constants=tuple((p["name"], p["type"]) for p in v["push_constants"]),
-            features=tuple(v["features"]), flags=tuple(v.get("flags", ())))
-    return out
-
-
-def variants_of(op: str, dtype: str) -> list[Variant]:
-    return [v for v in manifest().values() if v.op == op and v.dtype == dtype]
-
-
-def usable(op: str, dtype: str, device) -> list[Variant]:
-    """Variants of (op, dtype) the device can run: it has their features and their storage buffers fit its
-    binding limit (runtime.variants.within_binding_limit). Raises UnsupportedError if no variant has the
-    features, BindingLimitError if none of those fits the limit."""
-    return variants.within_binding_limit(with_features(op, dtype, device), variants.max_bindings(device.info))
-
-
-def run_errors(variant: Variant, device) -> list[str]:
-    """Why `device` cannot run `variant` (empty: it can): the features it lacks or has switched off, then the
-    device rules of runtime.variants.device_errors (a cm2 tile against the device's flexible shapes)."""
-    missing = [f for f in variant.features if not device.has(f)]
-    lacks = [f"{variant.name} needs {', '.join(missing)}, which {device.info.name} lacks"] if missing else []
-    return lacks + variants.device_errors(variant, device.info)
-
-
-def with_features(op: str, dtype: str, device) -> list[Variant]:
-    """Variants of (op, dtype) whose features the device has, whatever they bind (for selectors that
-    apply the binding limit themselves: fused attention, norm_partials_multi). Raises UnsupportedError if none."""
-    cands = variants_of(op, dtype)
-    if not cands:
-        have = sorted({v.dtype for v in manifest().values() if v.op == op})
-        raise UnsupportedError(f"no {op} kernel for dtype {dtype}" + (f" (have: {', '.join(have)})" if have else ""))
-    ok = [v for v in cands if not run_errors(v, device)]
-    if not ok:
-        need = sorted({f for v in cands for f in v.features if not device.has(f)})
-        raise UnsupportedError(f"{op} in {dtype} needs device feature(s) {', '.join(need)}, "
-                               f"which {device.info.name} lacks or has switched off")
-    return ok
-
-
-@functools.lru_cache(maxsize=None)
-def spirv(module_path: str) -> bytes:
-    try:
-        return (_files() / module_path).read_bytes()
-    except FileNotFoundError as e:
-        raise KernelError(f"generated/{module_path} missing; run `python tools/codegen.py`") from e
+from . import dtypes
+from .manifest import (MAX_GROUPS, SCHEMA, Variant, grid, manifest, run_errors, spirv, usable,  # noqa: F401
+                       variants_of, with_features)
+from .select import bindings, elementwise, launch, loops
 
 
 def pack_push(variant: Variant, values: dict) -> np.ndarray:
@@ -120,16 +32,6 @@ def pack_push(variant: Variant, values: dict) -> np.ndarray:
     return words
 
 
-def grid(n_groups: int) -> tuple[int, int, int]:
-    """A 1-D count of workgroups as (x, y, 1) with x, y <= 65535 (kernels linearise y*nx + x)."""
-    if n_groups <= MAX_GROUPS:
-        return (max(1, n_groups), 1, 1)
-    y = -(-n_groups // MAX_GROUPS)
-    if y > MAX_GROUPS:
-        raise UnsupportedError(f"{n_groups} workgroups exceed one dispatch")
-    return (MAX_GROUPS, y, 1)
-
-
 def dispatch(variant: Variant, tensors: list, push: dict, groups: tuple, writes: dict | None = None) -> None:
     """Run (or record, inside `record()`) one variant over tensors given in binding order. writes: {binding
     index: (first, last + 1) element}: all that a written binding reads and writes lies in that range (a
@@ -146,14 +48,14 @@ def dispatch(variant: Variant, tensors: list, push: dict, groups: tuple, writes:
     cannot = run_errors(variant, device)
     if cannot:
         raise UnsupportedError(cannot[0])
-    bindings = variants.binding_errors(variant, variants.max_bindings(device.info))
-    if bindings:  # the selectors never pick such a variant; a forced or hand-picked one stops here
-        raise BindingLimitError(bindings[0])
+    too_many = bindings.binding_errors(variant, bindings.max_bindings(device.info))
+    if too_many:  # the selectors never pick such a variant; a forced or hand-picked one stops here
+        raise BindingLimitError(too_many[0])
     if any(g < 1 or g > MAX_GROUPS for g in groups):
         raise UnsupportedError(f"{variant.name}: workgroup count {groups} outside 1..{MAX_GROUPS}")
-    loops = variants.launch_loop_errors(variant.op, variant.spec, variant.flags, push, device.info.type)
-    if loops:
-        raise variants.LoopLimitError(f"{variant.name}: " + "; ".join(loops))
+    over = launch.launch_loop_errors(variant.op, variant.spec, variant.flags, push, device.info.type)
+    if over:
+        raise loops.LoopLimitError(f"{variant.name}: " + "; ".join(over))
     ranges = None
     if writes:
         ranges = [None] * len(tensors)
@@ -186,11 +88,12 @@ def launch_shape(push: dict, groups) -> str:
 def elementwise_variant(op: str, dtype: str, n: int, device) -> Variant:
     """The variant of an elementwise op for n elements (the widest VEC that still fills the device)."""
     cands = usable(op, dtype, device)
-    vec = variants.elementwise_vec(n, sorted({v.spec["VEC"] for v in cands}))
+    vec = elementwise.elementwise_vec(n, sorted({v.spec["VEC"] for v in cands}))
     return next(v for v in cands if v.spec["VEC"] == vec)
 
 
 def elementwise_groups(v: Variant, n: int) -> tuple[int, int, int]:
+    """Workgroups of an elementwise variant over n elements."""
     return grid(-(-n // (v.spec["WG"] * v.spec["VEC"])))
 
 

@@ -180,6 +180,10 @@ class Decoder(_Sampling):
             dev.sync_local(self.picked)
         return prog
 
+    def step_program(self):
+        """The recorded decode step (one submit for the whole batch), or None before the first step."""
+        return None if self._step is None else self._step[0]
+
     # -- one generation step -------------------------------------------------------------------
     def advance(self, seqs, live, step: int) -> dict:
         """Choose the next token of each live sequence (seqs: each one's ids so far): {b: (id, is stop)}.
@@ -251,6 +255,10 @@ class WindowDecoder(_Sampling):
         pk = self._replay(self._prog, ids, self._words(items, step), build)
         return {b: (int(pk[b]), bool(pk[B + b])) for b in range(B) if live[b]}
 
+    def step_program(self):
+        """The recorded program of a step (prefill and decode alike), or None before the first."""
+        return self._prog[0]
+
     def _record(self):
         dev, (_, ids, hyper) = self.model.device, self._prog
         with record(dev) as prog:
@@ -304,6 +312,11 @@ class RecurrentDecoder(_Sampling):
                 return self.picked.read_staging()
             pk = self._replay(entry, np.array([token], np.uint32), words, build)
         return int(pk[b]), bool(pk[self.slots + b])
+
+    def step_program(self):
+        """Sequence 0's recorded step (a decode step of B sequences is B of them), or None: before the
+        first step, or for stacks with attention layers (run eagerly)."""
+        return self._progs[0][0]
 
     def _record(self, b: int):
         dev, (_, ids, hyper) = self.model.device, self._progs[b]

@@ -38,12 +38,12 @@ from datetime import timedelta
 import numpy as np
 
 from ..errors import ConfigError, DistributedError, UnsupportedError
-from ..runtime import devices, empty, record
+from ..runtime import devices, empty, knobs, record
 from ..runtime.kernels import copy_words
 from .data import IGNORE
 
 BUCKET_BYTES = 25 * 2 ** 20  # PyTorch DDP's default bucket size
-DEFAULT_TIMEOUT = 300.0  # seconds a collective may wait for a peer (EVERMIND_VK_DIST_TIMEOUT)
+DEFAULT_TIMEOUT = knobs.knob("EVERMIND_VK_DIST_TIMEOUT").default  # seconds a collective waits for a peer
 
 
 def _dist():
@@ -90,11 +90,7 @@ class World:
         the timeout from EVERMIND_VK_DIST_TIMEOUT (seconds) unless given."""
         env = os.environ if env is None else env
         if timeout is None:
-            t = env.get("EVERMIND_VK_DIST_TIMEOUT", "").strip()
-            try:
-                timeout = float(t) if t else DEFAULT_TIMEOUT
-            except ValueError as e:
-                raise ConfigError(f"EVERMIND_VK_DIST_TIMEOUT={t!r} is not a number of seconds") from e
+            timeout = knobs.get("EVERMIND_VK_DIST_TIMEOUT", env)
         addr = env.get("MASTER_ADDR", "").strip()
         if not addr:
             raise ConfigError("MASTER_ADDR is not set (the address rank 0 listens on)")
@@ -135,7 +131,7 @@ class World:
     def device(self):
         """This rank's device selector: EVERMIND_VK_DEVICE if set (e.g. 0 for ranks sharing one GPU),
         else round_robin_device(local_rank)."""
-        env = os.environ.get("EVERMIND_VK_DEVICE", "").strip()
+        env = knobs.get("EVERMIND_VK_DEVICE")
         return env if env else round_robin_device(self.local_rank)
 
 
@@ -317,6 +313,7 @@ class DataParallel:
         return owner
 
     def owned(self, grads: dict) -> dict:
+        """The gradients of the parameters this rank steps (all of them without ZeRO)."""
         if not self.zero:
             return grads
         own = self.owners()
@@ -399,6 +396,7 @@ class DataParallel:
 
     # -- consistency ----------------------------------------------------------------------------
     def weights_hash(self) -> str:
+        """sha256 of this rank's weights (replicas must agree)."""
         h = hashlib.sha256()
         for n, a in sorted(self.trainer.model.state_dict().items()):
             h.update(n.encode())
@@ -443,11 +441,8 @@ def spawn(argv: list[str], nproc: int, log_dir: str | None = None, env=None, gra
         raise ConfigError(f"--nproc must be >= 1, got {nproc}")
     base = dict(os.environ if env is None else env)
     port = free_port()
-    pick = not base.get("EVERMIND_VK_DEVICE", "").strip()
-    try:
-        stop_wait = float(base.get("EVERMIND_VK_DIST_TIMEOUT", "") or DEFAULT_TIMEOUT)
-    except ValueError as e:
-        raise ConfigError(f"EVERMIND_VK_DIST_TIMEOUT={base['EVERMIND_VK_DIST_TIMEOUT']!r} is not a number") from e
+    pick = not knobs.get("EVERMIND_VK_DEVICE", base)
+    stop_wait = knobs.get("EVERMIND_VK_DIST_TIMEOUT", base)
     procs, logs, forwarded = [], [], []
 
     def forward(signum, frame):

@@ -38,13 +38,50 @@ float gelu_d(float x) {
     float s = 1.0 / (1.0 + e);  // 0.5 (1 + t); 1 - s = e s and 1 - t^2 = 4 s (1 - s), both without cancellation
     return s * (1.0 + 2.0 * x * (e * s) * GELU_C * (1.0 + 3.0 * 0.044715 * x * x));
 }
-// Softplus, stable for any x: max(x, 0) + log(1 + e^-|x|) (log1p's series where e^-|x| is tiny), and
-// its derivative, the unclamped sigmoid.
+// Softplus, stable for any x: max(x, 0) + log1p(e^-|x|), and its derivative, the unclamped sigmoid.
+// log1p(e) is its series below e = 1/8 (truncation < 1e-9 relative): log(1 + e) there loses digits to the
+// rounding of 1 + e (1.8e-4 relative at e = 3e-4), which the zero-order hold's Δ² in d/dA makes visible.
 float softplus_f(float x) {
     const float e = exp(-abs(x));
-    return max(x, 0.0) + (e < 1e-4 ? e * (1.0 - 0.5 * e) : log(1.0 + e));
+    float l;
+    if (e < 0.125) {
+        l = 0.0;
+        for (int k = 10; k >= 1; --k) l = 1.0 / float(k) - e * l;
+        l *= e;
+    } else {
+        l = log(1.0 + e);
+    }
+    return max(x, 0.0) + l;
 }
 float sigmoid_u(float x) { return x >= 0.0 ? 1.0 / (1.0 + exp(-x)) : exp(x) / (1.0 + exp(x)); }
+// The input term b (by p.dtin, see the header) and its derivatives in Δ and in A, from x = Δ A and
+// a = exp(x). The zero-order hold is Δ φ1(x), φ1(x) = (e^x - 1) / x, with dφ1/dx = ψ(x) = (e^x - φ1(x)) / x;
+// both cancel catastrophically as x -> 0 (A -> 0 or Δ -> 0), so |x| < 1 takes their Taylor series
+// (φ1 = Σ x^k / (k+1)!, ψ = Σ (k+1) x^k / (k+2)!; truncation below 3e-9): the expm1 form of the limit
+// b -> Δ, never dividing by a vanishing A or x.
+void input_term(float dl, float x, float a, out float b, out float db_ddl, out float db_dA) {
+    if (p.dtin == 0u) { b = 1.0; db_ddl = 0.0; db_dA = 0.0; return; }
+    if (p.dtin == 1u) { b = dl; db_ddl = 1.0; db_dA = 0.0; return; }
+    float phi, psi;
+    if (abs(x) < 1.0) {
+        phi = 1.0;
+        for (int k = 11; k >= 2; --k) phi = 1.0 + x * phi / float(k);
+        psi = 1.0;
+        for (int k = 9; k >= 0; --k) psi = 1.0 + x * psi * float(k + 2) / float((k + 1) * (k + 3));
+        psi *= 0.5;
+    } else {
+        phi = (a - 1.0) / x;
+        psi = (a - phi) / x;
+    }
+    b = dl * phi;
+    db_ddl = a;  // d/dΔ of (e^{ΔA} - 1) / A
+    db_dA = dl * dl * psi;  // d/dA of (e^{ΔA} - 1) / A
+}
+float input_b(float dl, float x, float a) {
+    float b, b_dl, b_dA;
+    input_term(dl, x, a, b, b_dl, b_dA);
+    return b;
+}
 
 void main() {
     const uint i = (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * WG + gl_LocalInvocationID.x;

@@ -20,7 +20,7 @@ RATES = re.compile(r"prefill (\d+) tokens at [\d.]+ tokens/s, decode [\d.]+ toke
 @pytest.mark.parametrize("kind", MODELS)
 def test_generate_prints_rates_and_batches(device, monkeypatch, capsys, kind):
     m = MODELS[kind]()
-    monkeypatch.setattr(cli_generate, "load_model", lambda path, device=None: m)
+    monkeypatch.setattr(cli_generate, "load_model", lambda path, **kw: m)
     assert main(["generate", "--model", "x", "--prompt", "ab", "--tokens", "4", "--seed", "3"]) == 0
     got = capsys.readouterr()
     assert got.out.startswith("ab") and RATES.search(got.err) and RATES.search(got.err).group(1) == "2"
@@ -29,8 +29,11 @@ def test_generate_prints_rates_and_batches(device, monkeypatch, capsys, kind):
     assert got.out.count("--- ") == 3 and "batch 3" in got.err and RATES.search(got.err)
 
 
-def test_profile_generate(device, capsys):
-    assert main(["profile", "--generate", "--batch-size", "2", "--seq-len", "8", "--d-model", "16", "--heads", "2",
-                 "--kv-heads", "2", "--d-ff", "16", "--layers", "1", "--repeats", "1"]) == 0
+@pytest.mark.parametrize("kind,kernel", [("lm", "attention_decode"), ("evermind-lm", "conv1d_causal"),
+                                         ("mamba", "scan_output")])
+def test_profile_generate(device, capsys, kind, kernel):
+    shape = ["--d-ff", "16"] if kind != "mamba" else []
+    assert main(["profile", "--generate", "--model", kind, "--batch-size", "2", "--seq-len", "8", "--d-model", "16",
+                 "--layers", "1", "--repeats", "1", *shape]) == 0
     out = capsys.readouterr().out
-    assert "one decode step" in out and "attention_decode" in out and "sample" in out
+    assert "one decode step" in out and kernel in out and "sample" in out

@@ -29,8 +29,9 @@ def conv_lag(x, w, b, S):
     return torch.stack(out)
 
 
-def scan(u, dt, A_log, B, C, Dv, z, batch, h0=None):
-    """The selective scan, one token at a time; returns y and the final states."""
+def scan(u, dt, A_log, B, C, Dv, z, batch, h0=None, discretization="zoh"):
+    """The selective scan, one token at a time; returns y and the final states. The input term:
+    "zoh" (exp(ΔA) - 1)/A (expm1: exact for any A < 0), "euler" Δ."""
     M, Dc = u.shape
     L = M // batch
     A = -torch.exp(torch.clamp(A_log, -10, 5))
@@ -40,7 +41,8 @@ def scan(u, dt, A_log, B, C, Dv, z, batch, h0=None):
         for t in range(L):
             r = b * L + t
             dl = torch.nn.functional.softplus(dt[r])
-            h = torch.exp(dl[:, None] * A) * h + (dl * u[r])[:, None] * B[r][None, :]
+            bbar = torch.expm1(dl[:, None] * A) / A if discretization == "zoh" else dl[:, None]
+            h = torch.exp(dl[:, None] * A) * h + bbar * u[r][:, None] * B[r][None, :]
             ys.append((h @ C[r] + Dv * u[r]) * silu(z[r]))
         hl.append(h)
     return torch.stack(ys), torch.stack(hl)
@@ -54,7 +56,8 @@ def mamba1(x, P, L, cfg, batch, S):
     u = silu(conv_lag(xs, P[L + "wConv"], P[L + "bConv"], S))
     xp = u @ P[L + "wXProj"].T + P[L + "bXProj"]
     dt = xp[:, :R] @ P[L + "wDtProj"].T + P[L + "bDtProj"]
-    y, _ = scan(u, dt, P[L + "A_log"], xp[:, R:R + N], xp[:, R + N:], P[L + "D_vec"], z, batch)
+    y, _ = scan(u, dt, P[L + "A_log"], xp[:, R:R + N], xp[:, R + N:], P[L + "D_vec"], z, batch,
+                discretization=cfg.discretization)
     return x + y @ P[L + "wOutProj"].T + P[L + "bOutProj"]
 
 

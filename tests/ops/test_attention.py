@@ -11,6 +11,7 @@ from hypothesis import given, settings, strategies as st
 import evermind_vk as ev
 from evermind_vk import ops
 from evermind_vk.runtime import variants
+from evermind_vk.runtime.select import matmul as select_matmul
 import ref
 from oracle import U16, U32, TINY16, TINY32, assert_within, rounded
 
@@ -223,7 +224,7 @@ def test_matmul_path_tells_the_selector_each_causal_hint(device, monkeypatch, ca
     def spy(*a, **kw):
         seen.append(kw.get("tri", ""))
         return pick(*a, **kw)
-    monkeypatch.setattr(variants, "pick_matmul", spy)
+    monkeypatch.setattr(select_matmul, "pick_matmul", spy)
     rng = np.random.default_rng(0)
     q, do = (ev.tensor(rng.standard_normal((16, 4, 8)).astype(np.float32)) for _ in range(2))
     k, v = (ev.tensor(rng.standard_normal((16, 2, 8)).astype(np.float32)) for _ in range(2))

@@ -5,6 +5,7 @@ from hypothesis import given, strategies as st
 
 import evermind_vk as ev
 from evermind_vk.runtime import kernels, variants
+from evermind_vk.runtime.select import elementwise as select_elementwise
 from oracle import TINY16, TINY32, U16, U32, assert_within, rounded
 
 VECS = sorted({v.spec["VEC"] for v in kernels.variants_of("add", "f32")})
@@ -15,7 +16,7 @@ _ORIG = variants.elementwise_vec
 
 def force_vec(monkeypatch, vec):
     # Only for ops that have this VEC (the copy kernel used for readback has VEC=4 alone).
-    monkeypatch.setattr(variants, "elementwise_vec", lambda n, vecs, wg=256: vec if vec in vecs else _ORIG(n, vecs, wg))
+    monkeypatch.setattr(select_elementwise, "elementwise_vec", lambda n, vecs, wg=256: vec if vec in vecs else _ORIG(n, vecs, wg))
 
 
 @pytest.mark.parametrize("vec", VECS)

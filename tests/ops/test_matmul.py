@@ -5,6 +5,7 @@ from hypothesis import example, given, settings, strategies as st
 
 import evermind_vk as ev
 from evermind_vk.runtime import kernels, variants
+from evermind_vk.runtime.select import matmul as select_matmul
 from oracle import U16, U32, assert_within, dot_bound, rounded
 
 
@@ -220,6 +221,7 @@ def test_batch_chunks_cover_the_batch_once():
 def test_gemm_strided_splits_z_past_max_groups(device, monkeypatch, z1, batch, bdiv):
     """More products than workgroups along z (MAX_GROUPS lowered to 4): several dispatches, same result."""
     monkeypatch.setattr(kernels, "MAX_GROUPS", 4)
+    monkeypatch.setattr(select_matmul, "MAX_GROUPS", 4)
     dispatched = []
     real = kernels.dispatch
     monkeypatch.setattr(kernels, "dispatch", lambda v, *a, **k: (dispatched.append(a[2]), real(v, *a, **k)))

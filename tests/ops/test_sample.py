@@ -164,7 +164,7 @@ def test_attention_decode_matches_oracle(device, R, heads, D, seed, dtype):
 
 
 def test_attention_decode_workgroup_choice(device):
-    from evermind_vk.ops.decode import pick_decode_wg
+    from evermind_vk.runtime.select.decode import pick_decode_wg
     from evermind_vk.runtime import kernels
     from evermind_vk.errors import UnsupportedError
     cands = kernels.variants_of("attention_decode", "f32")

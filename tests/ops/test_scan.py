@@ -1,6 +1,6 @@
 """The Mamba-1 selective scan (chunked) against a float64 sequential recurrence on the same f32 inputs,
-forward and backward; finite differences; chunked == unchunked; causality; a sequence past lavapipe's
-65,535-iteration loop cut."""
+forward and backward, for each input term (zero-order hold, Euler, none), A -> 0 included; finite
+differences; chunked == unchunked; causality; a sequence past lavapipe's 65,535-iteration loop cut."""
 import numpy as np
 import pytest
 from hypothesis import given, strategies as st
@@ -49,25 +49,55 @@ def close(got, want, n, what, terms=None):
 
 
 @given(batch=st.integers(1, 3), L=st.integers(1, 40), Dc=st.integers(1, 6), N=st.integers(1, 9),
-       chunk=st.integers(1, 50), with_z=st.booleans(), with_h0=st.booleans(), seed=st.integers(0, 2**31))
-def test_scan_forward_backward(device, batch, L, Dc, N, chunk, with_z, with_h0, seed):
+       chunk=st.integers(1, 50), with_z=st.booleans(), with_h0=st.booleans(), seed=st.integers(0, 2**31),
+       disc=st.sampled_from(["zoh", "euler"]))
+def test_scan_forward_backward(device, batch, L, Dc, N, chunk, with_z, with_h0, seed, disc):
     rng = np.random.default_rng(seed)
     x = inputs(rng, batch, L, Dc, N, with_z, with_h0)
-    y, hl, H0 = run_fwd(x, batch, chunk)
-    wy, whl = ref.selective_scan(*(f64(x[k]) for k in ("u", "dt", "A_log", "B", "C", "D", "z")), batch=batch, h0=f64(x["h0"]))
+    check_against_ref(x, rng, batch, L, chunk, discretization=disc)
+
+
+def check_against_ref(x, rng, batch, L, chunk, **kw):
+    """Forward (y, h_last) and every gradient of the op against ref's float64 recurrence."""
+    Dc, N = x["u"].shape[1], x["B"].shape[1] // kw.get("groups", 1)
+    y, hl, H0 = run_fwd(x, batch, chunk, **kw)
+    args = [f64(x[k]) for k in ("u", "dt", "A_log", "B", "C", "D", "z")]
+    wy, whl = ref.selective_scan(*args, batch=batch, h0=f64(x["h0"]), **kw)
     close(y.numpy(), wy, L * N, "y")
     close(hl.numpy(), whl, L, "h_last")
     dy = rng.standard_normal((batch * L, Dc)).astype(np.float32)
-    got = ops.selective_scan_backward(T(x["u"]), T(x["dt"]), T(x["A_log"]), T(x["B"]), T(x["C"]), T(x["D"]),
-                                      T(x["z"]), T(dy), H0, batch=batch, chunk=chunk)
+    got = ops.selective_scan_backward(*(T(x[k]) for k in ("u", "dt", "A_log", "B", "C", "D", "z")), T(dy), H0,
+                                      batch=batch, chunk=chunk, **kw)
     mags = {}
-    want = ref.selective_scan_bwd(*(f64(x[k]) for k in ("u", "dt", "A_log", "B", "C", "D", "z")), f64(dy),
-                                  batch=batch, h0=f64(x["h0"]), mags=mags)
+    want = ref.selective_scan_bwd(*args, f64(dy), batch=batch, h0=f64(x["h0"]), mags=mags, **kw)
     for name, g, w in zip(("du", "ddt", "dA_log", "dB", "dC", "dD", "dz", "dh0"), got, want):
         if w is None:
             assert g is None
             continue
         close(g.numpy(), w, L * (N + Dc) * batch, name, mags.get(name))
+
+
+@given(L=st.integers(1, 12), Dc=st.integers(1, 4), N=st.integers(1, 5), chunk=st.integers(1, 8),
+       lo=st.floats(-14, -4), dt_shift=st.floats(-30, 2), seed=st.integers(0, 2**31))
+def test_zoh_as_A_vanishes(device, L, Dc, N, chunk, lo, dt_shift, seed):
+    """The zero-order hold where ΔA -> 0 (A_log at and below the clamp's -10: A = -4.5e-5; Δ down to
+    softplus(-30) ~ 1e-13): (exp(ΔA) - 1)/A computed directly loses every digit there (exp rounds to 1),
+    the expm1-style series keeps the f32 recurrence within the oracle's bound, gradients included."""
+    rng = np.random.default_rng(seed)
+    x = inputs(rng, 1, L, Dc, N, with_z=False)
+    x["A_log"] = rng.uniform(lo, lo + 3, (Dc, N)).astype(np.float32)
+    x["dt"] = (x["dt"] + dt_shift).astype(np.float32)
+    check_against_ref(x, rng, 1, L, chunk, discretization="zoh")
+
+
+def test_discretizations_differ_and_unknown_refused(device, rng):
+    """The three input terms are three different recurrences; an unknown name is a ValueError."""
+    x = inputs(rng, 1, 6, 3, 4)
+    ys = {d: run_fwd(x, 1, 4, discretization=d)[0].numpy() for d in ("zoh", "euler", "none")}
+    assert not np.allclose(ys["zoh"], ys["euler"]) and not np.allclose(ys["zoh"], ys["none"])
+    np.testing.assert_array_equal(run_fwd(x, 1, 4)[0].numpy(), ys["zoh"])  # the default
+    with pytest.raises(ValueError, match="discretization"):
+        run_fwd(x, 1, 4, discretization="bilinear")
 
 
 @given(L=st.integers(1, 70), chunk=st.integers(1, 80), seed=st.integers(0, 2**31))
@@ -110,8 +140,9 @@ def ref_fast(x):
     u, dt, A_log, B, C, D = (x[k].astype(np.float64) for k in ("u", "dt", "A_log", "B", "C", "D"))
     A = ref.scan_A(A_log)
     dl = ref.softplus(dt)
-    a = np.exp(dl[:, :, None] * A[None])
-    bu = (dl * u)[:, :, None] * B[:, None, :]
+    x = dl[:, :, None] * A[None]
+    a = np.exp(x)
+    bu = np.expm1(x) / A[None] * u[:, :, None] * B[:, None, :]  # the zero-order hold
     h = np.zeros(A.shape)
     y = np.empty(u.shape)
     for t in range(u.shape[0]):
@@ -131,7 +162,8 @@ def test_errors(device, rng):
         ops.selective_scan(T(x["u"]), T(x["dt"]), T(big), T(np.zeros((5, 65))), T(np.zeros((5, 65))), T(x["D"]))
 
 
-def test_finite_differences(device):
+@pytest.mark.parametrize("disc", ["zoh", "euler"])
+def test_finite_differences(device, disc):
     """Every gradient of the scan against central differences of the device's own f32 forward."""
     from test_finite_differences import check
     rng = np.random.default_rng(3)
@@ -141,13 +173,13 @@ def test_finite_differences(device):
     names = ("u", "dt", "A_log", "B", "C", "D", "z", "h0")
 
     def fwd(*a):
-        y, hl, _ = ops.selective_scan(*map(T, a[:7]), batch=batch, chunk=3, h0=T(a[7]))
+        y, hl, _ = ops.selective_scan(*map(T, a[:7]), batch=batch, chunk=3, h0=T(a[7]), discretization=disc)
         return y.numpy()
 
     def bwd(*a):
         *args, g = a
-        _, _, H0 = ops.selective_scan(*map(T, args[:7]), batch=batch, chunk=3, h0=T(args[7]))
-        grads = ops.selective_scan_backward(*map(T, args[:7]), T(g), H0, batch=batch, chunk=3)
+        _, _, H0 = ops.selective_scan(*map(T, args[:7]), batch=batch, chunk=3, h0=T(args[7]), discretization=disc)
+        grads = ops.selective_scan_backward(*map(T, args[:7]), T(g), H0, batch=batch, chunk=3, discretization=disc)
         return [t.numpy() for t in grads]
 
     check(fwd, bwd, [x[k] for k in names], rtol=3e-2, atol=3e-3)
@@ -170,30 +202,15 @@ def test_col_slice(device, R, C, data):
 
 
 @given(batch=st.integers(1, 2), L=st.integers(1, 30), heads=st.integers(1, 3), hd=st.integers(1, 3),
-       N=st.integers(1, 5), chunk=st.integers(1, 40), with_z=st.booleans(), delta_input=st.booleans(),
-       data=st.data(), seed=st.integers(0, 2**31))
-def test_scan_mamba2_form(device, batch, L, heads, hd, N, chunk, with_z, delta_input, data, seed):
-    """One A = -softplus(A_log[h]) per head, B/C shared by groups of heads, optionally no Δ on the input."""
+       N=st.integers(1, 5), chunk=st.integers(1, 40), with_z=st.booleans(),
+       disc=st.sampled_from(["none", "euler", "zoh"]), data=st.data(), seed=st.integers(0, 2**31))
+def test_scan_mamba2_form(device, batch, L, heads, hd, N, chunk, with_z, disc, data, seed):
+    """One A = -softplus(A_log[h]) per head, B/C shared by groups of heads, any input term ("none": no Δ)."""
     groups = data.draw(st.sampled_from([g for g in range(1, heads + 1) if heads % g == 0]))
     Dc = heads * hd
     rng = np.random.default_rng(seed)
     x = inputs(rng, batch, L, Dc, N, with_z, True, groups=groups, heads=heads)
-    kw = dict(groups=groups, delta_input=delta_input)
-    y, hl, H0 = run_fwd(x, batch, chunk, **kw)
-    args = [f64(x[k]) for k in ("u", "dt", "A_log", "B", "C", "D", "z")]
-    wy, whl = ref.selective_scan(*args, batch=batch, h0=f64(x["h0"]), **kw)
-    close(y.numpy(), wy, L * N, "y")
-    close(hl.numpy(), whl, L, "h_last")
-    dy = rng.standard_normal((batch * L, Dc)).astype(np.float32)
-    got = ops.selective_scan_backward(*(T(x[k]) for k in ("u", "dt", "A_log", "B", "C", "D", "z")), T(dy), H0,
-                                      batch=batch, chunk=chunk, **kw)
-    mags = {}
-    want = ref.selective_scan_bwd(*args, f64(dy), batch=batch, h0=f64(x["h0"]), mags=mags, **kw)
-    for name, g, w in zip(("du", "ddt", "dA_log", "dB", "dC", "dD", "dz", "dh0"), got, want):
-        if w is None:
-            assert g is None
-            continue
-        close(g.numpy(), w, L * (N + Dc) * batch, name, mags.get(name))
+    check_against_ref(x, rng, batch, L, chunk, groups=groups, discretization=disc)
 
 
 def test_chunk_rule_bounds_every_loop():

@@ -13,7 +13,7 @@ import pytest
 import evermind_vk as ev
 from evermind_vk import ops
 from evermind_vk.errors import BindingLimitError, DeviceError, UnsupportedError
-from evermind_vk.runtime import kernels, variants
+from evermind_vk.runtime import kernels, manifest, variants
 from evermind_vk.runtime.device import BINDING_LIMITS, DeviceInfo
 
 pytestmark = pytest.mark.usefixtures("device")
@@ -90,7 +90,7 @@ def test_manifest_binding_count_is_what_each_module_declares():
     """The runtime's binding count of every variant (manifest bindings, read by variants.binding_count)
     equals the storage buffers its SPIR-V module declares (bindings 0..n-1 of set 0, all StorageBuffer,
     nothing else bound) and the `binding = N` lines of its GLSL."""
-    files = kernels._files()
+    files = manifest._files()
     checked = set()
     for v in kernels.manifest().values():
         n = variants.binding_count(v)

@@ -9,6 +9,7 @@ import numpy as np
 from evermind_vk.errors import EvermindError
 from evermind_vk.models import LMConfig, TransformerLM
 from evermind_vk.runtime import kernels, variants
+from evermind_vk.runtime.select import matmul as select_matmul
 from evermind_vk.train import Trainer
 
 
@@ -37,7 +38,7 @@ def h200_like_step(device, monkeypatch, precision, multiprocessors=0, flexible=(
         s = real(M, N, K, groups, *args, **kw)
         splits.append(((M, N, K), s))
         return s
-    monkeypatch.setattr(variants, "matmul_split_k", split_k)
+    monkeypatch.setattr(select_matmul, "matmul_split_k", split_k)
     cfg = LMConfig(d_model=512, n_layers=8, n_heads=8, n_kv_heads=4, d_ff=1408, max_seq_len=256)
     tr = Trainer(TransformerLM(cfg), precision=precision)
     ids = np.random.default_rng(0).integers(0, cfg.vocab_size, 16 * 256 * 2 + 2)
