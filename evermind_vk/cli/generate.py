@@ -13,7 +13,7 @@ from ..models import EvermindLM, HybridMambaModel, TransformerLM
 from ..runtime import get_device
 from ..train import ByteTokenizer, generate
 from .args import add_device
-from .common import NONNEG, NONNEG_INT, CliError, load_model
+from .common import NONNEG, NONNEG_INT, POS_INT, CliError, load_model
 from .files import MODEL_HELP
 from ..pretrained import is_gguf
 from .pretrained import cmd_generate_pretrained
@@ -80,8 +80,10 @@ def _media(args, lm, codec) -> int:
 
 
 def cmd_generate(args) -> int:
-    """Stream a continuation of --prompt (through the byte tokenizer) to stdout, then tokens/s; or, with
-    --prompt-ids, print the prompt and new token ids; or, for a media package, tokens and frames; a
+    """Stream a continuation of --prompt (through the byte tokenizer) to stdout, then the prefill and decode
+    tokens/s (every text model type; --batch N continuations); or, with --prompt-ids, print the prompt and
+    new token ids (EvermindLM and HybridMamba: their own builderforce samplers); or, for a media package,
+    tokens and frames; a
     pretrained .gguf --model (or smollm2-135m) with its own tokenizer."""
     if is_gguf(args.model):
         return cmd_generate_pretrained(args)
@@ -94,28 +96,45 @@ def cmd_generate(args) -> int:
     if as_ids:
         print(",".join(str(t) for t in ids + list(_sample(model, ids, args))))
         return 0
+    return _text(model, ids, args)
+
+
+def _text(model, ids: list[int], args) -> int:
+    """Any text model through train.generate (recorded decoding, the device sampler): the continuation
+    streamed (--batch N: N continuations at once, printed one after another), then tokens/s of the
+    prefill and of the decoding on stderr."""
     tok = ByteTokenizer()
     prompt = tok.decode(ids)
-    if not isinstance(model, TransformerLM):
-        print(prompt + tok.decode([t for t in _sample(model, ids, args) if t < 256]))
-        return 0
-    dec = codecs.getincrementaldecoder("utf-8")(errors="replace")  # a byte at a time, multi-byte safe
-    sys.stdout.write(prompt)
-    sys.stdout.flush()
-
-    def show(t):
-        sys.stdout.write(dec.decode(bytes([t]) if 0 <= t < 256 else b""))
+    stop = [int(x) for s in args.stop for x in tok.encode(s)[:1]]  # each --stop string: its first token
+    if isinstance(model, HybridMambaModel) and model.config.eosId >= 0:
+        stop.append(model.config.eosId)
+    kw = dict(max_new_tokens=args.tokens, temperature=args.temperature, top_k=args.top_k, seed=args.seed,
+              top_p=args.top_p, repetition_penalty=args.repetition_penalty, stop_tokens=stop,
+              use_cache=not args.no_cache)
+    stats: dict = {}
+    t0 = time.perf_counter()
+    if args.batch > 1:
+        outs = generate(model, [ids] * args.batch, stats=stats, **kw)
+        for i, out in enumerate(outs):
+            print(f"--- {i + 1}/{args.batch} ---")
+            print(prompt + tok.decode([t for t in out if t < 256]))
+        n = sum(len(o) for o in outs)
+    else:
+        dec = codecs.getincrementaldecoder("utf-8")(errors="replace")  # a byte at a time, multi-byte safe
+        sys.stdout.write(prompt)
         sys.stdout.flush()
 
-    stop = [int(x) for s in args.stop for x in tok.encode(s)[:1]]  # each --stop string: its first token
-    t0 = time.perf_counter()
-    out = generate(model, ids, max_new_tokens=args.tokens, temperature=args.temperature,
-                   top_k=args.top_k, seed=args.seed, top_p=args.top_p, repetition_penalty=args.repetition_penalty,
-                   stop_tokens=stop, use_cache=not args.no_cache, on_token=show)
+        def show(t):
+            sys.stdout.write(dec.decode(bytes([t]) if 0 <= t < 256 else b""))
+            sys.stdout.flush()
+        n = len(generate(model, ids, on_token=show, stats=stats, **kw))
+        sys.stdout.write(dec.decode(b"", final=True) + "\n")
     dt = time.perf_counter() - t0
-    sys.stdout.write(dec.decode(b"", final=True) + "\n")
-    print(f"[{len(out)} tokens in {dt:.2f}s: {len(out) / max(dt, 1e-9):.1f} tokens/s"
-          f"{', no KV cache' if args.no_cache else ''}]", file=sys.stderr)
+    rate = lambda k: stats[k + "_tokens"] / stats[k + "_s"] if stats[k + "_s"] > 0 else 0.0  # noqa: E731
+    print(f"[{n} tokens in {dt:.2f}s: {n / max(dt, 1e-9):.1f} tokens/s; prefill {stats['prefill_tokens']} tokens "
+          f"at {rate('prefill'):.1f} tokens/s, decode {rate('decode'):.1f} tokens/s"
+          f"{', batch ' + str(args.batch) if args.batch > 1 else ''}{', no KV cache' if args.no_cache else ''}]",
+          file=sys.stderr)
     return 0
 
 
@@ -140,4 +159,6 @@ def add_parser(sub) -> None:
     p.add_argument("--repetition-penalty", type=NONNEG, default=1.0, help="> 1 discourages repeated tokens")
     p.add_argument("--stop", action="append", default=[], help="stop at this character (repeatable)")
     p.add_argument("--no-cache", action="store_true", help="re-run the whole context per token (no KV cache)")
+    p.add_argument("--batch", type=POS_INT, default=1,
+                   help="sample this many continuations of the --prompt text at once")
     p.set_defaults(fn=cmd_generate)

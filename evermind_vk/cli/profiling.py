@@ -1,11 +1,15 @@
-"""`evermind-vk profile --model ...`: GPU time per kernel variant of one recorded training step."""
+"""`evermind-vk profile --model ...`: GPU time per kernel variant of one recorded training step (--generate:
+of generation's recorded decode step)."""
 from __future__ import annotations
 
 import argparse
 
+import numpy as np
+
 from ..runtime import get_device
 from ..runtime.profiler import profile
-from ..train import Trainer
+from ..train import Trainer, decode, generate
+from ..train.decode import decoder
 from . import models
 from .args import add_checkpoint_layers, add_data, add_device, add_model_shape, add_optim, add_precision
 from .common import POS_INT, CliError
@@ -21,6 +25,8 @@ def cmd_profile(args) -> int:
     check_flags(args)
     dev = get_device(args.device)
     model = models.build(args, dev)
+    if args.generate:
+        return _profile_decode(model, args)
     data = models.load_data(args)
     trainer = Trainer(model, seed=args.seed, precision=args.precision, checkpoint_layers=args.checkpoint_layers)
     try:
@@ -47,6 +53,38 @@ def cmd_profile(args) -> int:
     return 0
 
 
+def _profile_decode(model, args) -> int:
+    """Record generation's decode step for --batch-size random prompts of --seq-len tokens, then print GPU
+    time per kernel variant of one step (it replays at the same positions)."""
+    if not decode.supports(model):
+        raise CliError(f"--generate: --model {args.model} is not a text model")
+    V, B = model.config.vocab_size, args.batch_size
+    limit = getattr(model.config, "max_seq_len", None) or args.seq_len + 3
+    P = max(1, min(args.seq_len, limit - 3))
+    rng = np.random.default_rng(args.seed)
+    prompts = [rng.integers(0, V, P).tolist() for _ in range(B)]
+    stats: dict = {}
+    generate(model, prompts, max_new_tokens=3, stats=stats)  # records the prefill and the decode step
+    dec = decoder(model, B)
+    prog = dec.step_program()
+    if prog is None:
+        raise CliError(f"--generate: --model {args.model}'s decode step is not recorded (attention layers in a "
+                       "HybridMamba stack run eagerly)")
+    prof = profile(prog, repeats=args.repeats, serialize=args.serialize)
+    per = " (one sequence's; a step of the batch is one such program per sequence)" if hasattr(dec, "states") else ""
+    print(f"one decode step of --model {args.model}: {model.num_parameters():,} parameters, batch {B} at position "
+          f"{P + 1}, {len(prog)} operations, one submit{per}")
+    print(prof.table())
+    if args.by_shape:
+        print()
+        print(prof.table(by="shape", top=args.by_shape))
+    n = 1 if per else B
+    print(f"decode: {n / (prof.host_ms / 1e3):,.0f} tokens/s (host time), {n / (prof.gpu_ms / 1e3):,.0f} tokens/s "
+          f"(GPU time); prefill of {stats['prefill_tokens']} tokens: "
+          f"{stats['prefill_tokens'] / max(stats['prefill_s'], 1e-9):,.0f} tokens/s (first run, includes recording)")
+    return 0
+
+
 def add_parser(sub) -> None:
     """The `profile` subcommand."""
     p = sub.add_parser("profile", help="GPU time per kernel variant of one recorded training step",
@@ -59,6 +97,8 @@ def add_parser(sub) -> None:
                    help="time each kernel with a barrier before every dispatch (clean per-kernel times; the "
                         "recorded step lets independent dispatches overlap)")
     add_precision(p, choices=("f32", "f16"))
+    p.add_argument("--generate", action="store_true",
+                   help="profile generation's recorded decode step instead (--batch-size prompts of --seq-len tokens)")
     add_checkpoint_layers(p)
     p.add_argument("--by-shape", type=POS_INT, default=0, metavar="N",
                    help="also print the N costliest (kernel variant, launch sizes) pairs: which products cost what")

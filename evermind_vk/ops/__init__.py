@@ -5,6 +5,7 @@ from .activations import *  # noqa: F401,F403
 from .attention import *  # noqa: F401,F403
 from .conv import *  # noqa: F401,F403  (causal depthwise conv1d: EvermindLM, Mamba)
 from .conv2d import *  # noqa: F401,F403
+from .decode import *  # noqa: F401,F403
 from .elementwise import *  # noqa: F401,F403
 from .elementwise import add as residual_add  # noqa: F401
 from .embedding import *  # noqa: F401,F403

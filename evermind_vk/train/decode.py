@@ -1,0 +1,364 @@
+"""Recorded decoding of a TransformerLM: the prompt's prefill as one recorded program per length bucket and
+the decode step (one token of each of B sequences) as one recorded program, each replayed with one submit.
+Everything that changes from one replay to the next (each sequence's position, cache slot and logits row,
+the sampling parameters, the seed and step of the device sampler, the stop tokens) lives in a small u32
+device buffer (`hyper`, ops/decode.py), uploaded with the token ids at the start of each replay; only the
+chosen ids (and their stop flags) come back (ops.sample).
+
+The KV caches are [slots, max_seq_len, KVH, head_dim] per layer: slot b holds sequence b of a batch.
+A prefill runs the prompts of a batch together, each padded to the bucket P of the longest (the next power
+of two >= its length, at least MIN_BUCKET, at most max_seq_len): one recorded program per (count, bucket).
+Causal attention makes the padding invisible to the first n positions, and the cache rows it writes past n
+are overwritten by the decode steps before any query reads them."""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import ops
+from ..errors import ConfigError
+from ..models.lora import lora_linear
+from ..runtime import empty, record, zeros
+from ..runtime.kernels import fill_words
+from ..ops.decode import HEADER, ITEM, hyper_words
+
+MIN_BUCKET = 16
+MAX_STOPS = 256  # stop tokens the hyper buffer has room for
+
+
+def bucket(n: int, max_len: int) -> int:
+    """The prefill length a prompt of n tokens is padded to."""
+    p = MIN_BUCKET
+    while p < n:
+        p *= 2
+    return min(p, max_len)
+
+
+class _Sampling:
+    """What every decoder shares: the device sampler's buffers (seen ids per slot, the picked ids) and the
+    hyper words of the current generation."""
+
+    def __init__(self, model, slots: int):
+        dev = model.device
+        self.model, self.slots = model, int(slots)
+        self.seen = zeros((self.slots, model.config.vocab_size), "u32", dev, host_visible=True)
+        self.picked = empty((2 * self.slots,), "u32", dev, host_visible=True)
+        self.sampling = hyper_words([])  # header words of the current generation
+        self.stops: list[int] = []
+        self.prefill_tokens = 0  # prompt tokens the last step 0 ran
+
+    # -- per-generation state -------------------------------------------------------------------
+    def start(self, sequences, temperature=0.0, top_k=None, top_p=None, repetition_penalty=1.0,
+              stop_tokens=(), seed: int = 0) -> None:
+        """Set the sampling parameters and mark each slot's tokens seen (for the repetition penalty)."""
+        if len(stop_tokens) > MAX_STOPS:
+            raise ConfigError(f"generate: at most {MAX_STOPS} stop tokens on the device, got {len(stop_tokens)}")
+        self.stops = sorted(set(int(s) for s in stop_tokens))
+        self.sampling = hyper_words([], temperature, top_k or 0, 1.0 if top_p is None else top_p,
+                                    repetition_penalty, (), seed)
+        if repetition_penalty != 1.0:
+            marks = np.zeros((self.slots, self.model.config.vocab_size), np.uint32)
+            for b, seq in enumerate(sequences):
+                marks[b, np.asarray(seq, np.int64)] = 1
+            self.seen.write_staging(marks)
+            self.model.device.upload(self.seen)
+
+    def _words(self, items, step: int) -> np.ndarray:
+        w = hyper_words(items, stop_tokens=self.stops)
+        w[:HEADER] = self.sampling[:HEADER]
+        w[4], w[7] = len(self.stops), step & 0xFFFFFFFF
+        return w
+
+    def _replay(self, entry, ids: np.ndarray, words: np.ndarray, build) -> np.ndarray:
+        prog, ids_t, hyper = entry[:3]
+        ids_t.write_staging(ids)
+        buf = np.zeros(hyper.numel, np.uint32)
+        buf[:words.size] = words
+        hyper.write_staging(buf)
+        if prog is None:
+            return build()  # records and runs the first time
+        prog.run()
+        return self.picked.read_staging()
+
+
+
+class Decoder(_Sampling):
+    """The recorded prefill and decode programs of one TransformerLM for `slots` sequences at once, with
+    their caches. `decoder(model, slots)` keeps one per model and slot count (programs and buffers reused)."""
+
+    def __init__(self, model, slots: int):
+        super().__init__(model, slots)
+        c, dev = model.config, model.device
+        self.L = c.max_seq_len
+        shape = (self.slots, self.L, c.n_kv_heads, c.head_dim)
+        self.k = [zeros(shape, "f32", dev) for _ in range(c.n_layers)]
+        self.v = [zeros(shape, "f32", dev) for _ in range(c.n_layers)]
+        self._step = None  # (program or None, ids, hyper, score)
+        self._prefill: dict[tuple, tuple] = {}  # (sequences, bucket) -> (program or None, ids, hyper)
+        self.length = [0] * self.slots  # positions in each slot's cache
+
+    # -- prefill --------------------------------------------------------------------------------
+    def prefill(self, slots, ctxs, step: int) -> dict:
+        """Run each ctxs[r] (<= max_seq_len token ids) into slots[r]'s cache rows 0..len-1, all in one
+        replay (each padded to the bucket of the longest), and choose each one's next token:
+        {slot: (id, is a stop token)}."""
+        n, dev = len(slots), self.model.device
+        P = bucket(max(len(c) for c in ctxs), self.L)
+        entry = self._prefill.get((n, P))
+        if entry is None:
+            entry = self._prefill[(n, P)] = (None, empty((n * P,), "u32", dev, host_visible=True),
+                                             empty((HEADER + ITEM * n + MAX_STOPS,), "u32", dev, host_visible=True))
+        ids = np.zeros(n * P, np.uint32)
+        for r, ctx in enumerate(ctxs):
+            ids[r * P: r * P + len(ctx)] = ctx
+        words = self._words([(0, b, r * P + len(ctx) - 1, 1) for r, (b, ctx) in enumerate(zip(slots, ctxs))], step)
+
+        def build():
+            self._prefill[(n, P)] = (self._record_prefill(n, P, entry[1], entry[2]),) + entry[1:]
+            return self.picked.read_staging()
+        picked = self._replay(entry, ids, words, build)
+        return {b: (int(picked[b]), bool(picked[self.slots + b])) for b in slots}
+
+    def _record_prefill(self, n: int, P: int, ids, hyper):
+        m, dev = self.model, self.model.device
+        c, Pm = m.config, m.params
+        H, KVH, hd, T = c.n_heads, c.n_kv_heads, c.head_dim, n * P
+        with record(dev) as prog:
+            dev.upload(ids)
+            dev.upload(hyper)
+            x = ops.embedding(ids, Pm["embed.weight"])
+            for i in range(c.n_layers):
+                L = f"layers.{i}."
+                h, _ = ops.rms_norm(x, Pm[L + "attn_norm.weight"], c.norm_eps)
+                q = ops.rope(lora_linear(m, h, L + "attn.wq").reshape(T, H, hd), 0, c.rope_theta, P)
+                k = ops.rope(lora_linear(m, h, L + "attn.wk").reshape(T, KVH, hd), 0, c.rope_theta, P)
+                v = lora_linear(m, h, L + "attn.wv").reshape(T, KVH, hd)
+                ops.kv_write(k, self.k[i], hyper, P)
+                ops.kv_write(v, self.v[i], hyper, P)
+                a, _ = ops.attention(q, k, v, causal=True, save_probs=False, batch=n)
+                x = self._mlp(x, a.reshape(T, H * hd), L)
+            logits = self._head(x)
+            ops.sample(logits, hyper, self.seen, self.picked, n)
+            dev.sync_local(self.picked)
+        return prog
+
+    # -- one token of every slot ----------------------------------------------------------------
+    def step(self, tokens, positions, active, step: int) -> np.ndarray:
+        """Feed tokens[b] at positions[b] of slot b (its cache holds positions 0..positions[b]-1) and
+        choose each slot's next token; active[b] False: slot b's result is ignored and nothing of its
+        state that a later prefill does not rewrite changes. Returns picked: ids, then stop flags."""
+        B, dev = self.slots, self.model.device
+        if self._step is None:
+            self._step = (None, empty((B,), "u32", dev, host_visible=True),
+                          empty((HEADER + ITEM * B + MAX_STOPS,), "u32", dev, host_visible=True),
+                          empty((B * self.model.config.n_heads * self.L,), "f32", dev))
+        words = self._words([(int(positions[b]) if active[b] else 0, b, b, bool(active[b])) for b in range(B)], step)
+
+        def build():
+            self._step = (self._record_step(*self._step[1:]),) + self._step[1:]
+            return self.picked.read_staging()
+        return self._replay(self._step, np.asarray(tokens, np.uint32), words, build)
+
+    def _record_step(self, ids, hyper, score):
+        m, dev = self.model, self.model.device
+        c, B = m.config, self.slots
+        H, KVH, hd = c.n_heads, c.n_kv_heads, c.head_dim
+        with record(dev) as prog:
+            dev.upload(ids)
+            dev.upload(hyper)
+            x = ops.embedding(ids, m.params["embed.weight"])
+            for i in range(c.n_layers):
+                L = f"layers.{i}."
+                h, _ = ops.rms_norm(x, m.params[L + "attn_norm.weight"], c.norm_eps)
+                q = ops.rope_at(lora_linear(m, h, L + "attn.wq").reshape(B, H, hd), hyper, 1, c.rope_theta)
+                k = ops.rope_at(lora_linear(m, h, L + "attn.wk").reshape(B, KVH, hd), hyper, 1, c.rope_theta)
+                ops.kv_write(k, self.k[i], hyper, 1)
+                ops.kv_write(lora_linear(m, h, L + "attn.wv").reshape(B, KVH, hd), self.v[i], hyper, 1)
+                a = ops.attention_decode(q, self.k[i], self.v[i], hyper, score)
+                x = self._mlp(x, a.reshape(B, H * hd), L)
+            logits = self._head(x)
+            ops.sample(logits, hyper, self.seen, self.picked, B)
+            dev.sync_local(self.picked)
+        return prog
+
+    def step_program(self):
+        """The recorded decode step (one submit for the whole batch), or None before the first step."""
+        return None if self._step is None else self._step[0]
+
+    # -- one generation step -------------------------------------------------------------------
+    def advance(self, seqs, live, step: int) -> dict:
+        """Choose the next token of each live sequence (seqs: each one's ids so far): {b: (id, is stop)}.
+        Step 0 runs the prompts' prefills; later steps one decode replay for all, and a prefill of the last
+        max_seq_len tokens for each sequence whose cache is full."""
+        B, L, res = self.slots, self.L, {}
+        if step == 0:
+            self.length = [min(len(q), L) for q in seqs]
+            self.prefill_tokens = sum(self.length)
+            return self.prefill(list(range(B)), [q[-L:] for q in seqs], 0)
+        refill = [live[b] and self.length[b] + 1 > L for b in range(B)]
+        feed = [live[b] and not refill[b] for b in range(B)]
+        if any(feed):
+            pk = self.step([seqs[b][-1] if feed[b] else 0 for b in range(B)], self.length, feed, step)
+            for b in range(B):
+                if feed[b]:
+                    res[b] = (int(pk[b]), bool(pk[B + b]))
+                    self.length[b] += 1
+        if any(refill):
+            res.update(self.prefill([b for b in range(B) if refill[b]], [seqs[b][-L:] for b in range(B) if refill[b]],
+                                    step))
+        return res
+
+    # -- shared pieces --------------------------------------------------------------------------
+    def _mlp(self, x, a, L: str):
+        """The rest of a block after attention: output projection, residual, norm, SwiGLU, residual."""
+        m, c = self.model, self.model.config
+        x = ops.add(x, lora_linear(m, a, L + "attn.wo"))
+        h, _ = ops.rms_norm(x, m.params[L + "mlp_norm.weight"], c.norm_eps)
+        g = ops.glu(lora_linear(m, h, L + "mlp.w_gate_up"), "silu", c.swiglu_limit)
+        return ops.add(x, lora_linear(m, g, L + "mlp.w_down"))
+
+    def _head(self, x):
+        m, c = self.model, self.model.config
+        x, _ = ops.rms_norm(x, m.params["norm.weight"], c.norm_eps)
+        head = m.params["embed.weight"] if c.tie_embeddings else m.params["head.weight"]
+        return ops.matmul(x, head, transpose_b=True)
+
+
+class WindowDecoder(_Sampling):
+    """EvermindLM: each layer is a causal conv of conv_kernel taps and a per-token mixture of experts, so a
+    token's logits depend on its last W = num_layers (conv_kernel - 1) + 1 tokens only. One recorded program
+    for `slots` sequences runs each one's last (up to) W tokens, packed into W-token rows (short ones padded
+    after their end, which causality hides), and samples each from the logits row of its newest token: the
+    prompt's prefill and every decode step are replays of it."""
+
+    def __init__(self, model, slots: int):
+        super().__init__(model, slots)
+        c, dev = model.config, model.device
+        self.W = c.num_layers * (c.conv_kernel - 1) + 1
+        self._prog = (None, empty((self.slots * self.W,), "u32", dev, host_visible=True),
+                      empty((HEADER + ITEM * self.slots + MAX_STOPS,), "u32", dev, host_visible=True))
+
+    def advance(self, seqs, live, step: int) -> dict:
+        """The next token of each live sequence, {b: (id, is stop)}: one replay over all windows."""
+        B, W = self.slots, self.W
+        ids = np.zeros(B * W, np.uint32)
+        items = []
+        for b in range(B):
+            ctx = seqs[b][-W:]
+            ids[b * W: b * W + len(ctx)] = ctx
+            items.append((0, b, b * W + len(ctx) - 1, bool(live[b])))
+        if step == 0:
+            self.prefill_tokens = sum(min(len(q), W) for q in seqs)
+
+        def build():
+            self._prog = (self._record(),) + self._prog[1:]
+            return self.picked.read_staging()
+        pk = self._replay(self._prog, ids, self._words(items, step), build)
+        return {b: (int(pk[b]), bool(pk[B + b])) for b in range(B) if live[b]}
+
+    def step_program(self):
+        """The recorded program of a step (prefill and decode alike), or None before the first."""
+        return self._prog[0]
+
+    def _record(self):
+        dev, (_, ids, hyper) = self.model.device, self._prog
+        with record(dev) as prog:
+            dev.upload(ids)
+            dev.upload(hyper)
+            logits = self.model.forward(ids, seq_len=self.W)
+            ops.sample(logits, hyper, self.seen, self.picked, self.slots)
+            dev.sync_local(self.picked)
+        return prog
+
+
+class RecurrentDecoder(_Sampling):
+    """HybridMambaModel: per slot, the model's recurrent state (conv windows and scan states, updated in
+    place) and one recorded program that feeds one token and samples the next on the device; the prompt is
+    fed token by token (the state never re-runs the context). Stacks with attention layers, whose cache of
+    inputs grows each token, run that step eagerly (many submits) with the same device sampler."""
+
+    def __init__(self, model, slots: int):
+        super().__init__(model, slots)
+        dev = model.device
+        self.states = [model.init_state() for _ in range(self.slots)]
+        self.recorded = "attention" not in model.config.layers
+        self._progs = [(None, empty((1,), "u32", dev, host_visible=True),
+                        empty((HEADER + ITEM + MAX_STOPS,), "u32", dev, host_visible=True)) for _ in range(self.slots)]
+
+    def _reset(self) -> None:
+        for b, st in enumerate(self.states):
+            if not self.recorded:
+                self.states[b] = self.model.init_state()
+                continue
+            for layer in st:
+                for t in layer.values():
+                    if t is not None:
+                        fill_words(t, 0)
+
+    def _feed(self, b: int, token: int, step: int, mark: bool) -> tuple[int, bool]:
+        entry = self._progs[b]
+        words = self._words([(0, b, 0, mark)], step)
+        if not self.recorded:
+            entry[1].write_staging(np.array([token], np.uint32))
+            entry[2].write_staging(np.concatenate([words, np.zeros(entry[2].numel - words.size, np.uint32)]))
+            dev = self.model.device
+            dev.upload(entry[1])
+            dev.upload(entry[2])
+            ops.sample(self.model._step_ids(entry[1], self.states[b]), entry[2], self.seen, self.picked, 1)
+            dev.sync_local(self.picked)
+            pk = self.picked.read_staging()
+        else:
+            def build():
+                self._progs[b] = (self._record(b),) + entry[1:]
+                return self.picked.read_staging()
+            pk = self._replay(entry, np.array([token], np.uint32), words, build)
+        return int(pk[b]), bool(pk[self.slots + b])
+
+    def step_program(self):
+        """Sequence 0's recorded step (a decode step of B sequences is B of them), or None: before the
+        first step, or for stacks with attention layers (run eagerly)."""
+        return self._progs[0][0]
+
+    def _record(self, b: int):
+        dev, (_, ids, hyper) = self.model.device, self._progs[b]
+        with record(dev) as prog:
+            dev.upload(ids)
+            dev.upload(hyper)
+            ops.sample(self.model._step_ids(ids, self.states[b]), hyper, self.seen, self.picked, 1)
+            dev.sync_local(self.picked)
+        return prog
+
+    def advance(self, seqs, live, step: int) -> dict:
+        """The next token of each live sequence, {b: (id, is stop)}: step 0 feeds the prompts (states reset
+        first), later steps each live sequence's last token."""
+        res = {}
+        if step == 0:
+            self._reset()
+            for b, q in enumerate(seqs):
+                for t in q[:-1]:
+                    self._feed(b, t, 0, False)
+                res[b] = self._feed(b, q[-1], 0, True)
+            self.prefill_tokens = sum(len(q) for q in seqs)
+            return res
+        return {b: self._feed(b, seqs[b][-1], step, True) for b in range(self.slots) if live[b]}
+
+
+KINDS = {"TransformerLM": Decoder, "EvermindLM": WindowDecoder, "HybridMambaModel": RecurrentDecoder}
+
+
+def decoder(model, slots: int) -> Decoder:
+    """The model's Decoder for `slots` sequences (built once, then reused)."""
+    # programs bind the parameters' buffers: a new parameter tensor or adapter records new programs
+    key = (int(slots), tuple((k, t.uid) for k, t in model.parameters().items()),
+           tuple(sorted((getattr(model, "lora", None) or {}).items())), bool(getattr(model, "lora_merged", False)))
+    cache = model.__dict__.setdefault("_decoders", {})
+    d = cache.get(key)
+    if d is None:
+        for k in [k for k in cache if k[0] == key[0]]:  # one decoder per slot count
+            del cache[k]
+        d = cache[key] = KINDS[type(model).__name__](model, slots)
+    return d
+
+
+def supports(model) -> bool:
+    """Whether `model` decodes through this module (TransformerLM, EvermindLM, HybridMambaModel)."""
+    return type(model).__name__ in KINDS

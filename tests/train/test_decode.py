@@ -1,0 +1,124 @@
+"""Recorded decoding (train/decode.py): greedy output equals the uncached path (also past max_seq_len,
+with a repetition penalty), batches of prompts of different lengths decode as each alone, the programs are
+recorded once and replayed (one submit per token), sampling is reproducible, and generate's prompt forms."""
+import numpy as np
+import pytest
+
+from evermind_vk.errors import TokenError
+from evermind_vk.models import LMConfig, TransformerLM
+from evermind_vk.train import generate
+from evermind_vk.train.decode import bucket, decoder
+
+CFG = LMConfig(vocab_size=17, d_model=16, n_layers=2, n_heads=4, n_kv_heads=2, d_ff=24, max_seq_len=12, seed=2)
+
+
+@pytest.fixture(scope="module")
+def model():
+    m = TransformerLM(CFG)
+    # larger weights than the init's, so that the next token depends on the whole context
+    m.load_state_dict({k: (v * 10 if v.ndim == 2 else v) for k, v in m.state_dict().items()})
+    return m
+
+
+def test_greedy_identical_to_uncached(device, model):
+    for prompt, n in (([3], 6), ([1, 2, 3, 4, 5], 14)):  # the second runs past max_seq_len (cache refills)
+        plain = generate(model, prompt, max_new_tokens=n, use_cache=False, repetition_penalty=3.0)
+        streamed = []
+        fast = generate(model, prompt, max_new_tokens=n, on_token=streamed.append, repetition_penalty=3.0)
+        assert fast == plain == streamed and len(plain) == n and len(set(plain)) > 3
+
+
+def test_batch_equals_each_alone(device, model):
+    prompts = [[3], [1, 2, 3, 4, 5, 6, 7], [9, 9, 4]]
+    alone = [generate(model, p, max_new_tokens=9, repetition_penalty=2.0) for p in prompts]
+    seen = []
+    together = generate(model, prompts, max_new_tokens=9, repetition_penalty=2.0,
+                        on_token=lambda b, t: seen.append((b, t)))
+    assert together == alone
+    assert [t for b, t in seen if b == 1] == alone[1]
+    # per-sequence stops: the first sequence stops at its second token, the others go on
+    stop = alone[0][1]
+    got = generate(model, prompts, max_new_tokens=9, repetition_penalty=2.0, stop_tokens=[stop])
+    for g, a in zip(got, alone):
+        assert g == (a[:a.index(stop)] if stop in a else a)
+    sampled = generate(model, prompts, max_new_tokens=5, temperature=1.0, top_k=5, seed=3)
+    assert sampled == generate(model, prompts, max_new_tokens=5, temperature=1.0, top_k=5, seed=3)
+    # item b's draw depends on its own slot, seed and step only: the batch's first row is the single run's
+    assert generate(model, prompts[0], max_new_tokens=5, temperature=1.0, top_k=5, seed=3) == sampled[0]
+
+
+def test_recorded_once_one_submit_per_token(device, model):
+    generate(model, [[1, 2], [3]], max_new_tokens=3)  # records the step and the bucket's prefill
+    dec = decoder(model, 2)
+    step = dec._step[0]
+    dev = model.device
+    before = dev.submits
+    generate(model, [[4, 5], [6]], max_new_tokens=6)
+    assert dec._step[0] is step  # replayed, not recorded again
+    assert dev.submits - before == 1 + 5  # one prefill of both prompts, then one submit per decoded token
+
+
+def test_prompt_forms(device, model):
+    ids = [1, 2, 3]
+    want = generate(model, ids, max_new_tokens=4)
+    assert generate(model, np.array(ids), max_new_tokens=4) == want
+    assert generate(model, np.array([ids, ids]), max_new_tokens=4) == [want, want]
+    with pytest.raises(TokenError, match="byte vocabulary"):
+        generate(model, "hi", max_new_tokens=2)
+    m = TransformerLM(LMConfig(vocab_size=256, d_model=16, n_layers=1, n_heads=2, n_kv_heads=2, d_ff=16,
+                               max_seq_len=16))
+    text = generate(m, "hi", max_new_tokens=3)
+    assert isinstance(text, str) and len(text.encode("utf-8", errors="surrogatepass")) >= 1
+    assert generate(m, ["hi", "yo"], max_new_tokens=2) == [generate(m, "hi", max_new_tokens=2),
+                                                           generate(m, "yo", max_new_tokens=2)]
+    with pytest.raises(TokenError):
+        generate(model, [[1], []], max_new_tokens=2)
+
+
+def test_bucket():
+    assert [bucket(n, 100) for n in (1, 16, 17, 64, 65, 99)] == [16, 16, 32, 64, 100, 100]
+
+
+def _evermind():
+    from evermind_vk.models import EvermindLM, EvermindLMConfig
+    m = EvermindLM(EvermindLMConfig(19, d_model=16, num_layers=2, conv_kernel=3, hidden_dim=24, num_experts=3,
+                                    top_k=2, seed=5))
+    rng = np.random.default_rng(1)  # random conv taps (the init's are the identity: a receptive field of 1)
+    m.load_state_dict({k: (rng.standard_normal(v.shape).astype(np.float32) if k.endswith(".conv") else
+                           v * 20 if v.ndim == 2 else v) for k, v in m.state_dict().items()})
+    return m
+
+
+def _mamba(layers):
+    from evermind_vk.models import HybridMambaConfig, HybridMambaModel
+    m = HybridMambaModel(HybridMambaConfig(vocabSize=19, dModel=16, numLayers=len(layers), layers=layers,
+                                           dState=4, dConv=3, expand=2, nHeads=2, seed=3))
+    m.load_state_dict({k: v * 5 if v.ndim == 2 and "embedding" not in k else v for k, v in m.state_dict().items()})
+    return m
+
+
+# (model, repetition penalty: strong for the Mamba stacks, whose tied heads of random weights repeat the last token)
+@pytest.mark.parametrize("make,rp", [(_evermind, 2.0), (lambda: _mamba(("mamba1", "mamba2")), 100.0),
+                                     (lambda: _mamba(("mamba1", "attention")), 100.0)],
+                         ids=["evermind", "mamba", "mamba-attention"])
+def test_other_models_greedy_and_batches(device, make, rp):
+    m = make()
+    prompts = [[3, 1, 4, 1, 5, 9, 2], [6], [5, 3]]
+    plain = [generate(m, p, max_new_tokens=6, use_cache=False, repetition_penalty=rp) for p in prompts]
+    assert generate(m, prompts, max_new_tokens=6, repetition_penalty=rp) == plain
+    assert len({t for p in plain for t in p}) > 3
+    st = {}
+    a = generate(m, prompts[0], max_new_tokens=5, temperature=1.0, top_p=0.9, seed=2, stats=st)
+    assert a == generate(m, prompts[0], max_new_tokens=5, temperature=1.0, top_p=0.9, seed=2)
+    assert st["prefill_tokens"] > 0 and st["decode_tokens"] == 4
+
+
+def test_evermind_window_is_the_receptive_field(device):
+    """The window decoder's W tokens give the last token's logits exactly as the whole context; W - 1 do not."""
+    from evermind_vk.runtime import tensor
+    m = _evermind()
+    W = decoder(m, 1).W
+    ids = np.random.default_rng(0).integers(0, 19, 3 * W).astype(np.uint32)
+    full = m.forward(tensor(ids)).numpy()[-1]
+    assert np.allclose(m.forward(tensor(ids[-W:])).numpy()[-1], full, rtol=1e-5, atol=1e-5)
+    assert not np.allclose(m.forward(tensor(ids[-(W - 1):])).numpy()[-1], full, rtol=1e-3, atol=1e-3)
