@@ -5,6 +5,7 @@ import argparse
 import codecs
 import contextlib
 import errno
+import io
 import json
 import math
 import os
@@ -18,11 +19,12 @@ from importlib.metadata import PackageNotFoundError, version
 import numpy as np
 
 from . import __version__
-from .errors import DistributedError, EvermindError, FormatError
-from .files import export_safetensors, load
-from .io import framing
+from .errors import DistributedError, EvermindError, FormatError, LimitError
+from .files import export_safetensors, lm_param_shapes, load, load_codec
 from .io.atomic import atomic_write
-from .io.checkpoint import checkpoint_hash, decode
+from .io import open_blob
+from .io.checkpoint import checkpoint_hash
+from .io.regular import read_regular
 from .io.checkpoint import verify as verify_checkpoint
 from .io.package import EvermindPackage, fnv1a32
 from .models import ConvAE, ConvAEConfig, HybridMambaConfig, HybridMambaModel, LMConfig, TransformerLM
@@ -31,7 +33,8 @@ from .files import save_model
 from .runtime import devices, get_device, tensor
 from .runtime.profiler import profile
 from .train import ByteTokenizer, LRSchedule, Trainer, build_chunks, default_corpus, generate
-from .train.distributed import World, spawn
+from .train.capacity import check_fits
+from .train.distributed import RANK_ERROR_ENV, World, spawn
 from .train.image import ImageTrainer, image_grid_png, shapes_dataset
 from .train.plot import loss_curve_png, plot_losses, write_losses_csv
 from .train.trainer import BF16_BLOCKED
@@ -83,11 +86,8 @@ def _say(msg: str) -> None:
 
 
 def _read_text(path: str) -> str:
-    """A training text: a readable UTF-8 file (OSError / UnicodeDecodeError name the file)."""
-    if os.path.isdir(path):
-        raise IsADirectoryError(errno.EISDIR, "is a directory, not a text file", path)
-    with open(path, "rb") as f:
-        raw = f.read()
+    """A training text: a readable UTF-8 regular file (OSError / UnicodeDecodeError name the file)."""
+    raw = bytes(read_regular(path, "--text file"))
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -128,6 +128,9 @@ def cmd_train(args) -> int:
         raise CliError(f"--nproc / WORLD_SIZE: data-parallel training is for --model lm, not {args.model}")
     if world is not None and args.nproc > 1 and args.nproc != world.size:
         raise CliError(f"--nproc {args.nproc} but WORLD_SIZE={world.size} in the environment")
+    _check_prompt(args.prompt)
+    if args.model == "lm" and str(args.layers).isdigit() and not args.resume:  # before spawning or allocating
+        check_fits(lm_param_shapes(_train_config(args)), None, "--d-model/--layers/--d-ff", ranks=args.nproc)
     if world is None and args.nproc > 1:
         _check_out_dir(args.out, [])
         key = args.checkpoint or os.path.join(args.out, "trainer-checkpoint")
@@ -155,6 +158,20 @@ def cmd_train(args) -> int:
             world.close()
 
 
+def _check_prompt(prompt: str) -> None:
+    """--prompt must be encodable by the byte tokenizer (UTF-8): checked before any training."""
+    try:
+        ByteTokenizer().encode(prompt)
+    except UnicodeError as e:
+        raise CliError(f"--prompt {prompt!r}: cannot be encoded as UTF-8 ({e.reason}); "
+                       "pass text your terminal encodes as UTF-8") from e
+
+
+def _train_config(args) -> LMConfig:
+    return LMConfig(d_model=args.d_model, n_layers=int(args.layers), n_heads=args.heads, n_kv_heads=args.kv_heads,
+                    d_ff=args.d_ff, max_seq_len=max(args.seq_len, 64), seed=args.seed)
+
+
 def _stopper(args, trainer) -> str:
     """Which flag ended a run before its planned steps."""
     return f"--max-steps {args.max_steps}" if args.max_steps and trainer.global_step >= args.max_steps else "--time-limit"
@@ -174,8 +191,7 @@ def _cmd_train_lm(args, world, lead: bool) -> int:
     if ids.size < 2:
         raise CliError(f"--text {args.text}: {ids.size} bytes; need at least 2 (one next-token pair)"
                        if args.text else "the embedded corpus is empty")
-    cfg = LMConfig(d_model=args.d_model, n_layers=args.layers, n_heads=args.heads, n_kv_heads=args.kv_heads,
-                   d_ff=args.d_ff, max_seq_len=max(args.seq_len, 64), seed=args.seed)
+    cfg = _train_config(args)
     n_held = min(int(ids.size * HELD_OUT), HELD_OUT_MAX) if ids.size >= 40 else 0
     train_ids, held = (ids[:-n_held], ids[-n_held:]) if n_held >= 2 else (ids, None)
     _check_out_dir(args.out, outputs)
@@ -190,6 +206,7 @@ def _cmd_train_lm(args, world, lead: bool) -> int:
             raise CliError(f"--resume: {key} was trained with --precision {trainer.precision}, not {args.precision}")
         print(f"resuming {key} at step {trainer.global_step}", flush=True)
     else:
+        check_fits(lm_param_shapes(cfg), dev, "--d-model/--layers/--d-ff")  # before allocating anything
         model = TransformerLM(cfg, device=dev)
         trainer = Trainer(model, tok, seed=args.seed, world=world, precision=args.precision)
     print(f"device: {dev.info.name} | corpus: {ids.size:,} bytes "
@@ -373,15 +390,10 @@ def cmd_pack(args) -> int:
 
 
 def _open_any(path):
-    """('package', EvermindPackage) or ('checkpoint', stored record) for a file; BlobError if neither."""
-    with open(path, "rb") as f:
-        raw = f.read()
-    inner = framing.unframe(raw) if framing.is_framed(raw) else raw
-    if inner[:4] == b"1MVE":
-        return "package", EvermindPackage.from_blob(inner)
-    if inner[:4] == b"EVCK" or inner[:1] == b"{":
-        return "checkpoint", decode(raw)[1]
-    raise FormatError(f"{path}: neither an .evermind package nor a checkpoint")
+    """('package', EvermindPackage) or ('checkpoint', stored record) for a file; BlobError if neither
+    (io.open_blob: a regular file, read once under the size and ratio caps)."""
+    d = open_blob(path)
+    return ("package", d.package) if d.kind == "package" else ("checkpoint", d.stored)
 
 
 def cmd_inspect(args) -> int:
@@ -440,8 +452,7 @@ def cmd_profile(args) -> int:
     """Record one training step of a TransformerLM (the `train` model flags), then print GPU time per
     kernel variant from Vulkan timestamps and the host time per step (evermind_vk.runtime.profiler)."""
     dev = get_device(args.device)
-    cfg = LMConfig(d_model=args.d_model, n_layers=args.layers, n_heads=args.heads, n_kv_heads=args.kv_heads,
-                   d_ff=args.d_ff, max_seq_len=max(args.seq_len, 64), seed=args.seed)
+    cfg = _train_config(args)
     model = TransformerLM(cfg, device=dev)
     tok = ByteTokenizer()
     need = args.batch_size * (args.seq_len + 1) * 2
@@ -544,7 +555,16 @@ def _describe(e: BaseException) -> str:
 
 
 def _error(msg: str) -> None:
-    print(f"evermind-vk: error: {' '.join(msg.split())}", file=sys.stderr, flush=True)
+    """The one error line. A rank started by the --nproc launcher hands it to the launcher instead (which
+    reports the run's failure once) and prints it as that rank's line."""
+    line = " ".join(msg.split())
+    handoff = os.environ.get(RANK_ERROR_ENV, "")
+    if handoff:
+        with contextlib.suppress(OSError):
+            atomic_write(handoff, line.encode("utf-8", "replace"))
+        print(f"evermind-vk: rank {os.environ.get('RANK', '?')}: {line}", file=sys.stderr, flush=True)
+        return
+    print(f"evermind-vk: error: {line}", file=sys.stderr, flush=True)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -735,7 +755,8 @@ def cmd_train_builderforce(args) -> int:
 
 
 # -- video: VideoRVQ encode / decode (frames as PNG: a folder, or one horizontal strip) ---------------------
-from .files import deserialize_codec, serialize_codec  # noqa: E402
+from .files import serialize_codec  # noqa: E402
+from .io.tokens import load_token_list  # noqa: E402
 from .models.video_rvq import VideoRVQCodec  # noqa: E402
 
 
@@ -743,7 +764,7 @@ def _read_frames(path: str, n_strip: int) -> list:
     import matplotlib.image as mpimg  # optional dependency
     files = sorted(os.path.join(path, f) for f in os.listdir(path) if f.lower().endswith(".png")) \
         if os.path.isdir(path) else [path]
-    imgs = [np.asarray(mpimg.imread(f), np.float32)[..., :3] for f in files]
+    imgs = [np.asarray(mpimg.imread(io.BytesIO(_png_bytes(f)), format="png"), np.float32)[..., :3] for f in files]
     if not os.path.isdir(path):
         strip = imgs[0]
         if n_strip < 1 or strip.shape[1] % n_strip:
@@ -753,6 +774,20 @@ def _read_frames(path: str, n_strip: int) -> list:
     if not imgs:
         raise FormatError(f"{path}: no PNG frames")
     return imgs
+
+
+MAX_FRAME_PIXELS = 1 << 22  # a PNG frame's width x height (2048 x 2048): its header is checked before decoding
+
+
+def _png_bytes(path: str) -> bytes:
+    """A PNG frame's bytes: a regular file whose IHDR declares at most MAX_FRAME_PIXELS pixels."""
+    raw = bytes(read_regular(path, "PNG frame"))
+    if raw[:8] != b"\x89PNG\r\n\x1a\n" or raw[12:16] != b"IHDR" or len(raw) < 24:
+        raise FormatError(f"{path}: not a PNG file")
+    w, h = struct.unpack(">II", raw[16:24])
+    if w * h > MAX_FRAME_PIXELS:
+        raise LimitError(f"{path}: a PNG of {w} x {h} pixels; frames may have at most {MAX_FRAME_PIXELS:,}")
+    return raw
 
 
 def _write_frames(frames: list, out: str) -> None:
@@ -770,7 +805,7 @@ def cmd_video(args) -> int:
         frames = _read_frames(args.input, args.frames)
         H, W, C = frames[0].shape
         if args.codec and os.path.exists(args.codec):
-            codec = deserialize_codec(open(args.codec, "rb").read())
+            codec = load_codec(args.codec)
         else:
             codec = VideoRVQCodec(H, W, C, patch=args.patch, levels=args.levels, codebook_size=args.codebook,
                                   keyframe_interval=args.keyframe_interval)
@@ -784,8 +819,8 @@ def cmd_video(args) -> int:
         return 0
     if not args.codec:
         raise FormatError("video decode needs --codec FILE.vrq0")
-    codec = deserialize_codec(open(args.codec, "rb").read())
-    toks = json.loads(open(args.input).read())
+    codec = load_codec(args.codec)
+    toks = load_token_list(args.input)
     frames = codec.decode(toks)
     if not frames:
         raise FormatError(f"{args.input}: no frames in the token stream")

@@ -21,8 +21,9 @@ import numpy as np
 
 from .. import ops
 from ..autodiff import Tape
-from ..errors import CheckpointMismatchError, ConfigError, EvermindError, TokenError, UnsupportedError
+from ..errors import CheckpointMismatchError, ConfigError, EvermindError, NonFiniteError, TokenError, UnsupportedError
 from ..io.checkpoint import load_checkpoint, save_checkpoint
+from ..io.layouts import refuse_nonfinite
 from ..models import LMConfig, TransformerLM
 from ..models.lora import LoRAConfig, add_lora, load_lora_state_dict, lora_state_dict
 from ..runtime import empty, record, zeros
@@ -216,6 +217,7 @@ class Trainer:
         self.history: list[dict] = []  # one entry per optimizer step
         self.global_step = 0  # optimizer steps taken by this trainer (restored by resume)
         self.interrupted = None  # the signal number that stopped the last train(), if any
+        self.last_finite_save = None  # (key, step) of the last checkpoint save() wrote (all finite)
         self._position = None  # where train() is in its data (saved by save(), restored by resume())
         self._resume_position = None
         self._stop_signal = None
@@ -396,7 +398,8 @@ class Trainer:
                     if self.scaler is not None and self._last_overflow:
                         norm = None  # an overflowing (skipped) step has no gradient norm (and NaN breaks JSON)
                     if not math.isfinite(loss):
-                        raise EvermindError(f"loss became {loss} at epoch {epoch + 1}, step {self.global_step}")
+                        raise NonFiniteError(f"loss became {loss} at epoch {epoch + 1}, step {self.global_step}; "
+                                             + self._last_finite())
                     total += loss * n_tok
                     count += n_tok
                     tokens += n_tok
@@ -417,7 +420,7 @@ class Trainer:
                     if bar is not None:
                         bar.update(epoch, done, loss, tokens, time.perf_counter() - t0, lr=entry["effective_lr"])
                     if save_key and save_every and self.global_step % save_every == 0:
-                        self.save(save_key, directory=save_dir)
+                        self._save_finite(save_key, save_dir)
                     if time_limit is not None and time.perf_counter() - t0 > time_limit:
                         stop = timed_out = True
                     if dp is not None:  # all ranks stop at the same step
@@ -450,8 +453,23 @@ class Trainer:
         if dp is not None:
             dp.check_identical()
         if save_key and self._position is not None:
-            self.save(save_key, directory=save_dir)
+            self._save_finite(save_key, save_dir)
         return losses
+
+    def _last_finite(self) -> str:
+        """Where to resume after the weights or loss went non-finite (never the poisoned state)."""
+        if self.last_finite_save is None:
+            return "no finite checkpoint was saved by this run"
+        key, step = self.last_finite_save
+        return f"the last finite checkpoint is {key} (step {step}): resume from it (evermind-vk train --resume)"
+
+    def _save_finite(self, key: str, directory: str) -> None:
+        """save() during train(): weights gone NaN/Inf are not written (the checkpoint on disk stays the
+        last finite one) and the error says where to resume."""
+        try:
+            self.save(key, directory=directory)
+        except NonFiniteError as e:
+            raise NonFiniteError(f"step {self.global_step}: {e}; {self._last_finite()}") from e
 
     def step_program(self, seq_len: int = 64, batch_size: int = 1, max_grad_norm: float = 1.0, wsla: bool = False,
                      track_grad_norm: bool = False):
@@ -504,10 +522,11 @@ class Trainer:
         return {"config_hash": _sha({"type": type(self.model).__name__, **self.model.config.to_dict()}),
                 "tokenizer_hash": _sha(type(self.tokenizer).__name__)}
 
-    def save(self, key: str, directory: str = ".evermind-checkpoints") -> dict:
+    def save(self, key: str, directory: str = ".evermind-checkpoints", allow_nonfinite: bool = False) -> dict:
         """Save everything a bit-identical continuation needs through the checkpoint store: weights,
         AdamW moments, step count, groups and schedule, the data position (epoch, batch, this epoch's
-        order, the epoch's running sums) and seed, the history and the model config. Returns the record."""
+        order, the epoch's running sums) and seed, the history and the model config. Returns the record.
+        NaN/Inf weights or moments raise NonFiniteError (nothing written) unless allow_nonfinite."""
         if self._dp is not None and not self._dp.zero and self._dp.rank != 0:
             return None  # rank 0 alone writes
         opt_state = self.optimizer.state_dict()
@@ -526,15 +545,23 @@ class Trainer:
                    "loss_scaler": None if self.scaler is None else self.scaler.state_dict(),
                    "lora": (None if not getattr(self.model, "lora", None) else
                             {"config": self.model.lora_config.to_dict(), "adapters": lora_state_dict(self.model)})}
-        return save_checkpoint(key, payload, directory=directory, **self._metadata())
+        saved = save_checkpoint(key, payload, directory=directory, allow_nonfinite=allow_nonfinite,
+                                **self._metadata())
+        self.last_finite_save = (saved["path"], self.global_step)
+        return saved
 
-    def resume(self, key: str, directory: str = ".evermind-checkpoints", force: bool = False) -> "Trainer":
+    def resume(self, key: str, directory: str = ".evermind-checkpoints", force: bool = False,
+               allow_nonfinite: bool = False) -> "Trainer":
         """Load save()'s checkpoint into this trainer (the model must have the stored config unless
         force, which records a resume audit); the next train() with the same data and arguments continues
-        where the saved run was. FileNotFoundError if there is no checkpoint under key."""
+        where the saved run was. FileNotFoundError if there is no checkpoint under key; NonFiniteError
+        (naming each tensor and its NaN/Inf count) if its weights or moments are not finite, unless
+        allow_nonfinite."""
         rec = load_checkpoint(key, self._metadata(), force_resume=force, directory=directory)
         if rec is None:
             raise FileNotFoundError(f"no checkpoint under {key!r} in {directory}")
+        refuse_nonfinite({"params": rec.get("params"), "optimizer": rec.get("optimizer")}, f"checkpoint {key!r}",
+                         allow_nonfinite, verb="resume")
         if rec.get("format") != CHECKPOINT_FORMAT:
             raise CheckpointMismatchError(f"checkpoint {key!r} is not a trainer checkpoint ({rec.get('format')!r})")
         self.model.load_state_dict({k: np.asarray(v) for k, v in rec["params"].items()})
@@ -560,7 +587,7 @@ class Trainer:
 
     @classmethod
     def from_checkpoint(cls, key: str, directory: str = ".evermind-checkpoints", device=None,
-                        tokenizer=None, world=None, zero: bool = False) -> "Trainer":
+                        tokenizer=None, world=None, zero: bool = False, allow_nonfinite: bool = False) -> "Trainer":
         """A Trainer (and its TransformerLM, built from the stored config) resumed from save()'s checkpoint."""
         rec = load_checkpoint(key, directory=directory)
         if rec is None:
@@ -569,7 +596,7 @@ class Trainer:
             raise CheckpointMismatchError(f"checkpoint {key!r} holds a {rec.get('model_type')!r}, not a TransformerLM")
         model = TransformerLM(LMConfig.from_dict(rec["config"]), device=device)
         return cls(model, tokenizer, seed=int(rec["seed"]), world=world, zero=zero,
-                   precision=rec.get("precision", "f32")).resume(key, directory)
+                   precision=rec.get("precision", "f32")).resume(key, directory, allow_nonfinite=allow_nonfinite)
 
 
 def _check_precision(precision, model) -> str:
