@@ -776,6 +776,7 @@ def _read_frames(path: str, n_strip: int) -> list:
     return imgs
 
 
+MAX_DECODED_BYTES = 1 << 30  # video decode: the frames a token list may decode to (f32 pixels)
 MAX_FRAME_PIXELS = 1 << 22  # a PNG frame's width x height (2048 x 2048): its header is checked before decoding
 
 
@@ -821,6 +822,11 @@ def cmd_video(args) -> int:
         raise FormatError("video decode needs --codec FILE.vrq0")
     codec = load_codec(args.codec)
     toks = load_token_list(args.input)
+    markers = {codec.frame_key, codec.frame_delta}
+    n_frames = sum(1 for t in toks if t in markers)
+    if n_frames * codec.height * codec.width * codec.channels * 4 > MAX_DECODED_BYTES:  # before decoding any
+        raise LimitError(f"{args.input}: {n_frames:,} frames of {codec.width} x {codec.height} would decode to more "
+                         f"than {MAX_DECODED_BYTES >> 20} MiB")
     frames = codec.decode(toks)
     if not frames:
         raise FormatError(f"{args.input}: no frames in the token stream")
