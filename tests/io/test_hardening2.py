@@ -335,6 +335,44 @@ def test_mutated_npz_files_raise_only_typed_errors(tmp_path, device):
     assert set(outcomes) - {"loaded"}, outcomes  # every non-loading outcome was an EvermindError (or it raised)
 
 
+def test_npz_with_crafted_headers_raise_typed_errors(tmp_path, device):
+    """The mutations that escaped as tokenize.TokenError (an unbalanced .npy header: numpy re-tokenizes
+    it) and as bare OSError / zip errors (central directory fields): each an EvermindError naming the file."""
+    from evermind_vk import files
+    from evermind_vk.models import LMConfig, TransformerLM
+    m = TransformerLM(LMConfig(vocab_size=16, d_model=8, n_layers=1, n_heads=2, n_kv_heads=2, d_ff=8, max_seq_len=8),
+                      device=device)
+    good = tmp_path / "m.npz"
+    files.save_model(m, str(good))
+    blob = good.read_bytes()
+    variants = []
+    with zipfile.ZipFile(good) as zf:
+        members = {n: zf.read(n) for n in zf.namelist()}
+    for name in members:
+        for ch in b"([{,'":  # '(16, 8)' -> '((6, 8)' etc.: unbalanced; the zip's CRCs are recomputed
+            raw = bytearray(members[name])
+            raw[raw.index(b"'shape': (") + 10] = ch
+            buf = io.BytesIO()
+            with zipfile.ZipFile(buf, "w") as zf:
+                for n, data in members.items():
+                    zf.writestr(n, bytes(raw) if n == name else data)
+            variants.append(buf.getvalue())
+    cd, eocd = blob.find(b"PK\x01\x02"), blob.rfind(b"PK\x05\x06")
+    for where, fmt, val in ((cd + 42, "<I", 0xFFFFFFF0), (cd + 42, "<I", 5), (cd + 20, "<I", 0xFFFFFFFF),
+                            (cd + 24, "<I", 0xFFFFFFFF), (cd + 28, "<H", 0xFFFF), (eocd + 12, "<I", 1 << 31),
+                            (eocd + 16, "<I", 0xFFFFFFF0), (eocd + 10, "<H", 0xFFFF), (cd + 10, "<H", 99)):
+        b = bytearray(blob)
+        struct.pack_into(fmt, b, where, val)
+        variants.append(bytes(b))
+    for i, v in enumerate(variants):
+        p = tmp_path / f"v{i}.npz"
+        p.write_bytes(v)
+        try:
+            files.load(str(p), device=device)
+        except EvermindError as e:
+            assert str(p) in str(e), str(e)
+
+
 def test_a_model_beyond_host_memory_is_a_capacity_error(monkeypatch, device):
     from evermind_vk import files
     from evermind_vk.models import LMConfig
