@@ -23,7 +23,7 @@ import zlib
 
 import numpy as np
 
-from .errors import CapacityError, FormatError, LimitError, ShapeError, UnsupportedError
+from .errors import BlobError, CapacityError, FormatError, LimitError, ShapeError, UnsupportedError
 from .io import framing
 from .io.atomic import atomic_write
 from .io.jsjson import loads_str
@@ -202,6 +202,8 @@ def _load_npz(path, fh, device, allow_nonfinite, max_ratio):
         raw = _npy_read(zf, cinfo, path)
         try:
             cfg = _lm_config(loads_str(raw.tobytes().decode("utf-8", "surrogateescape"), f"{path}: __config__"))
+        except BlobError:  # not JSON, or JSON past the structure limits: said as such
+            raise
         except (ValueError, RecursionError) as e:
             raise UnsupportedError(f"{path}: {e}") from e
         spec = {}

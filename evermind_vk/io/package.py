@@ -251,10 +251,10 @@ class EvermindPackage:
         """The model in this package, validated first (the checkpoint is parsed once, and checked against
         the config before any model is built). NaN/Inf weights are refused unless allow_nonfinite."""
         errors, nonfinite, params = self._check()
-        if not allow_nonfinite:
-            errors += nonfinite
         if errors:
-            raise FormatError("invalid package: " + "; ".join(errors))
+            raise FormatError("invalid package: " + "; ".join(errors + nonfinite))
+        if nonfinite:  # NonFiniteError naming each tensor and its count, unless allowed
+            refuse_nonfinite({k: params[k] for k in sorted(params)}, "package", allow_nonfinite)
         mt = MODEL_TYPES[self.manifest["modelType"]]
         if mt.unpack is None:
             raise UnsupportedError(f"package model type '{mt.name}' cannot be loaded into a model yet")
