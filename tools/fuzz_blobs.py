@@ -47,7 +47,7 @@ import zipfile
 import numpy as np
 import zstandard
 
-from evermind_vk.errors import BlobError, NonFiniteError, NotRegularFileError, ShapeError, TokenError
+from evermind_vk.errors import BlobError, NonFiniteError, NotRegularFileError, ShapeError, TokenError, UnsupportedError
 from evermind_vk.files import load as load_model_file, load_codec, save_model, export_safetensors
 from evermind_vk.io.tokens import load_token_list
 from evermind_vk.io import atomic, framing, open_blob
@@ -64,6 +64,21 @@ LM = {"vocab_size": 16, "d_model": 8, "n_layers": 1, "n_heads": 2, "n_kv_heads":
 
 def rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _status_mb(key: str) -> float:
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith(key)) / 1024
+
+
+def reset_peak_rss() -> bool:
+    """Reset this process's peak RSS (VmHWM) to its current RSS (Linux >= 4.0: clear_refs 5)."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
 
 
 def seeds():
@@ -274,7 +289,8 @@ def json_payloads() -> list:
             ("many lists", b"[" + b",".join([b"[]"] * 600_000) + b"]"),
             ("many numbers", b"[" + b",".join([b"1"] * 3_000_000) + b"]"),
             ("ok 200k values", b"[" + b",".join([b"1"] * 200_000) + b"]"),
-            ("long string", b'"' + b"a" * (5 << 20) + b'"'), ("escaped string", b'"' + b"\\" * (3 << 20) + b'"'),
+            ("long string", b'"' + b"a" * (5 << 20) + b'"'), ("ok escaped string", b'"' + b"\\" * (3 << 20) + b'"'),
+            ("escaped string", b'"' + b"\\" * (9 << 20) + b'"'),
             ("ok 1 MB string", b'"' + b"a" * (1 << 20) + b'"'), ("nan", b"[NaN]"), ("infinity", b"[1, -Infinity]")]
 
 
@@ -289,9 +305,8 @@ def jsonbomb_input(r: random.Random, d: str, payloads: list):
     p = os.path.join(d, "j")
     if where == "framed checkpoint":
         js = _doc(x)
-        blob = framing.frame(EVCK + struct.pack("<IQQ", 1, len(js), 0) + js, level=1)
-        fn = lambda: load_checkpoint(p + ".json")  # noqa: E731
-        p += ".json"
+        blob, p = framing.frame(EVCK + struct.pack("<IQQ", 1, len(js), 0) + js, level=1), p + ".json"
+        fn = lambda: load_checkpoint(p)  # noqa: E731
     elif where == "doppler checkpoint":
         blob, p = _doc(x), p + ".json"
         fn = lambda: load_checkpoint(p)  # noqa: E731
@@ -449,6 +464,8 @@ def main(n=100000, seed=0):
     poisoned = poisoned_models(tempfile.mkdtemp(dir=work))
     counts = collections.Counter()
     worst, worst_case = 0, ""
+    worst_rss, worst_rss_case, peak_hwm = 0.0, "", 0.0
+    per_case = reset_peak_rss()  # measure each input's own peak RSS growth (else only the process's peak)
     rss0 = rss_mb()
     t0 = time.time()
     tracemalloc.start()
@@ -468,6 +485,9 @@ def main(n=100000, seed=0):
         cls = r.choices(["mutate", "bomb", "tiny", "zipbomb", "special", "jsonbomb", "poison"],
                         [55, 8, 14, 2, 8, 8, 5])[0]
         tracemalloc.reset_peak()
+        if per_case:
+            before = _status_mb("VmRSS:")
+            reset_peak_rss()
         try:
             if cls == "mutate":
                 kind = r.choice(["checkpoint", "package"])
@@ -511,20 +531,30 @@ def main(n=100000, seed=0):
             counts[f"{label}: loaded"] += 1
         except (BlobError, ShapeError, TokenError, NotRegularFileError) as e:
             counts[f"{label}: {type(e).__name__}"] += 1
+        except UnsupportedError as e:  # valid JSON that is not a model config at all
+            counts[f"{label}: {'' if label.startswith('jsonbomb npz config') else 'UNEXPECTED '}"
+                   f"{type(e).__name__}"] += 1
         except Exception as e:  # noqa: BLE001 - the point: anything else is a bug
             counts[f"{label}: UNEXPECTED {type(e).__name__}: {e}"[:160]] += 1
         peak = tracemalloc.get_traced_memory()[1]
         if peak > worst:
             worst, worst_case = peak, label
+        if per_case:
+            hwm = _status_mb("VmHWM:")
+            peak_hwm = max(peak_hwm, hwm)
+            if hwm - before > worst_rss:
+                worst_rss, worst_rss_case = hwm - before, label
     dt = time.time() - t0
     tracemalloc.stop()
     shutil.rmtree(work, ignore_errors=True)
     for k, v in sorted(counts.items()):
         print(f"{v:8d}  {k}")
     bad = sum(v for k, v in counts.items() if "UNEXPECTED" in k)
-    grown = rss_mb() - rss0
+    grown = worst_rss if per_case else rss_mb() - rss0
     print(f"{n} inputs in {dt:.0f}s; unexpected outcomes: {bad}; peak traced memory {worst / 2**20:.1f} MiB "
-          f"({worst_case}); peak RSS {rss_mb():.0f} MiB, {grown:.1f} MiB over the baseline after setup")
+          f"({worst_case}); " + (f"peak RSS growth of one input {worst_rss:.1f} MiB ({worst_rss_case}), peak RSS "
+                                 f"during the inputs {peak_hwm:.0f} MiB (setup's peak {rss0:.0f} MiB)" if per_case else
+                                 f"peak RSS {rss_mb():.0f} MiB, {grown:.1f} MiB over the baseline after setup"))
     return 1 if bad or worst > LIMIT or grown > 64 else 0
 
 
