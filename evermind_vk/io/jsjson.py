@@ -117,7 +117,8 @@ def js_json(value) -> str:
 # Parsed JSON costs ~90 bytes of Python objects per value (a list, a dict, a number, a short string),
 # however few bytes it took in the file (`[]` is 2). So structure is bounded before json.loads runs: a
 # vectorised pre-scan (numpy, 256 KiB steps, stopping at the first limit passed) measures nesting depth,
-# value count and string length outside and inside strings, and refuses with StructureLimitError (a LimitError and a FormatError). Defaults keep
+# value count and string length outside and inside strings, and refuses with StructureLimitError (a
+# LimitError and a FormatError). Defaults keep
 # the parsed value under ~48 MB; the environment variables raise them for a legitimately big file.
 MAX_DEPTH = 64  # no JSON of ours nests deeper; deeper input is refused before anything recurses over it
 MAX_ELEMENTS = 1 << 19  # values (containers, numbers, strings, literals) in one document

@@ -159,4 +159,5 @@ def test_a_failed_data_parallel_run_is_one_error_line(tmp_path, capfd):
 def test_the_collective_timeout_defaults_to_a_minute():
     from evermind_vk.train.distributed import DEFAULT_TIMEOUT, World
     assert DEFAULT_TIMEOUT == 60.0 and World(0, 1).timeout == 60.0
-    assert World.from_env({"RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "1"}).timeout == 60.0
+    env = {"RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "1"}
+    assert World.from_env(env).timeout == 60.0
