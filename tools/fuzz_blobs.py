@@ -450,6 +450,47 @@ def symlink_attack(d: str, r: random.Random) -> str:
     return f"{where}: {outcome}"
 
 
+def one_input(cls, r, base, inner, templates, zmember, specials, payloads, poisoned, work):
+    """(label, run) for one input of attack class cls: run() loads it (raising what the loader raises)."""
+    if cls == "mutate":
+        kind = r.choice(["checkpoint", "package"])
+        at_frame = r.random() < 0.3
+        buf = mutate(bytearray(base[kind] if at_frame else inner[kind]), r)
+        if r.random() < 0.3:
+            buf = mutate(buf, r)
+        blob = bytes(buf) if at_frame else framing.frame(bytes(buf), level=1)
+
+        def run():
+            if kind == "checkpoint":
+                _, stored = decode(blob)
+                verify(stored)
+            else:
+                p = EvermindPackage.from_blob(framing.unframe(blob))
+                if p.validate()["ok"]:
+                    parse_evl0(p.checkpoint, require_crc=False)
+        return kind, run
+    if cls == "bomb":
+        kind, blob = bomb_input(templates, r)
+        path = os.path.join(work, "bomb")
+        with open(path, "wb") as f:
+            f.write(blob)
+
+        def run():
+            got = open_blob(path)
+            if got.kind == "package":
+                got.package.validate()
+        return f"bomb {kind}", run
+    if cls == "tiny":
+        return tiny_input(r, work)
+    if cls == "zipbomb":
+        return zipbomb_input(r, work, zmember)
+    if cls == "special":
+        return special_input(r, specials)
+    if cls == "jsonbomb":
+        return jsonbomb_input(r, work, payloads)
+    return poison_input(r, work, poisoned)
+
+
 def main(n=100000, seed=0):
     r = random.Random(seed)
     base = seeds()
@@ -484,50 +525,13 @@ def main(n=100000, seed=0):
             shutil.rmtree(d)
         cls = r.choices(["mutate", "bomb", "tiny", "zipbomb", "special", "jsonbomb", "poison"],
                         [55, 8, 14, 2, 8, 8, 5])[0]
-        tracemalloc.reset_peak()
+        label, run = one_input(cls, r, base, inner, templates, zmember, specials, payloads, poisoned, work)
+        tracemalloc.reset_peak()  # the loader's memory, not the input's construction
         if per_case:
             before = _status_mb("VmRSS:")
             reset_peak_rss()
         try:
-            if cls == "mutate":
-                kind = r.choice(["checkpoint", "package"])
-                at_frame = r.random() < 0.3
-                buf = mutate(bytearray(base[kind] if at_frame else inner[kind]), r)
-                if r.random() < 0.3:
-                    buf = mutate(buf, r)
-                blob = bytes(buf) if at_frame else framing.frame(bytes(buf), level=1)
-                label = kind
-                if kind == "checkpoint":
-                    _, stored = decode(blob)
-                    verify(stored)
-                else:
-                    p = EvermindPackage.from_blob(framing.unframe(blob))
-                    if p.validate()["ok"]:
-                        parse_evl0(p.checkpoint, require_crc=False)
-            elif cls == "bomb":
-                kind, blob = bomb_input(templates, r)
-                label = f"bomb {kind}"
-                path = os.path.join(work, "bomb")
-                with open(path, "wb") as f:
-                    f.write(blob)
-                got = open_blob(path)
-                if got.kind == "package":
-                    got.package.validate()
-            elif cls == "tiny":
-                label, run = tiny_input(r, work)
-                run()
-            elif cls == "special":
-                label, run = special_input(r, specials)
-                run()
-            elif cls == "jsonbomb":
-                label, run = jsonbomb_input(r, work, payloads)
-                run()
-            elif cls == "poison":
-                label, run = poison_input(r, work, poisoned)
-                run()
-            else:
-                label, run = zipbomb_input(r, work, zmember)
-                run()
+            run()
             counts[f"{label}: loaded"] += 1
         except (BlobError, ShapeError, TokenError, NotRegularFileError) as e:
             counts[f"{label}: {type(e).__name__}"] += 1
