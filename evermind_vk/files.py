@@ -10,7 +10,9 @@ Every loader checks the file's tensors (names, shapes, dtypes, read from headers
 what the config implies *before* building the model, since TransformerLM(config) allocates host and
 device memory for every weight: a 300-byte file whose config declares a billion parameters fails at
 once. npz members are checked against their zip entries before reading (declared size against the
-compressed bytes present, framing's ratio cap). NaN/Inf weights are refused unless allow_nonfinite."""
+compressed bytes present, framing's ratio cap). Paths must be regular files (io.regular.open_regular).
+NaN/Inf weights are refused, on load and on save (NonFiniteError naming each tensor and its count),
+unless allow_nonfinite. A model the host cannot allocate is a CapacityError."""
 from __future__ import annotations
 
 from io import BytesIO
