@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Dispatches and GPU time of one recorded attention forward + backward (issue 13: one dispatch per
+"""Dispatches and GPU time of one recorded attention forward + backward (the goal: one dispatch per
 product on the matmul path instead of one per sequence), from `ev.profile`, beside numpy's float64
 forward + backward of the same shapes in the same run (the baseline; a GPU run shows the ratio only).
 

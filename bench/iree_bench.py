@@ -25,7 +25,7 @@ What we had to change for lavapipe (each gave wrong numbers with no error, found
     rows on lavapipe (SDPA's math path uses it for fully masked rows);
   * the loss sum and the squared-gradient sums as row sums, then a sum over rows: IREE reduces a whole
     tensor in one invocation's loop, which lavapipe ends after 65,535 iterations (a sum of 131,072 ones
-    gave 65,535) -- the loop cap issue 13 item 3 fixed in evermind-vk;
+    gave 65,535) -- the loop cap evermind-vk plans every launch around;
   * int32 token ids (the default target has no int64), targets as a one-hot mask built in the graph,
     embedding backward as `index_add` with int32 indices, SDPA traced through its math path (the fused
     CPU kernel does not lower), constants (RoPE tables, the causal mask) folded before export.
@@ -301,10 +301,10 @@ class Worker:
         """SIGSTOP / SIGCONT the worker. IREE 3.13 on lavapipe (Mesa 22.3) keeps two threads busy-waiting
         in lavapipe's semaphore wait (clock_gettime polls, seen with gdb) for as long as its device
         lives, idle or not: ~200% CPU measured from /proc while the worker waited on stdin, on the
-        2-core machine where evermind-vk and PyTorch are timed beside it. Frozen (the default since round 20),
-        it takes no CPU while they run. Round 4 saw IREE's own step ~1.5x slower frozen (one run); round 20's
-        two pairs of runs did not (3,903 and 4,102 tokens/s frozen, 3,615 and 3,808 running), while the
-        running worker halved evermind-vk's and PyTorch's numbers."""
+        2-core machine where evermind-vk and PyTorch are timed beside it. Frozen (the default),
+        it takes no CPU while they run. One early run saw IREE's own step ~1.5x slower frozen; two later pairs
+        of runs did not (3,903 and 4,102 tokens/s frozen, 3,615 and 3,808 running), while the running worker
+        halved evermind-vk's and PyTorch's numbers."""
         import signal
         os.kill(self.p.pid, signal.SIGSTOP if on else signal.SIGCONT)
 
@@ -336,9 +336,9 @@ def main(argv=None):
                     help="PyTorch CPU threads (default: its own choice; 1 avoids OpenMP barrier stalls on a shared machine)")
     ap.add_argument("--iree-running", action="store_true",
                     help="leave the IREE worker running while evermind-vk and PyTorch are timed. Its idle threads "
-                         "busy-wait in lavapipe (Worker.freeze) and take the cores they run on: in round 20 that "
+                         "busy-wait in lavapipe (Worker.freeze) and take the cores they run on: measured, that "
                          "halved evermind-vk's and PyTorch's numbers and left IREE's own unchanged "
-                         "(bench/results/round20-lavapipe-iree-*.txt). Default: the worker is frozen (SIGSTOP) meanwhile")
+                         "(bench/results/iree_bench-lavapipe.txt). Default: the worker is frozen (SIGSTOP) meanwhile")
     ap.add_argument("--freeze-iree", action="store_true", help="the default; kept so that older commands still run")
     ap.add_argument("--json", default="", help="also write the results here")
     a = ap.parse_args(argv)

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""HybridMambaModel (issue 12) against a PyTorch implementation of the same model, measured in the same run.
+"""HybridMambaModel against a PyTorch implementation of the same model, measured in the same run.
 
 The PyTorch model (TorchMamba below) loads our weights and runs builderforce's blocks with the plain
 sequential reference scan (a Python loop over time, vectorised over batch, heads, channels and states),

@@ -13,7 +13,7 @@
         BM x BN (f16 operands) brings BM*BN/(BM+BN) FLOP per byte fetched, so this rate times that is the
         tile's fetch ceiling.
   dram  the same loads from a buffer far larger than the L2 (--dram-mib, 2048 by default: on an H100, 1 GiB still
-        read above the HBM's rate and 2 GiB did not, round 18; below 4096: kp 0.9.0 sizes buffers in 32 bits)
+        read above the HBM's rate and 2 GiB did not; below 4096: kp 0.9.0 sizes buffers in 32 bits)
 
 No memory traffic inside the fma, mma and smem loops, so each of those rates is what the ALUs / tensor cores
 give through this driver and compiler; a matmul kernel's rate over it is that kernel's efficiency. With --torch the same
@@ -98,7 +98,7 @@ void main() {{
 # bcol 128 n-rows of 32 + 8, read column-major), alternating between two 16-wide k slices so the loads stay in
 # the loop. elem: the shared array's element type (uvec4 as the kernels, or float16_t). bar: a barrier() every
 # iteration (the kernels have one or two per 16-wide k step). nh: the k slice from a hash of the step instead of its
-# parity, so that no unrolled copy of the loop reads a fixed address the compiler could hoist out of it (round 19,
+# parity, so that no unrolled copy of the loop reads a fixed address the compiler could hoist out of it (on an
 # H100: 570 / 521 TFLOP/s against 590 / 544 with the parity, so the parity cases were not hoisted much).
 SMEM_CASES = [("uvec4", False, False), ("float16_t", False, False), ("uvec4", True, False), ("uvec4", False, True),
               ("uvec4", False, False, True), ("uvec4", False, True, True)]
@@ -285,8 +285,8 @@ def main(argv=None) -> int:
         # Starts are then all different for up to a window of rows' workgroups, and workgroups with IDs close to
         # each other (running at once, maybe on one multiprocessor) start far apart, so that the L1 does not serve
         # a row one workgroup read to another. Earlier spacings: about 5/13 of the window repeated every 13
-        # workgroups (round 17, H100: "dram" 7.8 TB/s from 1 GiB, above the HBM's 3.35 TB/s); window / groups put
-        # neighbours one row apart in a 16 MiB window (round 18: l2 10.4 TB/s against 7.8 with this spacing).
+        # workgroups (H100: "dram" 7.8 TB/s from 1 GiB, above the HBM's 3.35 TB/s); window / groups put
+        # neighbours one row apart in a 16 MiB window (l2 10.4 TB/s against 7.8 with this spacing).
         # With this spacing a 1 GiB window still read 3.8 TB/s on an H100, so some of it came from the L2: the
         # dram window's default is 2 GiB (3.2 TB/s).
         rows = max(1, n4 // WG)

@@ -6,13 +6,20 @@ bf16-autocast), same config, same data, same run. CUDA when torch sees one, else
     python bench/train_bench.py                        # the small default config (lavapipe)
     python bench/train_bench.py --config tiny          # d128, 4 layers, batch 8 x 128
     python bench/train_bench.py --config 23.7m         # d512, 8 layers, 8/4 heads, ff 1408, batch 16 x 256
+    python bench/train_bench.py --config 124m          # GPT-2-small class: d768, 12 layers, 12/4 heads, ff 3072,
+                                                       # vocabulary 49,152, batch 8 x 1,024
+    python bench/train_bench.py --config 350m          # d1024, 24 layers, 16/8 heads, ff 4096, vocab 49,152, 4 x 1,024
 
 Per variant: tokens/s over --steps timed steps (after --warmup steps; torch.compile compiles in its warm-up),
 the peak device memory of a step (torch: torch.cuda.max_memory_allocated after reset_peak_memory_stats, CUDA
 only; evermind-vk: Device.max_memory_allocated, the bytes of device buffers our runtime held: weights,
-AdamW moments and the recorded step's buffers), and the ratio of each evermind-vk variant to each torch
+AdamW moments and the recorded step's buffers), the driver's view of the same (on NVIDIA: the rise of
+nvidia-smi's memory.used over the variant, sampled every 50 ms, so contexts and allocator slack count too), and
+the ratio of each evermind-vk variant to each torch
 baseline. Then the profiler table (ev.profile) of our f32 and f16 steps. --skip NAME skips a variant
-(eager-f32, eager-bf16, compile-f32, compile-bf16, ev-f32, ev-f16); a variant that fails says why and the
+(eager-f32, eager-bf16, compile-f32, compile-bf16, compile-f32-best, compile-bf16-best, ev-f32, ev-f16;
+the -best variants are what a PyTorch user tuning for speed would run: SDPA with native GQA, fused RMSNorm and
+the fused AdamW, compiled; the plain compile variants are the twin as written); a variant that fails says why and the
 rest still run. Timings on a shared machine are noisy.
 """
 import argparse
@@ -34,22 +41,25 @@ try:
 except ImportError:  # pragma: no cover
     torch = None
 
-CONFIGS = {  # name: (d_model, layers, heads, kv_heads, d_ff, batch, seq_len)
-    "small": (64, 2, 4, 2, 128, 8, 64),
-    "tiny": (128, 4, 4, 2, 352, 8, 128),
-    "23.7m": (512, 8, 8, 4, 1408, 16, 256),
+CONFIGS = {  # name: (d_model, layers, heads, kv_heads, d_ff, batch, seq_len, vocab)
+    "small": (64, 2, 4, 2, 128, 8, 64, 256),
+    "tiny": (128, 4, 4, 2, 352, 8, 128, 256),
+    "23.7m": (512, 8, 8, 4, 1408, 16, 256, 256),
+    "124m": (768, 12, 12, 4, 3072, 8, 1024, 49152),
+    "350m": (1024, 24, 16, 8, 4096, 4, 1024, 49152),
 }
-TORCH_VARIANTS = ("eager-f32", "eager-bf16", "compile-f32", "compile-bf16")
+TORCH_VARIANTS = ("eager-f32", "eager-bf16", "compile-f32", "compile-bf16", "compile-f32-best", "compile-bf16-best")
 EV_VARIANTS = ("ev-f32", "ev-f16")
 
 
 def bench_torch(name, cfg, ids, B, L, steps, warmup, dev):
     """tokens/s and peak CUDA memory (None on CPU) of one torch variant."""
     torch.manual_seed(0)
-    tm = torch_model(cfg, dev)
-    opt = torch.optim.AdamW(tm.parameters(), lr=1e-3, weight_decay=1e-2)
+    best = name.endswith("-best")
+    tm = torch_model(cfg, dev, best=best)
+    opt = torch.optim.AdamW(tm.parameters(), lr=1e-3, weight_decay=1e-2, fused=best and dev == "cuda")
     fwd = torch.compile(tm) if name.startswith("compile") else tm
-    bf16 = name.endswith("bf16")
+    bf16 = "bf16" in name
     batches = [(torch.tensor(ids[i * B * L:(i + 1) * B * L].reshape(B, L), device=dev),
                 torch.tensor(ids[i * B * L + 1:(i + 1) * B * L + 1].reshape(B, L), device=dev))
                for i in range(warmup + steps)]
@@ -110,6 +120,48 @@ def bench_ev(precision, cfg, ids, B, L, steps, warmup, repeats):
     return out
 
 
+class DriverMemory:
+    """The rise of the driver's memory.used (nvidia-smi, MiB) over a block, sampled every 50 ms; None where
+    nvidia-smi is absent (lavapipe, CPU)."""
+
+    def __init__(self):
+        self.base = self.peak = _smi_used()
+
+    def __enter__(self):
+        import threading
+        self.base = self.peak = _smi_used()
+        self._stop = threading.Event()
+        self._t = threading.Thread(target=self._poll, daemon=True)
+        if self.base is not None:
+            self._t.start()
+        return self
+
+    def _poll(self):
+        while not self._stop.wait(0.05):
+            u = _smi_used()
+            if u is not None and u > self.peak:
+                self.peak = u
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        if self._t.is_alive():
+            self._t.join()
+
+    @property
+    def rise_bytes(self):
+        return None if self.base is None else (self.peak - self.base) * 2 ** 20
+
+
+def _smi_used():
+    import subprocess
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits", "-i", "0"],
+                             capture_output=True, text=True, timeout=5)
+        return int(out.stdout.split()[0]) if out.returncode == 0 else None
+    except (OSError, ValueError, IndexError, subprocess.TimeoutExpired):
+        return None
+
+
 def mib(b):
     return "n/a" if b is None else f"{b / 2 ** 20:,.1f} MiB"
 
@@ -119,7 +171,7 @@ def main(argv=None):
     ap.add_argument("--config", choices=sorted(CONFIGS), default="small",
                     help="preset (d_model, layers, heads, kv heads, ff, batch, seq): " +
                          "; ".join(f"{k}={v}" for k, v in CONFIGS.items()))
-    for flag in ("d-model", "layers", "heads", "kv-heads", "d-ff", "batch", "seq-len"):
+    for flag in ("d-model", "layers", "heads", "kv-heads", "d-ff", "batch", "seq-len", "vocab"):
         ap.add_argument("--" + flag, type=int, default=None, help="override the preset's value")
     ap.add_argument("--steps", type=int, default=10, help="timed steps per variant")
     ap.add_argument("--warmup", type=int, default=3, help="untimed steps first (recording, compilation)")
@@ -127,10 +179,11 @@ def main(argv=None):
     ap.add_argument("--skip", action="append", default=[], choices=TORCH_VARIANTS + EV_VARIANTS)
     ap.add_argument("--json", default="train_bench.json")
     a = ap.parse_args(argv)
-    d, n_layers, H, KVH, ff, B, L = CONFIGS[a.config]
-    d, n_layers, H, KVH, ff, B, L = (v if o is None else o for v, o in zip(
-        (d, n_layers, H, KVH, ff, B, L), (a.d_model, a.layers, a.heads, a.kv_heads, a.d_ff, a.batch, a.seq_len)))
-    cfg = LMConfig(d_model=d, n_layers=n_layers, n_heads=H, n_kv_heads=KVH, d_ff=ff, max_seq_len=L)
+    d, n_layers, H, KVH, ff, B, L, V = CONFIGS[a.config]
+    d, n_layers, H, KVH, ff, B, L, V = (v if o is None else o for v, o in zip(
+        (d, n_layers, H, KVH, ff, B, L, V),
+        (a.d_model, a.layers, a.heads, a.kv_heads, a.d_ff, a.batch, a.seq_len, a.vocab)))
+    cfg = LMConfig(vocab_size=V, d_model=d, n_layers=n_layers, n_heads=H, n_kv_heads=KVH, d_ff=ff, max_seq_len=L)
     ids = np.random.default_rng(0).integers(0, cfg.vocab_size, B * L * (a.warmup + a.steps + 1) + 2)
     dev = ev.get_device()
     res = {"config": cfg.to_dict(), "batch": B, "seq_len": L, "steps": a.steps, "warmup": a.warmup,
@@ -151,19 +204,25 @@ def main(argv=None):
     for name in TORCH_VARIANTS + EV_VARIANTS:
         if name in a.skip or (name in TORCH_VARIANTS and torch is None):
             continue
+        gc.collect()
+        if tdev == "cuda":
+            torch.cuda.empty_cache()
         try:
-            if name in TORCH_VARIANTS:
-                r = bench_torch(name, cfg, ids, B, L, a.steps, a.warmup, tdev)
-            else:
-                r = bench_ev(name[3:], cfg, ids, B, L, a.steps, a.warmup, a.repeats)
+            with DriverMemory() as drv:
+                if name in TORCH_VARIANTS:
+                    r = bench_torch(name, cfg, ids, B, L, a.steps, a.warmup, tdev)
+                else:
+                    r = bench_ev(name[3:], cfg, ids, B, L, a.steps, a.warmup, a.repeats)
+            r["driver_rise_bytes"] = drv.rise_bytes
         except Exception as e:  # say why, run the rest
             r = {"error": f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"}
             traceback.print_exc()
         res["variants"][name] = r
         if "error" in r:
-            print(f"{name:<13} FAILED: {r['error']}", flush=True)
+            print(f"{name:<17} FAILED: {r['error']}", flush=True)
         else:
-            print(f"{name:<13} {r['tokens_per_s']:>12,.0f} tokens/s   peak {mib(r['peak_bytes']):>12}   "
+            print(f"{name:<17} {r['tokens_per_s']:>12,.0f} tokens/s   peak {mib(r['peak_bytes']):>12}   "
+                  f"driver +{mib(r['driver_rise_bytes']):>12}   "
                   f"(warm-up {r['warmup_s']:.1f}s, last loss {r['final_loss']:.3f})", flush=True)
     ok = {k: v for k, v in res["variants"].items() if "error" not in v}
     res["ratios"] = {}
@@ -173,8 +232,11 @@ def main(argv=None):
             if e in ok and t in ok:
                 r = ok[e]["tokens_per_s"] / ok[t]["tokens_per_s"]
                 m = (ok[e]["peak_bytes"] / ok[t]["peak_bytes"]) if ok[t]["peak_bytes"] else None
-                res["ratios"][f"{e}/{t}"] = {"speed": r, "memory": m}
-                print(f"  {e} / {t:<13} speed {r:6.3f}x   memory {'n/a (CPU)' if m is None else f'{m:.3f}x'}")
+                de, dt_ = ok[e].get("driver_rise_bytes"), ok[t].get("driver_rise_bytes")
+                md = de / dt_ if de and dt_ else None
+                res["ratios"][f"{e}/{t}"] = {"speed": r, "memory": m, "driver_memory": md}
+                print(f"  {e} / {t:<17} speed {r:6.3f}x   memory {'n/a (CPU)' if m is None else f'{m:.3f}x'}"
+                      f"   driver {'n/a' if md is None else f'{md:.3f}x'}")
     for e in EV_VARIANTS:
         if e in ok:
             print(f"\nprofile of our {e[3:]} step ({res['params']:,} parameters, batch {B} x {L}):")

@@ -52,6 +52,7 @@ if [ ! -x "$VENV/bin/python" ]; then
     "$PYTHON" -m venv "$VENV"
 fi
 PY="$VENV/bin/python"
+say "build tools in the virtualenv (pip, setuptools, wheel, pybind11, numpy)"
 "$PY" -m pip install -q --disable-pip-version-check --upgrade pip setuptools wheel "$PYBIND11_SPEC" numpy
 
 # 3. kp 0.9.0, patched -----------------------------------------------------------------------------
@@ -90,7 +91,11 @@ fi
 
 # 4. this package ----------------------------------------------------------------------------------
 say "installing evermind-vk (editable, with the test, plot and progress extras)"
-"$PY" -m pip install -q --disable-pip-version-check -e "$ROOT[test,plot,progress]"
+# setuptools' editable finder prints an information-only notice ("Editable installation. Please be careful with
+# folders ... same name as your package") for any package-dir mapping, and ours maps generated/ to
+# evermind_vk.generated; the filter silences that notice alone.
+PYTHONWARNINGS="ignore:Editable installation" \
+    "$PY" -m pip install -q --disable-pip-version-check -e "$ROOT[test,plot,progress]"
 # Optional: PyTorch for the parity tests, benchmark baselines and data-parallel tests (the `dist` extra)
 # (EVERMIND_TORCH=1; CI sets it, since
 # its image carries the CPU build of torch 2.13.0 locally; elsewhere PyPI serves a large CUDA build).

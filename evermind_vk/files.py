@@ -28,12 +28,17 @@ import numpy as np
 from .errors import BlobError, CapacityError, FormatError, LimitError, ShapeError, UnsupportedError
 from .io import framing
 from .io.atomic import atomic_write
+from .io import jsjson
 from .io.jsjson import loads_str
 from .io.layouts import build_evt0, refuse_nonfinite
 from .io.regular import open_regular, read_regular
 from .io.package import EvermindPackage, ModelType, register_model_type
 from .io.safetensors import load_safetensors, read_header, save_safetensors
 from .models import LMConfig, TransformerLM
+from .runtime import knobs
+
+jsjson.set_limits_source(lambda: (knobs.get("EVERMIND_VK_JSON_MAX_DEPTH"), knobs.get("EVERMIND_VK_JSON_MAX_ELEMENTS"),
+                                   knobs.get("EVERMIND_VK_JSON_MAX_STRING")))
 
 TRANSFORMER_LM = "evermind-transformer-lm"  # our TransformerLM in packages, checkpoint layout EVT0
 _INT_FIELDS = ("vocab_size", "d_model", "n_layers", "n_heads", "n_kv_heads", "d_ff", "max_seq_len")
@@ -344,7 +349,7 @@ def load_media_lm(pkg: EvermindPackage, device=None, allow_nonfinite: bool = Fal
     return lm, deserialize_codec(pkg.codec)
 
 
-# -- HybridMambaModel (issue 12) ------------------------------------------------------------------------
+# -- HybridMambaModel -------------------------------------------------------------------------------------
 # In .evermind packages as modelType "evermind-hybrid-mamba": config = HybridMambaConfig.to_dict()
 # (builderforce's field names; `layers` a list of layer-type strings), checkpoint layout EVT0 (named
 # f32 or f16 tensors, CRC-32 trailer), so a package round-trips bit-exactly. builderforce's own weight

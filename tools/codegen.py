@@ -121,7 +121,7 @@ def ssd(op, dtype, wg=64, qmax=64, nmax=64, template="ssd"):
 F = ("f32", "f16")
 ALIGNED_TWINS = ([], *(["al", u] for u in UNIT_LAYOUTS))  # a register-block row's flags: plain, then its twins
 # Fused attention configurations (HD, ROWS, TILE, TPR), the same for every pass. CPU devices (lavapipe,
-# where 32 rows beat 16, 64 and 128 at S = 128 and 256: bench/results/lavapipe-attention.txt):
+# where 32 rows beat 16, 64 and 128 at S = 128 and 256: bench/results/evidence/lavapipe-attention-fused.txt):
 # one thread per row. GPUs: rows split over 2 or 4 threads of a subgroup; 32-row variants for launches
 # with few heads (more workgroups).
 ATTENTION_CONFIGS = (
@@ -143,13 +143,13 @@ VARIANTS = [
     *(elementwise("unary", "scale", dt, vec=vec) for dt in F for vec in (1, 4)),
     *(elementwise("unary", op, dt) for op in ("silu", "gelu") for dt in F),
     *(elementwise("unary", op, "u32", vec=4) for op in ("copy_words", "fill_words")),
-    # Matmul (measurements behind these choices: bench/results/README.md). Shared-memory tiles, any layout:
+    # Matmul (measurements behind these choices: bench/results/evidence/, indexed in bench/results/README.md). Shared-memory tiles, any layout:
     *(matmul(dt, bm, bn, bk, wx, wy) for dt in F for (bm, bn, bk, wx, wy) in ((32, 32, 16, 16, 16), (64, 64, 16, 16, 16))),
     # One-row tiles for decoding (M = 1 token per step with a KV cache): 64 threads, one output column each.
     *(matmul(dt, 1, 64, 16, 64, 1) for dt in F),
     # CPU devices (lavapipe): large register blocks from 16-byte loads, aligned shapes only. 8x1 threads
     # (one 256-bit vector of lavapipe's), 8-16 rows x 8 columns a thread: the CPU default
-    # (variants.CPU_V4_THREADS; bench/results/lavapipe-step-round5.txt).
+    # (variants.CPU_V4_THREADS; bench/results/lavapipe_step_products-lavapipe.txt).
     *(matmul(dt, bm, bn, 4, wx, wy, ["v4"]) for dt in F
       for (bm, bn, wx, wy) in ((64, 64, 4, 4), (128, 64, 4, 4), (16, 64, 8, 1), (8, 64, 8, 1))),
     # GPUs, 16-byte-aligned layouts: an RMxRN register block per thread. Every row has an aligned twin per
@@ -172,14 +172,14 @@ VARIANTS = [
           (2, 2, 4, 4, 32, []), (4, 4, 2, 4, 16, []), (4, 4, 4, 2, 16, []), (4, 4, 2, 4, 16, ["g8"]),
           (4, 4, 2, 2, 32, ["g8"]),
           # p2: two register sets, each tile loaded two steps before it is stored. Storing a tile before multiplying
-          # the previous one (round 19, H100: 0.10-0.19 of cuBLAS f16 against 0.21-0.25) was dropped; that round's
-          # ablation rows (bench/results/round19-cm-experiments.patch) are not kernels.
+          # the previous one (H100: 0.10-0.19 of cuBLAS f16 against 0.21-0.25) was dropped; the
+          # ablation rows (bench/results/evidence/cm-experiments.patch) are not kernels.
           (4, 4, 2, 2, 16, ["p2"]), (4, 2, 2, 4, 16, ["p2"]), (4, 4, 2, 2, 32, ["p2"]), (4, 4, 2, 4, 16, ["p2"]))),
     # Tensor cores through VK_NV_cooperative_matrix2 (workgroup-scope matrices, the driver stages the tiles),
     # f16, aligned shapes only; flag lN: N threads a workgroup (a template parameter: the matrices need it
-    # at compile time). Measured and dropped (H200, bench/results/round11-h200-cm2.txt): 256x128 (0.16 of
-    # cuBLAS at 4096^3 against 0.33 for 128x256) and 128x256 with BK 128 (0.06); on an H100 (round 18,
-    # bench/results/round18-h100-cm2-*.txt) 128x128 on 128 threads (within 0.02 of 128x256 BK 32) and KHR
+    # at compile time). Measured and dropped (H200, bench/results/evidence/h200-cm2.txt): 256x128 (0.16 of
+    # cuBLAS at 4096^3 against 0.33 for 128x256) and 128x256 with BK 128 (0.06); on an H100
+    # (bench/results/evidence/h100-cm2-*.txt) 128x128 on 128 threads (within 0.02 of 128x256 BK 32) and KHR
     # loads from a pointer and stride instead of tensor layouts (0.05-0.10).
     *(matmul("f16", bm, bn, bk, nt, 1, ["cm2", f"l{nt}"])
       for (bm, bn, bk, nt) in ((128, 256, 64, 256), (128, 256, 32, 256), (128, 128, 64, 256), (128, 128, 128, 256),
@@ -220,7 +220,7 @@ VARIANTS = [
     # largest K the device's storage-buffer limit allows, 2 at Vulkan's guaranteed minimum of 4).
     *(simple("reduce", "norm_partials_multi", dt, 256, [f"x{k}"]) for k in (2, 4, 8) for dt in F),
     simple("reduce", "norm_final", "f32", 256),
-    # Image ops (issue 17): conv2d's im2col/col2im around the strided matmul, group_norm (two-stage
+    # Image ops: conv2d's im2col/col2im around the strided matmul, group_norm (two-stage
     # statistics), per-channel sums, nearest upsampling, pixel shuffle. One thread per element, or one
     # workgroup per chunk/row/channel for the reductions; stage-2 reductions read f32 partials only.
     *(simple("conv2d", op, dt, 256) for op in ("im2col", "col2im", "swap_axes01", "channel_bias_add") for dt in F),
@@ -241,15 +241,15 @@ VARIANTS = [
     *(simple("loss_scale", op, "f32", 256) for op in ("loss_scale_round", "loss_unscale")),
     # Dtype casts of mixed-precision training (f32 master weights -> f16 working copies; f16 gradients -> f32).
     *(simple("cast", op, "f16", 256) for op in ("cast_f16", "cast_f32")),
-    # Mamba-1 selective scan, chunked (issue 12): f32 and f16 storage (state and math f32); NMAX = the most states one thread keeps in registers.
+    # Mamba-1 selective scan, chunked: f32 and f16 storage (state and math f32); NMAX = the most states one thread keeps in registers.
     *(Variant("scan", op, dt, (("WG", 64), ("NMAX", 64)))
       for op in ("scan_chunk", "scan_carry", "scan_output", "scan_backward_chunk", "scan_backward", "scan_channel_sum")
       for dt in F),
-    # builderforce's Mamba-3 scan (complex states), chunked (issue 12): f32 / f16 storage; NMAX complex states per thread.
+    # builderforce's Mamba-3 scan (complex states), chunked: f32 / f16 storage; NMAX complex states per thread.
     *(Variant("cscan", op, dt, (("WG", 64), ("NMAX", 32)))
       for op in ("cscan_chunk", "cscan_carry", "cscan_output", "cscan_backward_chunk", "cscan_backward")
       for dt in F),
-    # Mamba-2 SSD, the chunked quadratic form (issue 12): f32 / f16 storage; chunks of <= QMAX tokens.
+    # Mamba-2 SSD, the chunked quadratic form: f32 / f16 storage; chunks of <= QMAX tokens.
     *(ssd(op, dt) for op in ("ssd_state", "ssd_output", "ssd_dgrid", "ssd_dbc", "ssd_da") for dt in F),
     # builderforce's Mamba-3 by the same quadratic form with a complex decay per head; NMAX complex states.
     *(ssd("c" + op, dt, nmax=32, template="cssd") for op in ("ssd_state", "ssd_output", "ssd_dgrid", "ssd_dbc", "ssd_da")

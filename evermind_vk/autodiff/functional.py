@@ -199,7 +199,7 @@ def checkpoint(fn, inputs: tuple) -> Tensor:
         grads = tape.backward({again: g})
         return tuple(grads.get(x) if x.dtype in ("f32", "f16") else None for x in inputs)
     return track("checkpoint", tuple(inputs), out, rule)
-# -- Mamba (issue 12) ----------------------------------------------------------------------------------
+# -- Mamba -----------------------------------------------------------------------------------------------
 def selective_scan(u: Tensor, dt: Tensor, A_log: Tensor, B: Tensor, C: Tensor, D: Tensor, z: Tensor | None = None,
                    batch: int = 1, chunk: int = ops.SCAN_CHUNK, groups: int = 1, delta_input: bool = True) -> Tensor:
     """y = (C·h + D u) ⊙ silu(z) of the selective scan from a zero state (ops.selective_scan)."""

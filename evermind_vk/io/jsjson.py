@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import json
 import math
-import os
 
 import numpy as np
 
-from ..errors import ConfigError, FormatError, StructureLimitError
+from ..errors import FormatError, StructureLimitError
 
 UNDEFINED = object()
 
@@ -126,25 +125,22 @@ MAX_STRING = 1 << 22  # bytes in one string (4 MiB)
 _SCAN_STEP = 1 << 18
 
 
-def _env_limit(name: str, default: int) -> int:
-    raw = os.environ.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        v = int(raw)
-    except ValueError:
-        raise ConfigError(f"{name}={raw!r} is not an integer") from None
-    if v < 1:
-        raise ConfigError(f"{name}={raw!r} must be >= 1")
-    return v
+_limits_source = None  # set_limits_source: the package's knobs (io reads no environment itself)
+
+
+def set_limits_source(source) -> None:
+    """Where json_limits() takes the limits from: source() -> (depth, values, string bytes), 0 meaning the
+    default. evermind_vk.files installs the JSON limit knobs (EVERMIND_VK_JSON_MAX_DEPTH and its siblings);
+    the io layer reads no environment variables itself."""
+    global _limits_source
+    _limits_source = source
 
 
 def json_limits() -> tuple[int, int, int]:
-    """(max depth, max values, max string bytes) for hostile JSON: the defaults, or the environment's
-    EVERMIND_VK_JSON_MAX_DEPTH / EVERMIND_VK_JSON_MAX_ELEMENTS / EVERMIND_VK_JSON_MAX_STRING."""
-    return (_env_limit("EVERMIND_VK_JSON_MAX_DEPTH", MAX_DEPTH),
-            _env_limit("EVERMIND_VK_JSON_MAX_ELEMENTS", MAX_ELEMENTS),
-            _env_limit("EVERMIND_VK_JSON_MAX_STRING", MAX_STRING))
+    """(max depth, max values, max string bytes) for hostile JSON: the defaults, or what the limits source
+    says (EVERMIND_VK_JSON_MAX_DEPTH / EVERMIND_VK_JSON_MAX_ELEMENTS / EVERMIND_VK_JSON_MAX_STRING)."""
+    given = _limits_source() if _limits_source is not None else (0, 0, 0)
+    return tuple(int(v) or d for v, d in zip(given, (MAX_DEPTH, MAX_ELEMENTS, MAX_STRING)))
 
 
 class _Scan:

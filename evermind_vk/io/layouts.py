@@ -281,7 +281,7 @@ def build_vrq0(header: dict, intra: np.ndarray, inter: np.ndarray) -> bytes:
     return head + np.asarray(intra, "<f4").tobytes() + np.asarray(inter, "<f4").tobytes()
 
 
-# -- MBJS: builderforce's HybridMambaModel weights (issue 12) ------------------------------------------
+# -- MBJS: builderforce's HybridMambaModel weights -------------------------------------------------------
 MBJS = 0x4D424A53
 MBJS_LAYER_TYPES = ("mamba1", "mamba2", "mamba3", "attention")  # the u8 codes 0..3
 MBJS_MAX_LAYERS = 1 << 16

@@ -16,6 +16,7 @@ import numpy as np
 from ..autodiff import functional as F
 from ..errors import ShapeError
 from ..runtime import Tensor, get_device, tensor
+from .protocol import check_options, config_from_dict
 from .weights import load_named
 
 
@@ -38,7 +39,13 @@ class ConvAEConfig:
             raise ValueError(f"width {self.width} must be a multiple of groups {self.groups}")
 
     def to_dict(self) -> dict:
+        """The fields by name (from_dict's input)."""
         return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "ConvAEConfig":
+        """The config from to_dict()'s output."""
+        return config_from_dict(cls, d)
 
 
 # (name, in, out, kernel) of each convolution, and the GroupNorms (name, channels).
@@ -67,6 +74,14 @@ def init_params(cfg: ConvAEConfig) -> dict[str, np.ndarray]:
 
 
 class ConvAE:
+    """A small convolutional autoencoder (see the module docstring); implements models.protocol with
+    image rows [N, C, S, S] and the mean squared reconstruction error."""
+
+    data_kind = "images"
+    eval_metric = "mse"
+    precisions = ("f32",)
+    loss_options = ()
+
     def __init__(self, config: ConvAEConfig | None = None, device=None, **kw):
         self.config = config or ConvAEConfig(**kw)
         self.device = get_device(device)
@@ -112,3 +127,24 @@ class ConvAE:
     def loss(self, x: Tensor) -> Tensor:
         """Mean squared reconstruction error (a 1-element f32 tensor)."""
         return F.mse_loss(self.forward(x), x)
+
+    # -- the model protocol ---------------------------------------------------------------------
+    def wsla_parameters(self) -> list[str]:
+        """WSLA's narrow set: the GroupNorm gains and biases (how strongly each channel passes on)."""
+        return [k for k in self.params if k.split(".")[0] + "." + k.split(".")[1] in
+                {n for n, _ in _layers(self.config)[1]}]
+
+    def batch_inputs(self, batch: int, seq_len: int = 0) -> dict:
+        """images, f32 [batch, channels, image_size, image_size]."""
+        c = self.config
+        return {"images": ((batch, c.channels, c.image_size, c.image_size), "f32")}
+
+    def batch_loss(self, inputs: dict, batch: int, seq_len: int = 0, dtype: str = "f32", grad_scale: float = 1.0,
+                   **options) -> tuple:
+        """(mean squared reconstruction error, no extras)."""
+        check_options(self, options)
+        return self.loss(inputs["images"]), {}
+
+    def generation_state(self):
+        """None: an autoencoder does not generate."""
+        return None

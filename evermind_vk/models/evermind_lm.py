@@ -20,6 +20,7 @@ from ..autodiff import Tape, functional as F
 from ..errors import ShapeError
 from ..runtime import Tensor, get_device, tensor
 from .moe import MoELayerParams, SeededRng, moe_init, stack_experts, unstack_experts
+from .protocol import NextTokenModel, check_options, config_from_dict
 from .weights import check_state_dict
 
 DEFAULT_LM_SEED = 0x45564C4D  # "EVLM"
@@ -49,7 +50,13 @@ class EvermindLMConfig:
                 raise ValueError(f"EvermindLMConfig.{n} must be >= 1, got {getattr(self, n)}")
 
     def to_dict(self) -> dict:
+        """The fields by name (from_dict's input)."""
         return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "EvermindLMConfig":
+        """The config from to_dict()'s output."""
+        return config_from_dict(cls, d)
 
     def to_builderforce(self) -> dict:
         """builderforce's `config` (manifest order; no seed: builderforce's LM config drops it)."""
@@ -79,7 +86,12 @@ def lm_init(c: EvermindLMConfig) -> dict[str, np.ndarray]:
     return p
 
 
-class EvermindLM:
+class EvermindLM(NextTokenModel):
+    """builderforce's EvermindLM (see the module docstring); implements models.protocol. Loss option
+    `checkpoint`: recompute each layer in the backward (activation checkpointing, same gradients)."""
+
+    loss_options = ("checkpoint",)
+
     def __init__(self, config: EvermindLMConfig | None = None, device=None, **kw):
         self.config = config or EvermindLMConfig(**kw)
         self.device = get_device(device)
@@ -162,6 +174,12 @@ class EvermindLM:
     def loss(self, ids: Tensor, targets: Tensor, seq_len: int | None = None, checkpoint: bool = False) -> Tensor:
         """Mean cross-entropy over targets < vocab (next_token_targets gives builderforce's T - 1 positions)."""
         return F.cross_entropy(self.forward(ids, seq_len, checkpoint), targets)
+
+    def batch_loss(self, inputs: dict, batch: int, seq_len: int, dtype: str = "f32", grad_scale: float = 1.0,
+                   **options) -> tuple:
+        """(mean next-token cross-entropy of `batch` packed sequences of `seq_len` tokens, no extras)."""
+        check_options(self, options)
+        return self.loss(inputs["ids"], inputs["targets"], seq_len, checkpoint=bool(options.get("checkpoint"))), {}
 
     def next_token_targets(self, tokens, seq_len: int | None = None) -> np.ndarray:
         """u32 targets: tokens[t + 1] within each sequence, vocab_size (ignored) at each sequence's end."""

@@ -22,7 +22,7 @@ import numpy as np
 
 from .. import ops
 from ..autodiff import functional as F
-from ..errors import EvermindError, ShapeError
+from ..errors import EvermindError, ShapeError, UnsupportedError
 from ..runtime import Tensor, tensor
 
 SUFFIXES = (".lora_A", ".lora_B")
@@ -55,6 +55,9 @@ def add_lora(model, config: LoRAConfig | None = None) -> list[str]:
     """Attach adapters to every linear weight of the model matching config.targets; returns their
     parameter names. The model must expose linear_names() and keep its adapters in model.lora."""
     cfg = config or LoRAConfig()
+    if not hasattr(model, "linear_names") or not hasattr(model, "lora"):
+        raise UnsupportedError(f"LoRA applies to models whose forward routes its linear layers through "
+                               f"lora_linear (TransformerLM), not {type(model).__name__}")
     if getattr(model, "lora", None):
         raise EvermindError("the model already has LoRA adapters")
     hits = [n for n in model.linear_names() if any(fnmatch.fnmatchcase(n, p) for p in cfg.targets)]

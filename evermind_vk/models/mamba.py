@@ -1,4 +1,4 @@
-"""HybridMambaModel (issue 12): builderforce's hybrid state-space LM, causal and on the device.
+"""HybridMambaModel: builderforce's hybrid state-space LM, causal and on the device.
 
 Token embedding -> numLayers blocks, each a pre-norm residual block of one type -> RMSNorm -> tied head
 (logits = h · embeddingᵀ; builderforce's head bias is all zeros and no parameter, so it is left out).
@@ -35,6 +35,7 @@ from ..autodiff import functional as F
 from ..errors import EvermindError, ShapeError, UnsupportedError
 from ..runtime import Tensor, empty, get_device, record, tensor, zeros
 from ..runtime.kernels import copy_words
+from .protocol import NextTokenModel
 from .weights import load_named
 
 LAYER_TYPES = ("mamba1", "mamba2", "mamba3", "attention")
@@ -198,7 +199,9 @@ def init_params(cfg: HybridMambaConfig) -> dict[str, np.ndarray]:
     return p
 
 
-class HybridMambaModel:
+class HybridMambaModel(NextTokenModel):
+    """builderforce's hybrid state-space LM (see the module docstring); implements models.protocol."""
+
     def __init__(self, config: HybridMambaConfig | dict | None = None, device=None, **kw):
         if isinstance(config, dict):
             config = HybridMambaConfig.from_dict(config) if set(config) == {f.name for f in fields(HybridMambaConfig)} \
@@ -364,6 +367,10 @@ class HybridMambaModel:
         return F.cross_entropy(self.forward(ids, batch), targets)
 
     # -- recurrent generation: O(1) work per token in mamba layers ------------------------------------
+    def generation_state(self) -> list:
+        """The recurrent state after zero tokens (init_state)."""
+        return self.init_state()
+
     def init_state(self) -> list:
         """Per layer, the recurrent state after zero tokens, in fixed buffers updated in place: mamba layers
         keep their conv window (the last dConv-1 conv inputs, zeros at the start: the causal padding) and

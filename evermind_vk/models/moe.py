@@ -17,8 +17,10 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from ..autodiff import functional as F
+from .. import ops
 from ..errors import ShapeError
 from ..runtime import Tensor, get_device, tensor
+from .protocol import check_options, config_from_dict
 from .weights import check_state_dict
 
 DEFAULT_MOE_SEED = 0x4D6F4501  # "MoE\x01"
@@ -80,7 +82,13 @@ class MoEConfig:
             raise ValueError(f"MoE topK must be ≥ 1 (got {self.top_k})")
 
     def to_dict(self) -> dict:
+        """The fields by name (from_dict's input)."""
         return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "MoEConfig":
+        """The config from to_dict()'s output."""
+        return config_from_dict(cls, d)
 
     def to_builderforce(self) -> dict:
         """builderforce's config object (manifest `config`): modelDim, hiddenDim, numExperts, topK (+ seed)."""
@@ -144,6 +152,17 @@ class MoELayerParams:
 
 
 class SharedExpertMoE:
+    """builderforce's shared-expert MoE layer (see the module docstring); implements models.protocol with
+    (input, target) vector pairs: loss = the mean over the batch of 1/2 |out - target|^2 (builderforce's
+    MoETrainer), plus the router's load-balance gradient (loss options aux_weight, default 0.01, and
+    aux_divided_twice, default True: builderforce divides that gradient by the batch size twice)."""
+
+    data_kind = "pairs"
+    eval_metric = "loss"
+    precisions = ("f32",)
+    loss_options = ("aux_weight", "aux_divided_twice")
+    records_grad_scale = True  # the router's load-balance gradient is added outside the loss, scaled at record time
+
     def __init__(self, config: MoEConfig | None = None, device=None, **kw):
         self.config = config or MoEConfig(**kw)
         self.device = get_device(device)
@@ -188,6 +207,31 @@ class SharedExpertMoE:
 
     def __call__(self, x: Tensor) -> Tensor:
         return self.forward(x)[0]
+
+    # -- the model protocol ---------------------------------------------------------------------
+    def batch_inputs(self, batch: int, seq_len: int = 0) -> dict:
+        """inputs and targets, f32 [batch, model_dim] each."""
+        d = self.config.model_dim
+        return {"inputs": ((batch, d), "f32"), "targets": ((batch, d), "f32")}
+
+    def batch_loss(self, inputs: dict, batch: int, seq_len: int = 0, dtype: str = "f32", grad_scale: float = 1.0,
+                   **options) -> tuple:
+        """(mean of 1/2 |out - target|^2 over the batch, {"aux_loss": the batch's load-balance loss}). The
+        router's load-balance gradient (scale aux_weight E / B, divided by B again as builderforce does
+        unless aux_divided_twice=False, times grad_scale) is added in the backward."""
+        check_options(self, options)
+        E, d = self.config.num_experts, self.config.model_dim
+        aux_weight = float(options.get("aux_weight", 0.01))
+        twice = bool(options.get("aux_divided_twice", True))
+        aux_scale = aux_weight * E / (batch if twice else 1) / batch * grad_scale
+        out, ctx, aux = self.forward(inputs["inputs"], aux_scale=aux_scale)
+        if aux is None:  # aux_weight 0: the load-balance loss is still reported
+            aux = ops.moe_load_stats(ctx)[1]
+        return F.scale(F.mse_loss(out, inputs["targets"]), d / 2), {"aux_loss": aux}
+
+    def generation_state(self):
+        """None: a single MoE layer does not generate."""
+        return None
 
     def route(self, x: Tensor):
         """(experts [N, k] highest logit first, gates [N, k], probs [N, E]) on the host."""

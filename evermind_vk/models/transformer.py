@@ -22,6 +22,7 @@ from .. import ops
 from ..runtime import Tensor, arena, empty, get_device, record, tensor, zeros
 from .config import LMConfig
 from .lora import is_adapter, lora_linear
+from .protocol import NextTokenModel
 from .weights import load_named
 
 
@@ -52,7 +53,11 @@ def init_params(cfg: LMConfig) -> dict[str, np.ndarray]:
     return p
 
 
-class TransformerLM:
+class TransformerLM(NextTokenModel):
+    """The decoder-only transformer LM (see the module docstring); implements models.protocol."""
+
+    precisions = ("f32", "f16")
+
     def __init__(self, config: LMConfig | None = None, device=None, **kw):
         self.config = config or LMConfig(**kw)
         self.device = get_device(device)
@@ -127,6 +132,10 @@ class TransformerLM:
     def loss(self, ids: Tensor, targets: Tensor, batch: int = 1, dtype: str = "f32") -> Tensor:
         """Mean next-token cross-entropy (f32); targets >= vocab_size are ignored. dtype: see forward."""
         return F.cross_entropy(self.forward(ids, batch, dtype), targets)
+
+    def generation_state(self) -> "KVCache":
+        """A fresh KV cache for incremental decoding."""
+        return self.kv_cache()
 
     # -- generation with a KV cache ---------------------------------------------------------------
     def kv_cache(self, max_len: int | None = None, reuse: bool = False) -> "KVCache":

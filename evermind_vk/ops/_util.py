@@ -2,9 +2,8 @@
 from __future__ import annotations
 
 from ..errors import ShapeError, UnsupportedError
-import os
 
-from ..runtime import kernels, variants
+from ..runtime import kernels, knobs, variants
 from ..runtime.tensor import Tensor, empty
 
 FLOATS = ("f32", "f16")
@@ -34,10 +33,7 @@ def per_thread(op: str, dtype: str, tensors: list, push: dict, n_threads: int, f
 
 def _forced_count(env: str, what: str) -> int:
     """The count an environment variable forces (0: unset)."""
-    forced = os.environ.get(env, "").strip()
-    if forced and not forced.isdigit():
-        raise UnsupportedError(f"{env}={forced!r}: want {what}")
-    return int(forced or 0)
+    return knobs.get(env)
 
 
 def run_rows(op: str, dtype: str, tensors: list, push: dict, rows: int, cols: int) -> None:

@@ -22,10 +22,9 @@ recomputes it). attention_backward tells the two apart by rank; the fused one al
 from __future__ import annotations
 
 import math
-import os
 
 from ..errors import ShapeError, UnsupportedError
-from ..runtime import kernels, variants
+from ..runtime import kernels, knobs, variants
 from ..runtime.tensor import Tensor, empty
 from .matmul import gemm_chunks, gemm_strided
 from .reduce import colsum
@@ -83,7 +82,7 @@ def _tri(hint: str, causal: bool) -> str:
 
 def _chunks(tri: str, S: int, D: int, nz: int, dev) -> list:
     """The K chunks of a causal S x D x S product of nz heads (variants.tri_split; one: unsplit)."""
-    ways = variants.tri_split(tri, S, D, S, nz, dev.info.type, os.environ.get("EVERMIND_VK_TRI_SPLIT", "").strip())
+    ways = variants.tri_split(tri, S, D, S, nz, dev.info.type, knobs.get("EVERMIND_VK_TRI_SPLIT"))
     return variants.tri_chunks(S, ways)
 
 
@@ -113,7 +112,7 @@ def _fused_variants(q: Tensor, S: int, H: int, KVH: int, D: int, B: int):
         cands = [v for v in kernels.with_features(op, q.dtype, dev) if flag is None or flag in v.flags]
         heads = KVH if stage == "dkv" else H
         v = variants.pick_attention(cands, stage, S, D, heads * B, dev.info.type, dev.info.shared_memory,
-                                    dev.info.subgroup_size, os.environ.get("EVERMIND_VK_ATTENTION_VARIANT", "").strip(),
+                                    dev.info.subgroup_size, knobs.get("EVERMIND_VK_ATTENTION_VARIANT"),
                                     max_bindings=variants.max_bindings(dev.info))
         if v is None:
             return None
@@ -124,7 +123,7 @@ def _fused_variants(q: Tensor, S: int, H: int, KVH: int, D: int, B: int):
 def _path(q: Tensor, S: int, H: int, KVH: int, D: int, B: int):
     """('fused', variants) or ('matmul', None) by the rule in runtime.variants."""
     vs = _fused_variants(q, S, H, KVH, D, B) if B <= kernels.MAX_GROUPS else None
-    path = variants.attention_path(os.environ.get("EVERMIND_VK_ATTENTION", "").strip().lower(), vs is not None,
+    path = variants.attention_path(knobs.get("EVERMIND_VK_ATTENTION"), vs is not None,
                                   q.device.info.type)
     return path, (vs if path == "fused" else None)
 

@@ -97,7 +97,7 @@ def row_slice_backward(dy: Tensor, rows: int, row: int) -> Tensor:
     return dx
 
 
-# -- per-token column slices (issue 12: the Mamba in-projection splits) ---------------------------------
+# -- per-token column slices (the Mamba in-projection splits) ------------------------------------------
 def col_slice(x: Tensor, start: int, width: int) -> Tensor:
     """Columns [start, start + width) of each row of a 2-D tensor, as a new [rows, width] tensor."""
     want(x, "x", ndim=2)

@@ -3,10 +3,9 @@ embeddings (RoPE), on token-major tensors."""
 from __future__ import annotations
 
 import math
-import os
 
 from ..errors import ShapeError, UnsupportedError
-from ..runtime import variants
+from ..runtime import knobs, variants
 from ..runtime.tensor import Tensor, empty
 from ._util import FLOATS, _forced_count, like, one_variant, per_thread, want
 
@@ -44,7 +43,7 @@ def embedding_backward(ids: Tensor, dy: Tensor, vocab: int, transpose: bool = Fa
     dt = empty((D, vocab) if transpose else (vocab, D), "f32", dy.device)
     cols = variants.embedding_backward_cols(D, transpose)
     path = variants.embedding_backward_path(T, vocab, D, cols,
-                                            os.environ.get("EVERMIND_VK_EMBEDDING_BACKWARD", "").strip())
+                                            knobs.get("EVERMIND_VK_EMBEDDING_BACKWARD"))
     if path == "sorted" and T > 0:
         chunks = variants.loop_chunks(T)
         rank = empty((T,), "u32", dy.device)

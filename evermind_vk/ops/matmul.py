@@ -2,10 +2,9 @@
 products (dX, dW) are the same kernel with other strides."""
 from __future__ import annotations
 
-import os
 
 from ..errors import ShapeError, UnsupportedError
-from ..runtime import kernels, variants
+from ..runtime import kernels, knobs, variants
 from ..runtime.tensor import Tensor, empty
 from .reduce import colsum
 
@@ -67,11 +66,11 @@ def gemm_strided(a: Tensor, b: Tensor, c: Tensor, M: int, N: int, K: int, *,
     nz = Z1 * Z2
     dev = a.device
     c_dense = tuple(c_strides) == (N, 1) and c_batch[0] == 0 and c.numel == M * N
-    forced_split = os.environ.get("EVERMIND_VK_MATMUL_SPLIT_K", "").strip()
+    forced_split = knobs.get("EVERMIND_VK_MATMUL_SPLIT_K")
     out32 = c.dtype != a.dtype  # f16 operands into an f32 C: the c32 variants
     v = variant or variants.pick_matmul(
         kernels.usable("matmul", a.dtype, dev), M, N, K, lay, dev.info.type, dev.info.shared_memory, nz,
-        os.environ.get("EVERMIND_VK_MATMUL_VARIANT", "").strip(),
+        knobs.get("EVERMIND_VK_MATMUL_VARIANT"),
         split=variants.split_allowed(a.dtype, nz, float(beta), c_dense, dev.info.type, forced_split),
         out32=out32, tri=tri, multiprocessors=dev.info.multiprocessors)
     kind, tile = variants.matmul_kind(v.flags), (v.spec["BM"], v.spec["BN"], v.spec["BK"])
@@ -103,7 +102,7 @@ def gemm_strided(a: Tensor, b: Tensor, c: Tensor, M: int, N: int, K: int, *,
         lay1 = variants.Layout(lay.a_strides, lay.b_strides, lay.c_strides, lay.a_batch, lay.b_batch,
                                lay.c_batch, 1.0, lay.outer)
         v = variants.pick_matmul(kernels.usable("matmul", a.dtype, dev), M, N, K, lay1, dev.info.type,
-                                 dev.info.shared_memory, nz, os.environ.get("EVERMIND_VK_MATMUL_VARIANT", "").strip(),
+                                 dev.info.shared_memory, nz, knobs.get("EVERMIND_VK_MATMUL_VARIANT"),
                                  out32=out32, tri=tri)
         splits = variants.matmul_k_splits(variants.matmul_kind(v.flags), v.spec, K, dev.info.type)
     groups = (-(-N // v.spec["BN"]), -(-M // v.spec["BM"]), nz)  # v4: BM = 4 WG_Y, BN = 4 WG_X

@@ -2,10 +2,9 @@
 elements; stage 2: one workgroup adds the partials in order)."""
 from __future__ import annotations
 
-import os
 
 from ..errors import ShapeError, UnsupportedError
-from ..runtime import kernels, variants
+from ..runtime import kernels, knobs, variants
 from ..runtime.tensor import Tensor, empty
 from ._util import FLOATS, one_variant, rows_cols, run, want
 
@@ -102,7 +101,7 @@ def l2_norm(xs: list, out: Tensor, index: int = 0) -> None:
     if out.dtype != "f32" or not 0 <= index < out.numel:
         raise ShapeError(f"l2_norm: out[{index}] of a {out.shape}/{out.dtype} tensor (want f32)")
     part = empty((sum(n_partials(x.numel) for x in xs),), "f32", out.device)
-    use_multi = os.environ.get("EVERMIND_VK_NORM_MULTI", "1").strip() != "0"
+    use_multi = knobs.get("EVERMIND_VK_NORM_MULTI")
     multi = {dt: _multi_variant(dt, out.device) if use_multi else None for dt in {x.dtype for x in xs}}
     batches = _norm_batches(xs, {dt: variants.multi_slots(v.flags) if v else 1 for dt, v in multi.items()})
     for pass_ in (0, 1):

@@ -1,4 +1,4 @@
-"""The Mamba-1 selective scan (S6), forward and backward, as a chunked parallel scan (issue 12).
+"""The Mamba-1 selective scan (S6), forward and backward, as a chunked parallel scan.
 
 Per sequence b, channel d, state n, with Δ = softplus(dt), A = -exp(clamp(A_log, -10, 5)):
     h_t = exp(Δ_t A) h_{t-1} + Δ_t B_t u_t,    y_t = (C_t · h_t + D u_t) ⊙ silu(z_t)
@@ -131,7 +131,7 @@ def selective_scan_backward(u: Tensor, dt: Tensor, A_log: Tensor, B: Tensor, C: 
     return du, ddt, dA_log, dB, dC, dD, (dz if z is not None else None), dh0
 
 
-# -- builderforce's Mamba-3 scan: complex states (issue 12) ----------------------------------------------
+# -- builderforce's Mamba-3 scan: complex states -----------------------------------------------------------
 def _cdims(u, dt, A_log, B, C, D, batch, groups):
     want(u, "u", ndim=2, dtype=FLOATS)
     T = u.dtype
@@ -209,7 +209,7 @@ def complex_scan_backward(u: Tensor, dt: Tensor, A_log: Tensor, B: Tensor, C: Te
     return du, ddt, dA_log, dB, dC, colsum(dD_part)
 
 
-# -- Mamba-2 SSD: the chunked quadratic form (Dao & Gu 2024), issue 12 ------------------------------------
+# -- Mamba-2 SSD: the chunked quadratic form (Dao & Gu 2024) ---------------------------------------------
 def _ssd_chunks(op: str, dtype: str, dev, N: int, L: int, chunk: int):
     """(L, Q, n_chunks) of an SSD launch of op (ssd_output or cssd_output) over sequences of L tokens with
     N states: UnsupportedError unless the device's shared memory holds the Q×Q block and N fits."""

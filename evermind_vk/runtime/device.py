@@ -15,13 +15,13 @@ Device choice: argument, else EVERMIND_VK_DEVICE (an index or a name substring),
 from __future__ import annotations
 
 import contextlib
-import os
 import threading
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..errors import DeviceError, EvermindError
+from . import knobs
 
 KILL_SWITCHES = {
     "EVERMIND_VK_DISABLE_F16": ("storage_buffer_16bit_access", "shader_float16"),
@@ -55,7 +55,7 @@ def kp_module():
 def _switched_off() -> set[str]:
     off: set[str] = set()
     for var, feats in KILL_SWITCHES.items():
-        if os.environ.get(var, "").strip() not in ("", "0"):
+        if knobs.get(var):
             off.update(feats)
     return off
 
@@ -173,7 +173,7 @@ def get_device(device=None) -> "Device":
     if isinstance(device, Device):
         return device
     if device is None:
-        env = os.environ.get("EVERMIND_VK_DEVICE", "").strip()
+        env = knobs.get("EVERMIND_VK_DEVICE")
         device = env if env else 0
     idx = _resolve_index(device)
     with _lock:
@@ -194,7 +194,7 @@ class Device:
         self._by_tensor: dict[int, set] = {}
         # One source algorithm per variant (its shader module, layouts and pipeline, bound to a placeholder
         # buffer and never dispatched); every tensor set's algorithm shares its pipeline (ci/patches/0008).
-        self.share_pipelines = os.environ.get("EVERMIND_VK_DISABLE_SHARED_PIPELINES", "").strip() in ("", "0")
+        self.share_pipelines = not knobs.get("EVERMIND_VK_DISABLE_SHARED_PIPELINES")
         self._pipelines: dict[str, object] = {}
         self._placeholder = None
         self.pipelines_built = 0  # pipelines created on this device (the profiler and tests read it)

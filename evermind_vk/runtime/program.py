@@ -43,8 +43,8 @@ the profiler's per-kernel times of dispatches that overlap are split at the time
 """
 from __future__ import annotations
 
-import os
 
+from . import knobs
 from .device import get_device
 from .tensor import record_reuse_enabled
 from ..errors import EvermindError
@@ -56,7 +56,7 @@ REUSE_MAX_RATIO = 2
 
 
 def barrier_elision_enabled() -> bool:
-    return os.environ.get("EVERMIND_VK_DISABLE_BARRIER_ELISION", "").strip() in ("", "0")
+    return not knobs.get("EVERMIND_VK_DISABLE_BARRIER_ELISION")
 
 
 def _meets(done, rng) -> bool:

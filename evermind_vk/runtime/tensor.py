@@ -10,13 +10,12 @@ from __future__ import annotations
 import itertools
 import math
 import operator
-import os
 import weakref
 
 import numpy as np
 
 from ..errors import DeviceError, EvermindError, ShapeError, UnsupportedError
-from . import dtypes
+from . import dtypes, knobs
 from .device import get_device, kp_module
 from .kernels import copy_words, fill_words
 
@@ -250,7 +249,7 @@ def empty(shape, dtype="f32", device=None, host_visible: bool = False) -> Tensor
 def record_reuse_enabled() -> bool:
     """Whether a recording hands the buffers of its dead device-only tensors to its later allocations
     (EVERMIND_VK_DISABLE_RECORD_REUSE=1 turns it off: every allocation of a recording is then a new buffer)."""
-    return os.environ.get("EVERMIND_VK_DISABLE_RECORD_REUSE", "").strip() in ("", "0")
+    return not knobs.get("EVERMIND_VK_DISABLE_RECORD_REUSE")
 
 
 def _new(dev, shape, name, host_visible, scoped: bool = False) -> Tensor:

@@ -1,229 +1,147 @@
-"""builderforce's trainers on the device (spec §7): EvermindLMTrainer and MoETrainer.
+"""builderforce's trainers (spec §7) as presets of the one Trainer: EvermindLMTrainer, MoETrainer and
+MambaTrainer keep builderforce's constructor options, defaults, loss definitions and return values, and run
+every step through evermind_vk.train.Trainer (recorded programs, save/resume, signals, every loop feature).
 
-wsla=True trains only the model's wsla_parameters() with the per-element trust region max_delta (default
-0.05 under WSLA, else 0 = off), moments kept by name as for the TransformerLM trainer.
+All use AdamW with builderforce's defaults (betas 0.9/0.999, eps 1e-8) and, under wsla=True, train only the
+model's wsla_parameters() with the per-element trust region max_delta (default 0.05 under WSLA, else 0).
 
-Both use evermind_vk.train.AdamW (builderforce's defaults: lr 0.01, betas 0.9/0.999, eps 1e-8, weight
-decay 0, no trust region unless max_delta > 0) and run each optimizer step as one recorded program,
-replayed with one submit for every later step of the same shape.
+EvermindLMTrainer.fit(sequences): per epoch, in order, each sequence of >= 2 tokens contributes its mean
+next-token loss over its T - 1 predicted positions; every `accum_steps` sequences (and at the end of the
+epoch) the gradients averaged over the window's sequences make one AdamW step (lr 0.01, weight decay 0, no
+clipping). Returns the per-epoch mean of the sequence losses. mixed_precision: builderforce's (f32 compute,
+loss-scaled gradients rounded to f16, an overflow skips the step; GradScaler.builderforce(), or a dict of
+its options). builderforce multiplies the whole accumulated buffer by the scale after every sequence
+(earlier sequences get S^k); here each sequence is scaled once.
 
-EvermindLMTrainer.fit(sequences): per epoch, each sequence of >= 2 tokens contributes its mean
-next-token loss over its T - 1 predicted positions and that loss's gradient; every `accum_steps`
-sequences (and at the end of the epoch) the summed gradients are divided by the number of sequences
-in the window and AdamW steps. Returns the per-epoch mean of the sequence losses. No clipping.
+MoETrainer.fit(samples): loss 1/2 |out - target|^2 per sample; per batch (batch_size 0 = all samples, in
+order) the mean over the batch plus the load-balance gradient (router only, aux_weight E / B, divided by B
+again as builderforce does unless aux_divided_twice=False), then AdamW (lr 0.01, weight decay 0). Returns
+per epoch {"loss": sum of sample losses / n, "aux_loss": the last batch's load-balance loss}.
 
-MoETrainer.fit(samples): loss 1/2 |out - target|^2 per sample; per batch (batch_size 0 = all samples)
-the summed per-sample gradients plus the load-balance gradient (router only, scale aux_weight E / B)
-are all multiplied by 1/B, then AdamW. Like builderforce, the aux gradient is therefore divided by B
-twice (aux_divided_twice=True, the default, keeps builderforce's numbers; False divides it once, which
-is the gradient of mean task loss + aux_weight x load-balance loss). Returns per epoch
-{"loss": sum of sample losses / n, "aux_loss": the last batch's load-balance loss}.
+MambaTrainer.train(input): builderforce's MambaTrainer options (lr 1e-4, epochs 5, batch_size 1, seq_len
+512, max_grad_norm 1, weight decay 0.01, wsla, track_grad_norm) with real backpropagation (builderforce's
+own step hands the logits' gradient to every parameter: a quirk not reproduced); returns per-epoch mean
+losses; on_epoch_end(epoch, loss, grad_norm). evaluate(input) -> perplexity over the whole input.
 """
 from __future__ import annotations
 
-import numpy as np
+from ..errors import TokenError
+from .config import WSLA_MAX_DELTA
+from .data import SequenceSource
+from .optim import GradScaler
+from .trainer import Trainer
 
-from .. import ops
-from ..autodiff import Tape
-from ..errors import ShapeError
-from ..runtime import empty, record
-from .optim import AdamW
-from .trainer import WSLA_MAX_DELTA
-
-__all__ = ["EvermindLMTrainer", "MoETrainer", "DynamicLossScaler"]
-
-MAX_PROGRAMS = 16  # recorded window shapes kept (sequences of many different lengths would otherwise pile up)
+__all__ = ["EvermindLMTrainer", "MoETrainer", "MambaTrainer"]
 
 
-class DynamicLossScaler:
-    """builderforce's loss scaler: init 16384, x growth_factor after growth_interval clean steps, x backoff
-    on overflow (floor min_scale), no maximum. update(overflow) -> whether the step proceeds."""
-
-    def __init__(self, init_scale: float = 16384.0, growth_factor: float = 2.0, backoff_factor: float = 0.5,
-                 growth_interval: int = 200, min_scale: float = 1.0):
-        self.scale, self.growth_factor, self.backoff_factor = float(init_scale), float(growth_factor), float(backoff_factor)
-        self.growth_interval, self.min_scale = int(growth_interval), float(min_scale)
-        self.clean_streak = self.overflows = self.skipped = 0
-
-    def update(self, overflow: bool) -> bool:
-        if overflow:
-            self.overflows += 1
-            self.skipped += 1
-            self.scale = max(self.min_scale, self.scale * self.backoff_factor)
-            self.clean_streak = 0
-            return False
-        self.clean_streak += 1
-        if self.clean_streak >= self.growth_interval:
-            self.scale *= self.growth_factor
-            self.clean_streak = 0
-        return True
+def _preset(model, lr, betas, eps, weight_decay, max_delta, wsla, **trainer_kw) -> tuple[Trainer, dict]:
+    """A Trainer with builderforce's AdamW settings, and the train() settings every call shares."""
+    trainer = Trainer(model, **trainer_kw)
+    trainer.optimizer.set_hyper(betas=betas, eps=eps)
+    settings = dict(lr=lr, weight_decay=weight_decay, wsla=wsla,
+                    max_delta=(WSLA_MAX_DELTA if wsla else 0.0) if max_delta is None else max_delta)
+    return trainer, settings
 
 
 class EvermindLMTrainer:
+    """builderforce's EvermindLMTrainer on the Trainer (see the module docstring)."""
+
     def __init__(self, model, lr: float = 0.01, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 0.0,
                  epochs: int = 1, accum_steps: int = 1, max_delta: float | None = None, checkpoint: bool = False,
                  mixed_precision=False, wsla: bool = False):
+        scaler = (GradScaler.builderforce(**mixed_precision) if isinstance(mixed_precision, dict)
+                  else GradScaler.builderforce() if mixed_precision else None)
+        self.trainer, self.settings = _preset(
+            model, lr, betas, eps, weight_decay, max_delta, wsla, scaler=scaler,
+            grad_precision="f16" if scaler is not None else "f32",
+            loss_options={"checkpoint": True} if checkpoint else {})
         self.model, self.epochs, self.accum = model, int(epochs), max(1, int(accum_steps))
-        self.names = model.wsla_parameters() if wsla else list(model.parameters())
-        max_delta = (WSLA_MAX_DELTA if wsla else 0.0) if max_delta is None else max_delta
-        self.checkpoint = bool(checkpoint)
-        self.scaler = (DynamicLossScaler(**mixed_precision) if isinstance(mixed_precision, dict)
-                       else DynamicLossScaler() if mixed_precision else None)
-        self.optimizer = AdamW(model.parameters(), lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
-                               max_delta=max_delta)
-        self._programs: dict[tuple, tuple] = {}
-        self.steps = 0
 
-    def _program(self, lengths: tuple):
-        """(program or None, ids/targets buffers, losses buffer) for a window of sequences of these lengths."""
-        hit = self._programs.get(lengths)
-        if hit is None:
-            dev = self.model.device
-            bufs = [(empty((L,), "u32", dev, host_visible=True), empty((L,), "u32", dev, host_visible=True))
-                    for L in lengths]
-            losses = empty((len(lengths) + 1,), "f32", dev, host_visible=True)  # + the overflow probe
-            hit = [None, bufs, losses, empty((2,), "f32", dev, host_visible=True)]
-            if len(self._programs) >= MAX_PROGRAMS:  # each program keeps its step's tensors alive
-                self._programs.pop(next(iter(self._programs)))
-            self._programs[lengths] = hit
-        return hit
+    @property
+    def optimizer(self):
+        """The Trainer's AdamW."""
+        return self.trainer.optimizer
 
-    def _record(self, entry):
-        _, bufs, losses, scale = entry
-        dev = self.model.device
-        params = {n: self.model.parameters()[n] for n in self.names}
-        with record(dev) as prog:
-            acc = None
-            for i, (ids, tgt) in enumerate(bufs):
-                dev.upload(ids)
-                dev.upload(tgt)
-                with Tape() as tape:
-                    loss = self.model.loss(ids, tgt, checkpoint=self.checkpoint)
-                g = tape.backward(loss).by_name(params)
-                acc = g if acc is None else {n: ops.add(acc[n], g[n]) for n in acc}
-                ops.copy2d(loss, losses, 1, 1, 0, 0, i, 0)
-            n = len(bufs)
-            if self.scaler is not None:
-                # Mixed precision: each sequence's gradient scaled once by the window's scale S (builderforce
-                # multiplies the whole accumulated buffer by S after every sequence), averaged, rounded to f16;
-                # any non-finite value skips the step; else unscaled by 1/S.
-                dev.upload(scale)
-                gl = list(acc.values())
-                for g in gl:
-                    ops.loss_scale_round(g, scale)
-                state = empty((1,), "f32", dev)
-                ops.sum_squares(gl, state, 0)
-                for g in gl:
-                    ops.loss_unscale(g, scale, state)
-                ops.copy2d(state, losses, 1, 1, 0, 0, n, 0)
-            elif n > 1:
-                acc = {k: ops.scale(v, 1.0 / n) for k, v in acc.items()}
-            self.optimizer.record_updates(acc)
-            dev.sync_local(losses)
-        entry[0] = prog
+    @property
+    def scaler(self):
+        """The loss scaler (mixed precision), else None."""
+        return self.trainer.scaler
 
-    def _window(self, seqs: list) -> list[float]:
-        entry = self._program(tuple(len(s) for s in seqs))
-        for (ids, tgt), s in zip(entry[1], seqs):
-            tok = self.model.check_tokens(s)
-            ids.write_staging(tok)
-            tgt.write_staging(self.model.next_token_targets(tok))
-        if self.scaler is not None:
-            S = self.scaler.scale
-            entry[3].write_staging(np.array([S / len(seqs), 1.0 / S], np.float32))
-        self.optimizer.begin_step()
-        if entry[0] is None:
-            self._record(entry)  # records and runs the first window of this shape
-        else:
-            entry[0].run()
-        self.steps += 1
-        vals = entry[2].read_staging()
-        if self.scaler is not None:
-            overflow = not np.isfinite(vals[-1])
-            if not self.scaler.update(overflow):
-                self.optimizer.step_count -= 1  # a skipped step does not advance AdamW's bias correction
-        return [float(v) for v in vals[:len(seqs)]]
+    @property
+    def steps(self) -> int:
+        """Optimizer steps taken (skipped overflow steps included)."""
+        return self.trainer.global_step
 
-    def fit(self, sequences) -> list[float]:
-        history = []
-        for _ in range(self.epochs):
-            total, n, window = 0.0, 0, []
-            for seq in sequences:
-                if len(seq) < 2:
-                    continue
-                window.append(list(seq))
-                if len(window) >= self.accum:
-                    losses = self._window(window)
-                    total, n, window = total + sum(losses), n + len(losses), []
-            if window:
-                losses = self._window(window)
-                total, n = total + sum(losses), n + len(losses)
-            history.append(total / n if n else 0.0)
-        return history
+    def fit(self, sequences, **settings) -> list[float]:
+        """Train on the sequences (lists of token ids); per-epoch mean sequence losses. Further keywords are
+        Trainer.train settings (e.g. save_key, max_steps, on_step)."""
+        try:
+            source = SequenceSource(sequences, self.model.config.vocab_size)
+        except ValueError as e:
+            raise TokenError(str(e)) from e
+        if not len(source):
+            return [0.0] * self.epochs
+        return self.trainer.train(source, epochs=self.epochs, batch_size=1, accum_steps=self.accum, shuffle=False,
+                                  max_grad_norm=0.0, **{**self.settings, **settings})
 
 
 class MoETrainer:
+    """builderforce's MoETrainer on the Trainer (see the module docstring)."""
+
     def __init__(self, model, lr: float = 0.01, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 0.0,
                  aux_weight: float = 0.01, batch_size: int = 0, epochs: int = 1, aux_divided_twice: bool = True,
                  max_delta: float | None = None, wsla: bool = False):
-        self.names = model.wsla_parameters() if wsla else list(model.parameters())
-        max_delta = (WSLA_MAX_DELTA if wsla else 0.0) if max_delta is None else max_delta
-        self.model, self.aux_weight, self.batch_size, self.epochs = model, float(aux_weight), int(batch_size), int(epochs)
-        self.aux_divided_twice = bool(aux_divided_twice)
-        self.optimizer = AdamW(model.parameters(), lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
-                               max_delta=max_delta)
-        self._programs: dict[int, list] = {}
+        self.trainer, self.settings = _preset(
+            model, lr, betas, eps, weight_decay, max_delta, wsla,
+            loss_options={"aux_weight": float(aux_weight), "aux_divided_twice": bool(aux_divided_twice)})
+        self.model, self.batch_size, self.epochs = model, int(batch_size), int(epochs)
 
-    def _record(self, entry, B: int):
-        _, x, t, out_host = entry
-        m, dev = self.model, self.model.device
-        E = m.config.num_experts
-        aux_scale = self.aux_weight * E / (B if self.aux_divided_twice else 1)
-        params = {n: m.parameters()[n] for n in self.names}
-        with record(dev) as prog:
-            dev.upload(x)
-            dev.upload(t)
-            with Tape() as tape:
-                out, ctx, aux = m.forward(x, aux_scale=aux_scale)
-            dout = ops.add(out, ops.scale(t, -1.0))
-            grads = tape.backward({out: dout}).by_name(params)
-            grads = {k: ops.scale(g, 1.0 / B) for k, g in grads.items()}
-            self.optimizer.record_updates(grads)
-            if aux is None:  # aux_weight 0: the load-balance loss is still reported
-                aux = ops.moe_load_stats(ctx)[1]
-            sq = ops.reduce_sum(dout, square=True)
-            ops.copy2d(sq, out_host, 1, 1, 0, 0, 0, 0)
-            ops.copy2d(aux, out_host, 1, 1, 0, 0, 1, 0)
-            dev.sync_local(out_host)
-        entry[0] = prog
+    @property
+    def optimizer(self):
+        """The Trainer's AdamW."""
+        return self.trainer.optimizer
 
-    def fit(self, samples) -> list[dict]:
-        X = np.asarray([np.asarray(s[0], np.float32) for s in samples], np.float32)
-        T = np.asarray([np.asarray(s[1], np.float32) for s in samples], np.float32)
-        d = self.model.config.model_dim
-        if X.ndim != 2 or X.shape[1] != d or T.shape != X.shape:
-            raise ShapeError(f"MoETrainer: samples must be (input [{d}], target [{d}]) pairs")
-        bs = self.batch_size if self.batch_size > 0 else len(X)
-        dev = self.model.device
-        history = []
-        for _ in range(self.epochs):
-            total, aux = 0.0, 0.0
-            for lo in range(0, len(X), bs):
-                xb, tb = X[lo:lo + bs], T[lo:lo + bs]
-                B = len(xb)
-                entry = self._programs.get(B)
-                if entry is None:
-                    entry = [None, empty((B, d), "f32", dev, host_visible=True),
-                             empty((B, d), "f32", dev, host_visible=True), empty((2,), "f32", dev, host_visible=True)]
-                    self._programs[B] = entry
-                entry[1].write_staging(xb)
-                entry[2].write_staging(tb)
-                self.optimizer.begin_step()
-                if entry[0] is None:
-                    self._record(entry, B)
-                else:
-                    entry[0].run()
-                sq, aux = (float(v) for v in entry[3].read_staging())
-                total += 0.5 * sq
-            history.append({"loss": total / max(1, len(X)), "aux_loss": aux})
-        return history
+    def fit(self, samples, **settings) -> list[dict]:
+        """Train on (input, target) pairs; per epoch {"loss", "aux_loss"}. Further keywords are
+        Trainer.train settings."""
+        source = self.trainer.source(samples)
+        bs = self.batch_size if self.batch_size > 0 else len(source)
+        first = len(self.trainer.history)
+        losses = self.trainer.train(source, epochs=self.epochs, batch_size=bs, shuffle=False, max_grad_norm=0.0,
+                                    **{**self.settings, **settings})
+        out = []
+        for e, loss in enumerate(losses, start=1):
+            last = [h for h in self.trainer.history[first:] if h["epoch"] == e][-1]
+            out.append({"loss": loss, "aux_loss": last["aux_loss"]})
+        return out
+
+
+class MambaTrainer:
+    """builderforce's MambaTrainer on the Trainer, for HybridMambaModel (see the module docstring)."""
+
+    def __init__(self, model, tokenizer=None, lr: float = 1e-4, epochs: int = 5, batch_size: int = 1,
+                 seq_len: int = 512, max_grad_norm: float = 1.0, weight_decay: float = 0.01,
+                 betas=(0.9, 0.999), eps: float = 1e-8, wsla: bool = False, max_delta: float | None = None,
+                 track_grad_norm: bool = False, seed: int = 0):
+        self.trainer, self.settings = _preset(model, lr, betas, eps, weight_decay, max_delta, wsla,
+                                              tokenizer=tokenizer, seed=seed)
+        self.model, self.tokenizer = model, tokenizer
+        self.settings.update(epochs=int(epochs), batch_size=int(batch_size), seq_len=int(seq_len),
+                             max_grad_norm=float(max_grad_norm), track_grad_norm=bool(track_grad_norm))
+
+    @property
+    def optimizer(self):
+        """The Trainer's AdamW."""
+        return self.trainer.optimizer
+
+    def train(self, data, on_epoch_end=None, **settings) -> list[float]:
+        """Train on a text (needs a tokenizer, as builderforce) or token ids; per-epoch mean losses."""
+        if isinstance(data, str) and self.tokenizer is None:
+            raise TokenError("MambaTrainer requires a tokenizer when input is a string. Pass a tokenizer "
+                             "instance as the second constructor argument.")
+        return self.trainer.train(data, on_epoch_end=on_epoch_end, **{**self.settings, **settings})
+
+    def evaluate(self, data) -> float:
+        """Perplexity exp(mean next-token loss) over the whole input as one sequence (builderforce)."""
+        ids = self.trainer._ids(data)
+        return self.trainer.evaluate(ids, seq_len=ids.size - 1, batch_size=1)

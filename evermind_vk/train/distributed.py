@@ -31,9 +31,9 @@ import atexit
 import ctypes
 import hashlib
 import os
+import shutil
 import signal
 import socket
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -44,13 +44,12 @@ from datetime import timedelta
 import numpy as np
 
 from ..errors import ConfigError, DistributedError, UnsupportedError
-from ..runtime import devices, empty, record
+from ..runtime import devices, empty, knobs, record
 from ..runtime.kernels import copy_words
 from .data import IGNORE
 
 BUCKET_BYTES = 25 * 2 ** 20  # PyTorch DDP's default bucket size
-DEFAULT_TIMEOUT = 60.0  # seconds a collective may wait for a peer (EVERMIND_VK_DIST_TIMEOUT): a stalled rank is
-# detected within this; raise it for steps that take longer (big models on slow devices)
+DEFAULT_TIMEOUT = knobs.knob("EVERMIND_VK_DIST_TIMEOUT").default  # seconds a collective waits for a peer (60)
 RANK_ERROR_ENV = "EVERMIND_VK_RANK_ERROR_FILE"  # where a launched rank writes its one-line error for the launcher
 _RANK_ERROR_MAX = 4096
 
@@ -99,11 +98,7 @@ class World:
         the timeout from EVERMIND_VK_DIST_TIMEOUT (seconds) unless given."""
         env = os.environ if env is None else env
         if timeout is None:
-            t = env.get("EVERMIND_VK_DIST_TIMEOUT", "").strip()
-            try:
-                timeout = float(t) if t else DEFAULT_TIMEOUT
-            except ValueError as e:
-                raise ConfigError(f"EVERMIND_VK_DIST_TIMEOUT={t!r} is not a number of seconds") from e
+            timeout = knobs.get("EVERMIND_VK_DIST_TIMEOUT", env)
         addr = env.get("MASTER_ADDR", "").strip()
         if not addr:
             raise ConfigError("MASTER_ADDR is not set (the address rank 0 listens on)")
@@ -144,7 +139,7 @@ class World:
     def device(self):
         """This rank's device selector: EVERMIND_VK_DEVICE if set (e.g. 0 for ranks sharing one GPU),
         else round_robin_device(local_rank)."""
-        env = os.environ.get("EVERMIND_VK_DEVICE", "").strip()
+        env = knobs.get("EVERMIND_VK_DEVICE")
         return env if env else round_robin_device(self.local_rank)
 
 
@@ -326,6 +321,7 @@ class DataParallel:
         return owner
 
     def owned(self, grads: dict) -> dict:
+        """The gradients of the parameters this rank steps (all of them without ZeRO)."""
         if not self.zero:
             return grads
         own = self.owners()
@@ -408,6 +404,7 @@ class DataParallel:
 
     # -- consistency ----------------------------------------------------------------------------
     def weights_hash(self) -> str:
+        """sha256 of this rank's weights (replicas must agree)."""
         h = hashlib.sha256()
         for n, a in sorted(self.trainer.model.state_dict().items()):
             h.update(n.encode())
@@ -451,14 +448,11 @@ def spawn(argv: list[str], nproc: int, log_dir: str | None = None, env=None, gra
     if nproc < 1:
         raise ConfigError(f"--nproc must be >= 1, got {nproc}")
     base = dict(os.environ if env is None else env)
-    pick = not base.get("EVERMIND_VK_DEVICE", "").strip()
+    pick = not knobs.get("EVERMIND_VK_DEVICE", base)
     check_nproc(nproc, shared_device=not pick)
     _dist()  # the `dist` extra, before any rank is started
     port = free_port()
-    try:
-        stop_wait = float(base.get("EVERMIND_VK_DIST_TIMEOUT", "") or DEFAULT_TIMEOUT)
-    except ValueError as e:
-        raise ConfigError(f"EVERMIND_VK_DIST_TIMEOUT={base['EVERMIND_VK_DIST_TIMEOUT']!r} is not a number") from e
+    stop_wait = knobs.get("EVERMIND_VK_DIST_TIMEOUT", base)
     procs, logs, forwarded = [], [], []
     errors_dir = tempfile.mkdtemp(prefix="evermind-vk-ranks-")
 

@@ -1,22 +1,14 @@
-"""Training image models (any model with `parameters()` and `loss(x)` on NCHW batches, e.g.
-models.ConvAE): a seeded procedural image set (no downloads), a trainer whose step (upload the batch,
-forward, backward, clip, AdamW, copy the loss to host memory) is recorded once per batch size and
-replayed with one submit per step, and a PNG grid of images beside their reconstructions."""
+"""Training image models (models.ConvAE): a seeded procedural image set (no downloads), ImageTrainer (a
+preset of the one Trainer) and a PNG grid of images beside their reconstructions."""
 from __future__ import annotations
-
-import math
-import sys
-import time
 
 import numpy as np
 
-from ..autodiff import Tape
-from ..errors import EvermindError, ShapeError
+from ..errors import ShapeError
 from ..io.atomic import atomic_write
-from ..runtime import empty, record, tensor
-from ..runtime.kernels import copy_words
-from .optim import AdamW, clip_grad_norm
+from ..runtime import tensor
 from .plot import _png
+from .trainer import Trainer
 
 
 def shapes_dataset(n: int, size: int = 16, channels: int = 3, seed: int = 0) -> np.ndarray:
@@ -68,64 +60,24 @@ def image_grid_png(rows: list, path: str, scale: int = 4, pad: int = 2) -> None:
     atomic_write(path, _png(img))
 
 
-class _ImageStep:
-    """One recorded step for a fixed batch shape (and trainable set and clip)."""
-
-    def __init__(self, trainer, shape: tuple, train: bool):
-        self.trainer, self.shape, self.train = trainer, shape, train
-        dev = trainer.model.device
-        self.x = empty(shape, "f32", dev, host_visible=True)
-        self.loss_host = empty((1,), "f32", dev, host_visible=True)
-        self.norm_host = empty((2,), "f32", dev, host_visible=True)
-        self.program = None
-
-    def _build(self):
-        t, dev = self.trainer, self.trainer.model.device
-        with record(dev) as prog:
-            dev.upload(self.x)
-            if self.train:
-                with Tape() as tape:
-                    loss = t.model.loss(self.x)
-                grads = tape.backward(loss).by_name(t.model.parameters())
-                metrics = clip_grad_norm(grads, t.max_grad_norm)
-                copy_words(metrics.state, self.norm_host)
-                dev.sync_local(self.norm_host)
-                t.optimizer.record_updates(grads)
-            else:
-                loss = t.model.loss(self.x)
-            copy_words(loss, self.loss_host)
-            dev.sync_local(self.loss_host)
-        self.program = prog
-
-    def run(self, batch: np.ndarray):
-        self.x.write_staging(batch)
-        if self.train:
-            self.trainer.optimizer.begin_step()
-        if self.program is None:
-            self._build()  # records and runs the first step
-        else:
-            self.program.run()
-        loss = float(self.loss_host.read_staging()[0])
-        norm = math.sqrt(max(float(self.norm_host.read_staging()[0]), 0.0)) if self.train else None
-        return loss, norm
-
-
 class ImageTrainer:
-    """Trains a model on image batches with AdamW and gradient-norm clipping; one submit per step."""
+    """A preset of the one Trainer for image models (AdamW, weight decay 0, gradient-norm clipping; one
+    submit per step): train(images) / evaluate(images) / reconstruct(images)."""
 
     def __init__(self, model, lr: float = 3e-3, weight_decay: float = 0.0, max_grad_norm: float = 1.0, seed: int = 0):
-        self.model = model
-        self.optimizer = AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
+        self.trainer = Trainer(model, seed=seed)
+        self.model, self.lr, self.weight_decay = model, float(lr), float(weight_decay)
         self.max_grad_norm = float(max_grad_norm)
-        self.seed = seed
-        self._steps: dict[tuple, _ImageStep] = {}
-        self.history: list[dict] = []  # per step: epoch, step, loss, grad_norm (pre-clip)
 
-    def _step(self, shape, train) -> _ImageStep:
-        key = (tuple(shape), train)
-        if key not in self._steps:
-            self._steps[key] = _ImageStep(self, tuple(shape), train)
-        return self._steps[key]
+    @property
+    def history(self) -> list[dict]:
+        """The Trainer's history: per step epoch, step, loss, grad_norm (pre-clip), ..."""
+        return self.trainer.history
+
+    @property
+    def optimizer(self):
+        """The Trainer's AdamW."""
+        return self.trainer.optimizer
 
     @staticmethod
     def _check(images) -> np.ndarray:
@@ -135,47 +87,22 @@ class ImageTrainer:
         return images
 
     def train(self, images, epochs: int = 1, batch_size: int = 16, time_limit: float | None = None,
-              on_epoch_end=None, progress: bool = False) -> list[float]:
-        """Train on shuffled full batches (a remainder smaller than batch_size is dropped each epoch);
-        returns the mean loss of each epoch. time_limit stops at the first step past it (seconds)."""
+              on_epoch_end=None, progress: bool = False, **settings) -> list[float]:
+        """Train on shuffled batches of images; the mean loss of each epoch. time_limit stops at the first
+        step past it (seconds); on_epoch_end(epoch, loss). Further keywords are Trainer.train settings."""
         images = self._check(images)
         if batch_size < 1 or batch_size > images.shape[0]:
             raise ShapeError(f"batch_size {batch_size} must be in 1..{images.shape[0]}")
-        step = self._step((batch_size, *images.shape[1:]), True)
-        n_batches = images.shape[0] // batch_size
-        losses, t0 = [], time.perf_counter()
-        for epoch in range(epochs):
-            order = np.random.default_rng(self.seed + epoch).permutation(images.shape[0])
-            total = 0.0
-            for bi in range(n_batches):
-                loss, norm = step.run(images[order[bi * batch_size:(bi + 1) * batch_size]])
-                if not math.isfinite(loss):
-                    raise EvermindError(f"loss became {loss} at epoch {epoch + 1}, step {bi + 1}")
-                total += loss
-                self.history.append({"epoch": epoch + 1, "step": len(self.history) + 1, "loss": loss,
-                                     "grad_norm": norm})
-                if progress:
-                    sys.stderr.write(f"\repoch {epoch + 1}/{epochs} step {bi + 1}/{n_batches} loss {loss:.5f} "
-                                     f"{time.perf_counter() - t0:5.1f}s ")
-                    sys.stderr.flush()
-                if time_limit is not None and time.perf_counter() - t0 > time_limit:
-                    break
-            losses.append(total / (bi + 1))
-            if on_epoch_end is not None:
-                on_epoch_end(epoch + 1, losses[-1])
-            if time_limit is not None and time.perf_counter() - t0 > time_limit:
-                break
-        if progress:
-            print(file=sys.stderr)
-        return losses
+        hook = None if on_epoch_end is None else (lambda e, loss, _norm: on_epoch_end(e, loss))
+        return self.trainer.train(images, epochs=epochs, batch_size=batch_size, lr=self.lr,
+                                  weight_decay=self.weight_decay, max_grad_norm=self.max_grad_norm,
+                                  track_grad_norm=True, time_limit=time_limit, on_epoch_end=hook,
+                                  progress=progress, **settings)
 
     def evaluate(self, images, batch_size: int = 16) -> float:
-        """Mean loss over the full batches of images (no update)."""
+        """Mean loss over the images (no update)."""
         images = self._check(images)
-        batch_size = min(batch_size, images.shape[0])
-        step = self._step((batch_size, *images.shape[1:]), False)
-        n = images.shape[0] // batch_size
-        return sum(step.run(images[i * batch_size:(i + 1) * batch_size])[0] for i in range(n)) / n
+        return self.trainer.evaluate(images, batch_size=min(batch_size, images.shape[0]))
 
     def reconstruct(self, images) -> np.ndarray:
         """The model's output for images (eager, one batch)."""

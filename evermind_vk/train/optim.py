@@ -41,7 +41,7 @@ class AdamW:
         self._device = dev
         self._hyper = tensor(np.zeros(8, np.float32), device=dev) if dev else None
         self._nonfinite = zeros((1,), "u32", dev, host_visible=True) if dev else None
-        # -- LR schedule and parameter groups (issue 14) --
+        # -- LR schedule and parameter groups --
         # schedule: doppler's lr_at(step, group lr, schedule), evaluated by begin_step for each group and
         # written into that group's hyper buffer, so a recorded step follows it without re-recording.
         # Group 0 is the defaults (self.lr, self.weight_decay); param_groups adds groups 1.. with their own
@@ -76,6 +76,7 @@ class AdamW:
 
     # -- per-step scalars ---------------------------------------------------------------------
     def hyper(self, t: int) -> np.ndarray:
+        """The per-step scalars of AdamW's kernel at 1-based step t (lr, betas, eps, decay, bias corrections, trust region)."""
         b1, b2 = self.betas
         return np.array([self.lr, b1, b2, self.eps, self.weight_decay, 1 - b1 ** t, 1 - b2 ** t,
                          self.max_delta], dtype=np.float32)
@@ -88,7 +89,7 @@ class AdamW:
         for g in range(len(self._hypers)):
             self._hypers[g].write_staging(self.group_hyper(self.step_count, g))
 
-    # -- LR schedule and parameter groups (issue 14) ---------------------------------------------
+    # -- LR schedule and parameter groups ----------------------------------------------------------
     def set_param_groups(self, groups) -> None:
         """Replace the extra groups: a list of {"params": [names], "lr": ..., "weight_decay": ...}
         (lr / weight_decay default to the optimizer's). A name may be in one group; unlisted names are in
@@ -115,6 +116,7 @@ class AdamW:
                 self._hypers.append(tensor(np.zeros(8, np.float32), device=self._device))
 
     def group_of(self, name: str) -> int:
+        """A name's parameter group: 1 + its index in param_groups, 0 for the default group."""
         for i, g in enumerate(self.param_groups):
             if name in g["params"]:
                 return i + 1
@@ -131,6 +133,7 @@ class AdamW:
         return self.group_lr(max(self.step_count, 1), 0)
 
     def group_hyper(self, t: int, group: int = 0) -> np.ndarray:
+        """hyper(t) with a group's learning rate and weight decay."""
         h = self.hyper(t)
         h[0] = self.group_lr(t, group)
         if group:
@@ -173,6 +176,7 @@ class AdamW:
 
     # -- persistence --------------------------------------------------------------------------
     def state_dict(self) -> dict:
+        """Step count, hyperparameters, moments by name, groups and schedule (PyTorch's layout)."""
         return {
             "step": self.step_count,
             "hyper": {"lr": self.lr, "betas": list(self.betas), "eps": self.eps,
@@ -183,6 +187,7 @@ class AdamW:
         }
 
     def load_state_dict(self, sd: dict) -> None:
+        """Restore state_dict()'s values into the existing moment tensors (a recorded step sees them)."""
         h = sd["hyper"]
         self.set_hyper(lr=h["lr"], betas=h["betas"], eps=h["eps"], weight_decay=h["weight_decay"],
                        max_delta=h["max_delta"])
@@ -245,22 +250,27 @@ class ClipMetrics:
 
     @property
     def norm_before(self) -> float:
+        """The global gradient norm before clipping."""
         return self._read()[0]
 
     @property
     def norm_after(self) -> float:
+        """The global gradient norm after clipping (reported, as doppler)."""
         return self._read()[1]
 
     @property
     def finite(self) -> bool:
+        """Whether the norm is finite (no inf or NaN gradient)."""
         return math.isfinite(self.norm_before)
 
     @property
     def clipped(self) -> bool:
+        """Whether clipping scaled the gradients."""
         n = self.norm_before
         return self.max_norm > 0 and math.isfinite(n) and self.max_norm / (n + 1e-6) < 1.0
 
     def as_dict(self) -> dict:
+        """doppler's ClipMetrics fields."""
         return {"norm_before": self.norm_before, "norm_after": self.norm_after, "clipped": self.clipped,
                 "finite": self.finite, "total_params": self.total_params}
 
@@ -318,32 +328,47 @@ class GradScaler:
     """doppler's DynamicLossScaler (src/training/loss-scaling.js): the loss is multiplied by `scale`
     before the backward; a step whose gradients hold an inf or NaN is an overflow: it changes no weight
     and no moment, is counted (`overflows`), and halves the scale (floor min_scale); after growth_interval
-    consecutive clean steps the scale doubles (cap max_scale). Defaults: 1024, x2 after 2000, x0.5, 1, 65536.
+    consecutive clean steps the scale doubles (cap max_scale; None: no cap). Defaults: 1024, x2 after 2000,
+    x0.5, 1, 65536. GradScaler.builderforce() is builderforce's scaler (16384, x2 after 200, no cap): the one
+    class serves both.
 
     The host keeps this state; the device reads the scale from a small per-step buffer written before
     each replay (write_device), so a recorded step replays unchanged. update(overflow) -> whether the
     step was applied."""
 
     def __init__(self, init_scale: float = 1024.0, growth_factor: float = 2.0, backoff_factor: float = 0.5,
-                 growth_interval: int = 2000, min_scale: float = 1.0, max_scale: float = 65536.0):
+                 growth_interval: int = 2000, min_scale: float = 1.0, max_scale: float | None = 65536.0):
         vals = {"init_scale": init_scale, "growth_factor": growth_factor, "backoff_factor": backoff_factor,
-                "min_scale": min_scale, "max_scale": max_scale}
+                "min_scale": min_scale, "max_scale": math.inf if max_scale is None else max_scale}
         for k, v in vals.items():
             f = _real(k, v)
-            if not (math.isfinite(f) and f > 0):
+            if not ((math.isfinite(f) or (k == "max_scale" and f == math.inf)) and f > 0):
                 raise ConfigError(f"GradScaler: {k} must be finite and > 0, got {v!r}")
         if isinstance(growth_interval, bool) or not isinstance(growth_interval, (int, np.integer)) or growth_interval < 1:
             raise ConfigError(f"GradScaler: growth_interval must be an integer >= 1, got {growth_interval!r}")
-        if not (growth_factor >= 1 and 0 < backoff_factor <= 1 and min_scale <= max_scale):
+        if not (growth_factor >= 1 and 0 < backoff_factor <= 1 and min_scale <= vals["max_scale"]):
             raise ConfigError("GradScaler: need growth_factor >= 1, 0 < backoff_factor <= 1, min_scale <= max_scale")
         self.growth_factor, self.backoff_factor = float(growth_factor), float(backoff_factor)
         self.growth_interval = int(growth_interval)
-        self.min_scale, self.max_scale = float(min_scale), float(max_scale)
-        self.scale = min(max(float(init_scale), self.min_scale), self.max_scale)
+        self.min_scale, self.max_scale = float(min_scale), (None if max_scale is None else float(max_scale))
+        self.scale = min(max(float(init_scale), self.min_scale), vals["max_scale"])
         self.clean_steps = 0  # consecutive steps without overflow since the last change of scale
         self.overflows = 0  # overflowing (skipped) steps, ever
 
+    @classmethod
+    def builderforce(cls, init_scale: float = 16384.0, growth_factor: float = 2.0, backoff_factor: float = 0.5,
+                     growth_interval: int = 200, min_scale: float = 1.0) -> "GradScaler":
+        """builderforce's DynamicLossScaler (src/training/mixed_precision.ts): 16384, x2 after 200 clean
+        steps, x0.5 on overflow, floor 1, no maximum."""
+        return cls(init_scale, growth_factor, backoff_factor, growth_interval, min_scale, max_scale=None)
+
+    @property
+    def skipped(self) -> int:
+        """Steps skipped for an overflow (builderforce's name for `overflows`)."""
+        return self.overflows
+
     def update(self, overflow: bool) -> bool:
+        """Record a step's outcome and adapt the scale; whether the step was applied (no overflow)."""
         if overflow:
             self.overflows += 1
             self.clean_steps = 0
@@ -351,7 +376,8 @@ class GradScaler:
             return False
         self.clean_steps += 1
         if self.clean_steps >= self.growth_interval:
-            self.scale = min(self.max_scale, self.scale * self.growth_factor)
+            grown = self.scale * self.growth_factor
+            self.scale = grown if self.max_scale is None else min(self.max_scale, grown)
             self.clean_steps = 0
         return True
 
@@ -360,11 +386,13 @@ class GradScaler:
         return np.array([self.scale, 1.0 / self.scale], np.float32)
 
     def state_dict(self) -> dict:
+        """Everything a resumed run needs (max_scale None: no cap)."""
         return {"scale": self.scale, "clean_steps": self.clean_steps, "overflows": self.overflows,
                 "growth_factor": self.growth_factor, "backoff_factor": self.backoff_factor,
                 "growth_interval": self.growth_interval, "min_scale": self.min_scale, "max_scale": self.max_scale}
 
     def load_state_dict(self, sd: dict) -> None:
+        """Restore state_dict()'s values (each checked)."""
         fresh = GradScaler(sd["scale"], sd["growth_factor"], sd["backoff_factor"], int(sd["growth_interval"]),
                            sd["min_scale"], sd["max_scale"])  # checks every value
         fresh.scale = float(sd["scale"])  # as saved, unclamped: a resumed run continues bit-identically
@@ -382,7 +410,7 @@ def unscale_grads(grads: dict, scale: Tensor, in_place: bool = True) -> tuple[Te
     (exact for a power-of-two scale: l2_norm divides by the largest magnitude first), for clip_grad_norm.
     in_place=False: the gradients stay loss-scaled (no dispatch per gradient); hand (scale, state) to
     AdamW.record_updates(..., unscale=...), whose updates unscale as this would have (same bits). The train
-    loop's step does this: 2-4% more tokens/s for the 23.7M LM in f16 on an H100 (bench/results, round 20)."""
+    loop's step does this: 2-4% more tokens/s for the 23.7M LM in f16 on an H100 (bench/results/train_bench-23.7m-h100.txt)."""
     gl = list(grads.values())
     if not gl:
         raise ValueError("unscale_grads: no gradients")

@@ -13,7 +13,9 @@ class Progress:
 
     LINE_EVERY_S = 10.0  # line mode: at most one line per this many seconds (plus each epoch's last step)
 
-    def __init__(self, epochs: int, steps_per_epoch: int, time_limit: float | None = None, stream=None):
+    def __init__(self, epochs: int, steps_per_epoch: int, time_limit: float | None = None, stream=None,
+                 unit: str = "tok"):
+        self.unit = unit  # what the rate counts: tok (targets), img, row
         self.stream = stream if stream is not None else sys.stderr
         self.epochs, self.n, self.time_limit = epochs, steps_per_epoch, time_limit
         isatty = getattr(self.stream, "isatty", None)
@@ -41,12 +43,12 @@ class Progress:
             if self._bar is None:
                 self._bar = self._tqdm(total=self.n, desc=f"epoch {epoch + 1}/{self.epochs}", unit="step",
                                        file=self.stream, dynamic_ncols=True, leave=True)
-            self._bar.set_postfix_str(f"loss {loss:.3f}, {lr_s}{rate:,.0f} tok/s", refresh=False)
+            self._bar.set_postfix_str(f"loss {loss:.3f}, {lr_s}{rate:,.0f} {self.unit}/s", refresh=False)
             self._bar.update(1)
         elif self.tty:
             bar = "#" * int(20 * i / self.n) + "." * (20 - int(20 * i / self.n))
             self.stream.write(f"\repoch {epoch + 1}/{self.epochs} [{bar}] {i}/{self.n} loss {loss:.3f} "
-                              f"{lr_s}{rate:,.0f} tok/s ETA {eta:4.0f}s ")
+                              f"{lr_s}{rate:,.0f} {self.unit}/s ETA {eta:4.0f}s ")
             self.stream.flush()
             self._open = True
         else:
@@ -54,7 +56,7 @@ class Progress:
             if now - self._last_line >= self.LINE_EVERY_S or i == self.n or i == 1:
                 self._last_line = now
                 self.stream.write(f"epoch {epoch + 1}/{self.epochs} step {i}/{self.n} loss {loss:.3f} "
-                                  f"{lr_s}{rate:,.0f} tok/s elapsed {elapsed:.0f}s ETA {eta:.0f}s\n")
+                                  f"{lr_s}{rate:,.0f} {self.unit}/s elapsed {elapsed:.0f}s ETA {eta:.0f}s\n")
                 self.stream.flush()
 
     def end_epoch(self) -> None:

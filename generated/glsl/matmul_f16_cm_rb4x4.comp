@@ -127,7 +127,7 @@ void main() {
     if (p.tri == 2u) kb = m0 > p.kd ? min((m0 - p.kd) / BK, nk_) : 0u;
     if (p.tri == 3u && n0 >= m0 + BM) ke = 0u;
     // The operands' layouts pick one of four copies of the k loop, each with its layouts as constants (a layout
-    // test inside the loop: bench/results/round10-h200-layout-loops.txt).
+    // test inside the loop: bench/results/evidence/h200-cm-layout-loops.txt).
     if (p.sak != 1) {
         if (p.sbn == 1)         {
             const bool am = true, bn = true;

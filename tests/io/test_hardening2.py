@@ -545,8 +545,9 @@ def test_orphaned_temp_files_are_removed_by_the_next_save(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not os.environ.get("EVERMIND_VK_SLOW_TESTS"), reason="200 killed savers: EVERMIND_VK_SLOW_TESTS=1")
-def test_orphaned_temp_files_200_killed_savers(tmp_path):
+def test_orphaned_temp_files_200_killed_savers(tmp_path, request):
+    if "slow" not in (request.config.getoption("markexpr") or ""):
+        pytest.skip("200 killed savers (~2.5 min): run with -m slow")
     _kill_savers(tmp_path, 200)
 
 

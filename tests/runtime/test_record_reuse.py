@@ -20,9 +20,8 @@ KILL = "EVERMIND_VK_DISABLE_RECORD_REUSE"
 
 
 def _programs(trainer):
-    if hasattr(trainer, "_steps"):
-        return [s.program for s in trainer._steps.values() if s.program is not None]
-    return [e[0] for e in trainer._programs.values() if e[0] is not None]
+    trainer = getattr(trainer, "trainer", trainer)  # a preset (EvermindLMTrainer) runs on a Trainer
+    return [s.program for s in trainer._steps.values() if s.program is not None]
 
 
 def _run(monkeypatch, reuse: bool, make, train):

@@ -27,10 +27,11 @@ def test_lm_fit_equals_reference(device, accum):
     np.testing.assert_allclose(got, want, rtol=0, atol=1e-4)
     sd = m.state_dict()
     assert max(np.abs(sd[k] - p[k]).max() for k in p) < 1e-4
-    # one program per window shape, replayed in later epochs: steps = windows, programs = distinct shapes
+    # one program per sequence length (and the apply step), replayed in later epochs: steps = windows
     windows = -(-4 // accum)
     assert tr.steps == 3 * windows
-    assert len(tr._programs) <= windows and all(e[0] is not None for e in tr._programs.values())
+    lengths = {len(s) for s in SEQS if len(s) >= 2}
+    assert len(tr.trainer._steps) <= len(lengths) + 1 and all(s.program is not None for s in tr.trainer._steps.values())
 
 
 def test_accumulating_copies_is_one_mean_step(device):
@@ -107,14 +108,19 @@ def test_checkpointed_training_is_identical(device):
 
 
 def test_loss_scaler_rules():
-    from evermind_vk.train import DynamicLossScaler
-    s = DynamicLossScaler(init_scale=8, growth_interval=2)
+    from evermind_vk.train import GradScaler
+    s = GradScaler.builderforce(init_scale=8, growth_interval=2)
     assert s.update(False) and s.scale == 8 and s.update(False) and s.scale == 16
-    s = DynamicLossScaler(init_scale=1024)
+    s = GradScaler.builderforce(init_scale=1024)
     assert not s.update(True) and s.scale == 512 and s.skipped == 1
-    s = DynamicLossScaler(init_scale=1.5)
+    s = GradScaler.builderforce(init_scale=1.5)
     s.update(True)
     assert s.scale == 1.0  # floor at min_scale
+    s = GradScaler.builderforce(init_scale=2.0 ** 20, growth_interval=1)
+    s.update(False)
+    assert s.scale == 2.0 ** 21 and s.max_scale is None  # no maximum (doppler's GradScaler() caps at 65536)
+    s.load_state_dict(s.state_dict())
+    assert s.scale == 2.0 ** 21 and s.max_scale is None
 
 
 def test_mixed_precision_overflow_skips_steps(device):

@@ -45,6 +45,11 @@ a = json.loads(sys.argv[1])
 mp = dict(precision=a.get("precision", "f32"), scaler=GradScaler(**a["scaler"]) if a.get("scaler") else None)
 cfg = LMConfig(**a["cfg"])
 make = (lambda: HybridMambaModel(HybridMambaConfig(**a["mamba"]))) if a.get("mamba") else (lambda: TransformerLM(cfg))
+data = np.asarray(a["ids"])
+if a.get("moe"):  # a model of other data: (input, target) rows
+    from evermind_vk.models import MoEConfig, SharedExpertMoE
+    make, data = (lambda: SharedExpertMoE(MoEConfig(**a["moe"]))), tuple(np.asarray(v, np.float32) for v in a["rows"])
+    mp["loss_options"] = {"aux_weight": 0.0}
 world = World.from_env()
 rank = world.rank
 try:
@@ -63,12 +68,12 @@ try:
         hashes.append(tr._dp.check_identical())
         if str(step) in a.get("scale_at", {}):  # a scale at which the next step's f16 gradients overflow
             tr.scaler.scale = a["scale_at"][str(step)]
-    tr.train(np.asarray(a["ids"]), batch_size=a["B"], on_step=on_step, max_steps=a.get("max_steps"),
+    tr.train(data, batch_size=a["B"], on_step=on_step, max_steps=a.get("max_steps"),
              save_key=a.get("key"), save_dir=a.get("dir", "."), save_every=a.get("save_every", 0), **a["kw"])
 except DistributedError as e:
     print(f"DistributedError: {e}", file=sys.stderr, flush=True)
     sys.exit(3)
-ppl = tr.evaluate(np.asarray(a["ids"]), seq_len=a["kw"]["seq_len"], batch_size=a["B"]) if a.get("eval") else None
+ppl = tr.evaluate(data, seq_len=a["kw"]["seq_len"], batch_size=a["B"]) if a.get("eval") else None
 np.savez(os.path.join(a["out"], f"rank{rank}.npz"), **tr.model.state_dict())
 with open(os.path.join(a["out"], f"rank{rank}.json"), "w") as f:
     json.dump({"losses": [h["loss"] for h in tr.history], "checked": len(hashes), "step": tr.global_step,
@@ -198,6 +203,23 @@ def test_mamba_wsla_row_ranges_with_ranks(device, tmp_path):
     # ZeRO with a row range is refused (the owner's rows would not reach the other ranks' base tensors)
     codes, errs, _, _ = ranks(2, tmp_path, B=2, mamba=mcfg, kw=kw, zero=True)
     assert codes != [0, 0] and all("UnsupportedError" in e and "ZeRO" in e for e in errs)
+
+
+def test_pair_model_ranks_equal_one_big_batch(device, tmp_path):
+    # the one Trainer's data-parallel path for a model of (input, target) rows: 3 ranks x 2 rows equal one
+    # process with 6 (the 14 rows leave a last global batch of 2: rank 2 gets none)
+    from evermind_vk.models import MoEConfig, SharedExpertMoE
+    mcfg = dict(model_dim=4, hidden_dim=6, num_experts=4, top_k=2, seed=1)
+    x = np.sin(np.arange(56, dtype=np.float32)).reshape(14, 4)
+    rows = [x.tolist(), np.cos(2 * x).tolist()]
+    codes, errs, infos, weights = ranks(3, tmp_path, B=2, moe=mcfg, rows=rows, kw={**KW, "lr": 0.02}, eval=True)
+    assert codes == [0, 0, 0], errs
+    assert all(np.array_equal(weights[0][k], w[k]) for w in weights[1:] for k in w)
+    ref = Trainer(SharedExpertMoE(MoEConfig(**mcfg)), loss_options={"aux_weight": 0.0})
+    ref.train((x, np.cos(2 * x)), batch_size=6, **{**KW, "lr": 0.02})
+    close(weights[0], ref.model.state_dict())
+    np.testing.assert_allclose(infos[0]["losses"], [h["loss"] for h in ref.history], rtol=1e-5)
+    np.testing.assert_allclose(infos[0]["ppl"], ref.evaluate((x, np.cos(2 * x)), batch_size=2), rtol=1e-5)
 
 
 def test_zero_shards_the_moments_and_changes_nothing_else(device, tmp_path):

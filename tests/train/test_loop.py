@@ -24,10 +24,11 @@ def same(a, b):
 
 
 def test_weight_decay_default_is_one_value():
+    from evermind_vk.train import TrainConfig
     from evermind_vk.train.trainer import DEFAULT_WEIGHT_DECAY
     import inspect
     assert inspect.signature(AdamW).parameters["weight_decay"].default == DEFAULT_WEIGHT_DECAY
-    assert inspect.signature(Trainer.train).parameters["weight_decay"].default == DEFAULT_WEIGHT_DECAY
+    assert TrainConfig().weight_decay == DEFAULT_WEIGHT_DECAY
 
 
 def test_schedule_reaches_the_device_without_rerecording(device):
@@ -63,8 +64,8 @@ def test_accumulation_equals_one_big_batch(device):
     from evermind_vk.runtime import zeros
     acc._acc = {n: zeros(p.shape, "f32") for n, p in acc.model.parameters().items()}
     micro = acc._step(2, 4, names, 0.0, False, "micro")
-    l1, _ = micro.run(i1, t1, weight=n1 / 15)
-    l2, _ = micro.run(i2, t2, weight=n2 / 15)
+    l1, _, _ = micro.run({"ids": i1, "targets": t1}, weight=n1 / 15)
+    l2, _, _ = micro.run({"ids": i2, "targets": t2}, weight=n2 / 15)
     assert (l1 * n1 + l2 * n2) / 15 == pytest.approx(float(loss.numpy()[0]), rel=1e-6)
     for k in names:
         got = acc._acc[k].numpy()
@@ -92,7 +93,9 @@ def test_max_steps_on_step_eval_and_epoch_norm(device):
     assert [s for s, _ in seen] == [1, 2, 3, 4, 5, 6] == [h["step"] for h in tr.history]
     assert [("eval_ppl" in m) for _, m in seen] == [False, True] * 3
     assert seen[-1][1]["eval_ppl"] == pytest.approx(tr.evaluate(held_out, seq_len=4), rel=1e-6)
-    assert len(epochs) == 1  # epoch 2 stopped after 2 of its 4 steps
+    # epoch 2 stopped after 2 of its 4 steps: reported over those 2, as any stop reports a cut-short epoch
+    assert [e for e, _, _ in epochs] == [1, 2] and tr.stopped_by == "max_steps"
+    assert epochs[1][1] == pytest.approx(np.mean([h["loss"] for h in tr.history[4:]]), rel=1e-6)
     e1 = [h["grad_norm"] for h in tr.history if h["epoch"] == 1]
     assert epochs[0][2] == pytest.approx(np.mean(e1), rel=1e-12) and len(set(e1)) == 4  # the mean, not the last
 

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# The large-model training benchmarks and the tensor-core evidence on an NVIDIA GPU host (see ci/gpu-env.sh
+# for what to bring: .gl/ and .whl/). Usage: bash bench/gpu_perf.sh OUTDIR CONFIG [train_bench args...]
+#   CONFIG: a bench/train_bench.py preset (124m, 350m, 23.7m ...), or "ir" for the pipeline internal
+#   representations of the f16 cooperative-matrix kernels (does the driver emit Hopper's warpgroup MMA?).
+set -uo pipefail
+OUT=${1:?output directory}; CONFIG=${2:?config}; shift 2
+mkdir -p "$OUT"
+source ci/gpu-env.sh || exit 1
+nvidia-smi --query-gpu=name,uuid,memory.total,clocks.max.sm,driver_version --format=csv | tee "$OUT/gpu-$CONFIG.txt"
+git log -1 --format='commit %H %s' 2>/dev/null | tee -a "$OUT/gpu-$CONFIG.txt"
+if [ "$CONFIG" = ir ]; then
+    rm -rf /tmp/ir && mkdir -p /tmp/ir
+    python3 bench/pipeline_stats.py --ir --dump /tmp/ir \
+        --only "${IR_ONLY:-matmul_f16_cm_rb4x4_w2x4_t128x256,matmul_f16_cm2_l256_t128x256k32,matmul_f16_cm2_l256_t128x128}" \
+        2>&1 | tee "$OUT/pipeline-ir.txt"
+    {   echo "== per dump: counts of MMA instruction mnemonics (HGMMA = Hopper warpgroup MMA, HMMA = warp MMA)"
+        for f in /tmp/ir/*; do
+            printf '%s  HGMMA=%s HMMA=%s WARPGROUP=%s\n' "$(basename "$f")" "$(grep -c 'HGMMA' "$f")" \
+                "$(grep -c 'HMMA' "$f")" "$(grep -ci 'WARPGROUP' "$f")"
+        done; } | tee "$OUT/pipeline-ir-mma.txt"
+    tar czf "$OUT/ir-dumps.tgz" -C /tmp ir
+    exit 0
+fi
+cd bench && python3 train_bench.py --config "$CONFIG" --json "$OUT/train_bench-$CONFIG.json" "$@" 2>&1 \
+    | tee "$OUT/train_bench-$CONFIG.txt"
