@@ -74,3 +74,25 @@ class BindingLimitError(UnsupportedError):
 
 class UnsupportedArchitectureError(UnsupportedError):
     """A pretrained model file of an architecture (or an architectural option) the loader does not build."""
+
+
+# -- hostile input: file kinds, parsed structure, non-finite weights, capacity ---------------------
+class NotRegularFileError(EvermindError, OSError):
+    """A path a user gave is not a regular file after resolving links (a character device such as
+    /dev/zero, a FIFO, a socket, a directory): refused at open, before any byte is read. An OSError
+    too, with .filename naming the path."""
+
+
+class NonFiniteError(FormatError):
+    """Weights or optimizer state hold NaN/Inf: refused on save and on load/resume unless the caller
+    passes allow_nonfinite=True. The message names each tensor and its count."""
+
+
+class CapacityError(EvermindError, MemoryError):
+    """A model (parameters + optimizer state) or a file's declared content is larger than the host or
+    device memory present: refused before allocating. A MemoryError too."""
+
+
+class StructureLimitError(LimitError, FormatError):
+    """JSON whose structure passes a limit (nesting depth, value count, string length), refused before
+    parsing: its Python objects would cost far more memory than its bytes."""

@@ -12,7 +12,9 @@ Every loader checks the file's tensors (names, shapes, dtypes, read from headers
 what the config implies *before* building the model, since TransformerLM(config) allocates host and
 device memory for every weight: a 300-byte file whose config declares a billion parameters fails at
 once. npz members are checked against their zip entries before reading (declared size against the
-compressed bytes present, framing's ratio cap). NaN/Inf weights are refused unless allow_nonfinite."""
+compressed bytes present, framing's ratio cap). Paths must be regular files (io.regular.open_regular).
+NaN/Inf weights are refused, on load and on save (NonFiniteError naming each tensor and its count),
+unless allow_nonfinite. A model the host cannot allocate is a CapacityError."""
 from __future__ import annotations
 
 from dataclasses import replace
@@ -21,17 +23,23 @@ import json
 import math
 import os
 import stat
+import struct
+import tokenize
 import zipfile
+import zlib
 
 import numpy as np
 
-from .errors import BlobError, ConfigError, FormatError, LimitError, ShapeError, UnsupportedError
+from .errors import BlobError, CapacityError, ConfigError, FormatError, LimitError, ShapeError, UnsupportedError
 from .io import framing
 from .io.anyfile import open_blob, raw_layout
 from .io.atomic import atomic_write
+from .io import jsjson
+from .io.jsjson import loads_str
 from .io.layouts import (build_evl0, build_evt0, build_mbjs, build_moe0, build_vrq0, nonfinite_count, parse_mbjs,
-                         parse_vrq0)
+                         parse_vrq0, refuse_nonfinite)
 from .io.package import MODEL_TYPES, SCHEMA, EvermindPackage, ModelType, fnv1a32, register_model_type
+from .io.regular import open_regular, read_regular
 from .io.safetensors import load_safetensors, read_header, save_safetensors
 from .models import (ConvAE, ConvAEConfig, EvermindLM, EvermindLMConfig, HybridMambaConfig, HybridMambaModel, LMConfig,
                      MoEConfig, SharedExpertMoE, TransformerLM)
@@ -40,6 +48,10 @@ from .models.mamba import layer_param_shapes
 from .models.protocol import config_from_dict
 from .models.video_rvq import VideoRVQCodec
 from .pretrained import is_gguf, load_gguf
+from .runtime import knobs
+
+jsjson.set_limits_source(lambda: (knobs.get("EVERMIND_VK_JSON_MAX_DEPTH"), knobs.get("EVERMIND_VK_JSON_MAX_ELEMENTS"),
+                                   knobs.get("EVERMIND_VK_JSON_MAX_STRING")))
 
 TRANSFORMER_LM = "evermind-transformer-lm"  # our TransformerLM in packages, checkpoint layout EVT0
 _INT_FIELDS = ("vocab_size", "d_model", "n_layers", "n_heads", "n_kv_heads", "d_ff", "max_seq_len")
@@ -112,15 +124,14 @@ def _check_lm_params(config: dict, params: dict) -> list:
 
 
 def _refuse_nonfinite(params: dict, where: str, allow_nonfinite: bool) -> None:
-    if allow_nonfinite:
-        return
-    bad = [f"{k} ({c})" for k in sorted(params) if (c := nonfinite_count(params[k]))]
-    if bad:
-        raise FormatError(f"{where}: NaN/Inf weights in {', '.join(bad[:10])}; pass allow_nonfinite=True to load anyway")
+    refuse_nonfinite({k: params[k] for k in sorted(params)}, where, allow_nonfinite)
 
 
 def _build(cfg: LMConfig, params: dict, device) -> TransformerLM:
-    model = TransformerLM(cfg, device=device)
+    try:
+        model = TransformerLM(cfg, device=device)
+    except MemoryError as e:  # numpy's host allocation (a config larger than the host memory)
+        raise CapacityError(f"a TransformerLM of {cfg.to_dict()} does not fit in host memory: {e}") from e
     model.load_state_dict(params)
     return model
 
@@ -136,20 +147,28 @@ register_model_type(ModelType(
 
 
 # -- .npz ---------------------------------------------------------------------------------------------
-def save_model(model: TransformerLM, path: str) -> None:
-    """Weights + config as an .npz (no pickle), written atomically."""
+def save_model(model: TransformerLM, path: str, allow_nonfinite: bool = False) -> None:
+    """Weights + config as an .npz (no pickle), written atomically; NaN/Inf weights are refused
+    (NonFiniteError, nothing written) unless allow_nonfinite."""
     arrays = model.state_dict()
+    refuse_nonfinite(arrays, path, allow_nonfinite, verb="save")
     arrays["__config__"] = np.frombuffer(json.dumps(model.config.to_dict(), sort_keys=True).encode(), np.uint8)
     buf = BytesIO()
     np.savez(buf, **arrays)
     atomic_write(path, buf.getvalue())
 
 
+# what zipfile and numpy raise on a mutated archive: a bad entry, an encrypted or unknown method, a corrupt
+# deflate stream, a header whose offsets point outside the file (OSError EINVAL from a negative seek)
+_ZIP_ERRORS = (zipfile.BadZipFile, RuntimeError, NotImplementedError, ValueError, EOFError, OSError, zlib.error,
+               struct.error, KeyError, IndexError, OverflowError)
+
+
 def _npy_header(zf: zipfile.ZipFile, info: zipfile.ZipInfo, path: str):
     try:
         return _npy_header_of(zf, info, path)
-    except (zipfile.BadZipFile, RuntimeError, NotImplementedError) as e:  # bad entry, encrypted, unknown method
-        raise FormatError(f"{path}: member {info.filename!r} unreadable: {e}") from e
+    except _ZIP_ERRORS as e:  # bad entry, encrypted, unknown method, a corrupt deflate stream or header
+        raise FormatError(f"{path}: member {info.filename!r} unreadable: {type(e).__name__}: {e}") from e
 
 
 def _npy_header_of(zf: zipfile.ZipFile, info: zipfile.ZipInfo, path: str):
@@ -160,7 +179,7 @@ def _npy_header_of(zf: zipfile.ZipFile, info: zipfile.ZipInfo, path: str):
                 return np.lib.format.read_array_header_1_0(f)
             if version == (2, 0):
                 return np.lib.format.read_array_header_2_0(f)
-        except (ValueError, EOFError) as e:
+        except (ValueError, EOFError, SyntaxError, tokenize.TokenError, TypeError) as e:  # numpy parses the header
             raise FormatError(f"{path}: member {info.filename!r} is not a .npy array: {e}") from e
     raise FormatError(f"{path}: member {info.filename!r}: .npy format {version} unsupported")
 
@@ -169,8 +188,8 @@ def _npy_read(zf: zipfile.ZipFile, info: zipfile.ZipInfo, path: str) -> np.ndarr
     try:
         with zf.open(info) as f:
             return np.lib.format.read_array(f, allow_pickle=False)
-    except (ValueError, EOFError, zipfile.BadZipFile, RuntimeError, NotImplementedError) as e:
-        raise FormatError(f"{path}: member {info.filename!r} unreadable: {e}") from e
+    except _ZIP_ERRORS + (SyntaxError, tokenize.TokenError, TypeError) as e:
+        raise FormatError(f"{path}: member {info.filename!r} unreadable: {type(e).__name__}: {e}") from e
 
 
 def load_model(path: str, device=None, allow_nonfinite: bool = False,
@@ -178,10 +197,15 @@ def load_model(path: str, device=None, allow_nonfinite: bool = False,
     """Load save_model's file. Checked before reading any weight: each member's declared size against its
     compressed bytes (framing.allowed_size), the config, and every tensor's name, shape and dtype (from the
     .npy headers) against the config; then the weights (NaN/Inf refused unless allow_nonfinite)."""
+    with open_regular(path, "model file") as rf, os.fdopen(os.dup(rf.fd), "rb") as fh:
+        return _load_npz(path, fh, device, allow_nonfinite, max_ratio)
+
+
+def _load_npz(path, fh, device, allow_nonfinite, max_ratio):
     try:
-        zf = zipfile.ZipFile(path)
-    except (zipfile.BadZipFile, ValueError, EOFError) as e:
-        raise FormatError(f"{path}: not an .npz model file: {e}") from e
+        zf = zipfile.ZipFile(fh)
+    except _ZIP_ERRORS as e:
+        raise FormatError(f"{path}: not an .npz model file: {type(e).__name__}: {e}") from e
     with zf:
         infos = {}
         for info in zf.infolist():
@@ -199,7 +223,9 @@ def load_model(path: str, device=None, allow_nonfinite: bool = False,
             raise LimitError(f"{path}: __config__ of {cinfo.file_size} bytes")
         raw = _npy_read(zf, cinfo, path)
         try:
-            cfg = _lm_config(json.loads(raw.tobytes().decode()))
+            cfg = _lm_config(loads_str(raw.tobytes().decode("utf-8", "surrogateescape"), f"{path}: __config__"))
+        except BlobError:  # not JSON, or JSON past the structure limits: said as such
+            raise
         except (ValueError, RecursionError) as e:
             raise UnsupportedError(f"{path}: {e}") from e
         spec = {}
@@ -215,9 +241,12 @@ def load_model(path: str, device=None, allow_nonfinite: bool = False,
 
 
 # -- safetensors --------------------------------------------------------------------------------------
-def export_safetensors(model: TransformerLM, path: str) -> None:
-    """Model weights as safetensors (the config goes into its string metadata)."""
-    save_safetensors(path, model.state_dict(), {"evermind_config": json.dumps(model.config.to_dict())})
+def export_safetensors(model: TransformerLM, path: str, allow_nonfinite: bool = False) -> None:
+    """Model weights as safetensors (the config goes into its string metadata); NaN/Inf weights are
+    refused (NonFiniteError, nothing written) unless allow_nonfinite."""
+    state = model.state_dict()
+    refuse_nonfinite(state, path, allow_nonfinite, verb="save")
+    save_safetensors(path, state, {"evermind_config": json.dumps(model.config.to_dict())})
 
 
 def import_safetensors(path: str, device=None, allow_nonfinite: bool = False) -> TransformerLM:
@@ -225,7 +254,7 @@ def import_safetensors(path: str, device=None, allow_nonfinite: bool = False) ->
     config from the header before any weight is read or the model built)."""
     spec, meta = read_header(path)
     try:
-        cfg = _lm_config(json.loads(meta["evermind_config"]))
+        cfg = _lm_config(loads_str(meta["evermind_config"], f"{path}: evermind_config metadata"))
     except (KeyError, ValueError, RecursionError) as e:
         raise FormatError(f"{path}: missing or invalid evermind_config metadata: {e}") from e
     errs = lm_spec_errors(cfg, spec)
@@ -300,8 +329,12 @@ def deserialize_codec(blob: bytes) -> VideoRVQCodec:
 
 
 def from_media_lm(lm: EvermindLM, codec: VideoRVQCodec, name: str, version: str = "1.0.0", modality: str = "video",
-                  card: dict | None = None, fp16: bool = False, created_at: str | None = None) -> EvermindPackage:
-    """builderforce's EvermindModelPackage.fromMediaLM: the LM's EVL0 and the codec's VRQ0 in one package."""
+                  card: dict | None = None, fp16: bool = False, created_at: str | None = None,
+                  allow_nonfinite: bool = False) -> EvermindPackage:
+    """builderforce's EvermindModelPackage.fromMediaLM: the LM's EVL0 and the codec's VRQ0 in one package
+    (NaN/Inf weights or codebooks refused unless allow_nonfinite)."""
+    refuse_nonfinite({"lm": lm.state_dict(), "codec": list(codec.banks)}, f"package {name!r}", allow_nonfinite,
+                     verb="save")
     if modality not in ("video", "image"):
         raise FormatError(f"fromMediaLM: modality must be 'video' or 'image', got {modality!r}")
     if lm.config.vocab_size != codec.vocab_size:
@@ -315,6 +348,11 @@ def from_media_lm(lm: EvermindLM, codec: VideoRVQCodec, name: str, version: str 
         checksum=fnv1a32(cp), codecFormat="VRQ0", codecChecksum=fnv1a32(cb),
         card=card or {"description": f"{name}: an evermind-vk media EvermindLM"}, createdAt=created_at)
     return EvermindPackage(manifest, cp, cb)
+
+
+def load_codec(path: str) -> VideoRVQCodec:
+    """A VRQ0 codec file (a regular file, read to exactly its size at open; parse_vrq0 checks the rest)."""
+    return deserialize_codec(read_regular(path, "codec"))
 
 
 def load_media_lm(pkg: EvermindPackage, device=None, allow_nonfinite: bool = False):
@@ -475,23 +513,15 @@ def save_conv_ae(model: ConvAE, path: str, allow_nonfinite: bool = False) -> Non
 
 
 def _open_regular(path: str, what: str):
-    """A binary file object of path, refused (FormatError) unless it is a regular file; a FIFO, device or
-    directory is refused without blocking on it."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-    f = os.fdopen(fd, "rb")
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        f.close()
-        raise FormatError(f"{what} {path}: not a regular file")
-    return f
+    """A binary file object of path after io.open_regular's checks (a regular file after resolving links;
+    NotRegularFileError naming the path otherwise, a FIFO refused without blocking on it)."""
+    with open_regular(path, what) as rf:
+        return os.fdopen(os.dup(rf.fd), "rb")
 
 
 def _read_regular(path: str, limit: int, what: str) -> bytes:
-    """The bytes of a regular file of at most `limit` bytes (LimitError if longer)."""
-    with _open_regular(path, what) as f:
-        size = os.fstat(f.fileno()).st_size
-        if size > limit:
-            raise LimitError(f"{what} {path}: {size} bytes, more than {limit}")
-        return f.read(limit)
+    """The bytes of a regular file of at most `limit` bytes (io.read_regular: LimitError if longer)."""
+    return bytes(read_regular(path, what, limit))
 
 
 def _conv_ae_config_of(path: str, config) -> ConvAEConfig:
@@ -505,7 +535,7 @@ def _conv_ae_config_of(path: str, config) -> ConvAEConfig:
     if not isinstance(config, dict):
         raw = _read_regular(config, MAX_CONFIG_BYTES, "config")
         try:
-            config = json.loads(raw.decode("utf-8"))
+            config = jsjson.loads(raw, f"config {config}")
         except (ValueError, RecursionError) as e:
             raise ConfigError(f"config {config}: not JSON: {e}") from e
     if not isinstance(config, dict) or config.get("model_type") != CONV_AE_MODEL_TYPE:
@@ -612,14 +642,9 @@ def read_config(config, path: str | None = None, required: bool = False) -> dict
                               f"config (config= a dict or JSON file; the CLI's --config cfg.json) or put "
                               f"{CONFIG_SIDECAR} beside it")
         return None
-    if not os.path.isfile(src):
-        raise ConfigError(f"config {src}: not a regular file")
-    if os.path.getsize(src) > MAX_CONFIG_BYTES:
-        raise LimitError(f"config {src}: more than {MAX_CONFIG_BYTES} bytes")
     try:
-        with open(src, "rb") as f:
-            out = json.loads(f.read().decode("utf-8"))
-    except (ValueError, RecursionError) as e:
+        out = jsjson.loads(bytes(read_regular(src, "config", MAX_CONFIG_BYTES)), f"config {src}")
+    except (ValueError, RecursionError, FormatError) as e:
         raise ConfigError(f"config {src}: not JSON: {e}") from e
     if not isinstance(out, dict):
         raise ConfigError(f"config {src}: not a JSON object")

@@ -77,7 +77,7 @@ def test_parsing(monkeypatch):
     assert knobs.get("EVERMIND_VK_NORM_MULTI", {}) is True
     assert knobs.get("EVERMIND_VK_NORM_MULTI", {"EVERMIND_VK_NORM_MULTI": "0"}) is False
     assert knobs.get("EVERMIND_VK_ROW_WG", {"EVERMIND_VK_ROW_WG": "32"}) == 32
-    assert knobs.get("EVERMIND_VK_DIST_TIMEOUT", {}) == 300.0
+    assert knobs.get("EVERMIND_VK_DIST_TIMEOUT", {}) == 60.0
     assert knobs.get("EVERMIND_VK_DIST_TIMEOUT", {"EVERMIND_VK_DIST_TIMEOUT": "7.5"}) == 7.5
     assert knobs.get("EVERMIND_VK_ATTENTION", {"EVERMIND_VK_ATTENTION": " Fused "}) == "fused"
     with pytest.raises(ConfigError, match="EVERMIND_VK_ROW_WG"):

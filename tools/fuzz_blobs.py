@@ -14,9 +14,18 @@ Attack classes (one per input, drawn at random):
              sequences must be exactly 1..N and the final checkpoint loadable
   symlink    (every 500 inputs) symlinks planted at the temp names (the old predictable one, and the
              unpredictable one forced to collide) and at the lock file: the victim must stay untouched
+  special    /dev/zero, /dev/urandom, a FIFO, a directory, and symlinks to them (named .evermind,
+             .safetensors, .npz, .json, .vrq0) given to every path-taking loader: NotRegularFileError
+  jsonbomb   parsed-structure bombs (deep nesting, ~0.5-6M values, 4-16 MB strings, NaN, and valid
+             documents near each limit) in every format's JSON: framed and doppler checkpoints, package
+             manifests, safetensors headers and config metadata, npz configs, token lists
+  poison     valid packages, npz and safetensors models with NaN/Inf weights (load: NonFiniteError) and
+             checkpoint payloads with them (save: NonFiniteError, nothing written)
 
 Every input must load or raise a BlobError (ShapeError for a model whose tensors do not match its
-config; OSError naming the symlink for a planted lock file); anything else, a peak of more than 64 MiB
+config; TokenError for a token list of non-integers; NotRegularFileError for a special file; OSError
+naming the symlink for a planted lock file); anything else, a special file that is not refused, a
+poisoned model that loads, a peak of more than 64 MiB
 of traced Python memory for one input, or more than 64 MiB of RSS over the baseline, is a failure.
 Prints counts per outcome, the peak traced memory and the peak RSS."""
 import collections
@@ -38,8 +47,9 @@ import zipfile
 import numpy as np
 import zstandard
 
-from evermind_vk.errors import BlobError, ShapeError
-from evermind_vk.files import load as load_model_file
+from evermind_vk.errors import BlobError, NonFiniteError, NotRegularFileError, ShapeError, TokenError, UnsupportedError
+from evermind_vk.files import load as load_model_file, load_codec, save_model, export_safetensors
+from evermind_vk.io.tokens import load_token_list
 from evermind_vk.io import atomic, framing, open_blob
 from evermind_vk.io.checkpoint import MAGIC as EVCK, decode, load_checkpoint, save_checkpoint, verify
 from evermind_vk.io.jsjson import js_json
@@ -54,6 +64,21 @@ LM = {"vocab_size": 16, "d_model": 8, "n_layers": 1, "n_heads": 2, "n_kv_heads":
 
 def rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _status_mb(key: str) -> float:
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith(key)) / 1024
+
+
+def reset_peak_rss() -> bool:
+    """Reset this process's peak RSS (VmHWM) to its current RSS (Linux >= 4.0: clear_refs 5)."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
 
 
 def seeds():
@@ -221,6 +246,140 @@ def _npy(a) -> bytes:
     return b.getvalue()
 
 
+# -- special files ------------------------------------------------------------------------------------------
+def special_paths(d: str) -> list:
+    """Paths that are not regular files after resolving links (built once in d)."""
+    fifo = os.path.join(d, "fifo")
+    os.mkfifo(fifo)
+    os.mkdir(os.path.join(d, "dir"))
+    out = ["/dev/zero", "/dev/urandom", fifo, os.path.join(d, "dir")]
+    for target in ("/dev/zero", fifo, os.path.join(d, "dir")):
+        for suffix in (".evermind", ".safetensors", ".npz", ".json", ".vrq0"):
+            link = os.path.join(d, f"l{len(out)}{suffix}")
+            os.symlink(target, link)
+            out.append(link)
+    return out
+
+
+SPECIAL_LOADERS = {"open_blob": open_blob, "package": EvermindPackage.from_file, "model": load_model_file,
+                   "checkpoint": lambda p: load_checkpoint(p if "/" in p else "./" + p), "codec": load_codec,
+                   "tokens": load_token_list}
+
+
+def special_input(r: random.Random, paths: list):
+    path, name = r.choice(paths), r.choice(sorted(SPECIAL_LOADERS))
+
+    def run():
+        try:
+            SPECIAL_LOADERS[name](path)
+        except NotRegularFileError as e:
+            if e.filename != path:
+                raise AssertionError(f"NotRegularFileError names {e.filename!r}, not {path!r}") from e
+            raise
+        raise AssertionError(f"{path} was not refused")
+    return f"special {name}", run
+
+
+# -- parsed-structure bombs in every format's JSON ------------------------------------------------------------
+def json_payloads() -> list:
+    """(name, JSON bytes for the 'x' member of a document): bombs past each limit, and documents just
+    within them (which must load)."""
+    return [("deep", b"[" * 100_000 + b"]" * 100_000), ("deep65", b"[" * 65 + b"]" * 65),
+            ("ok depth 60", b"[" * 60 + b"]" * 60),
+            ("many lists", b"[" + b",".join([b"[]"] * 600_000) + b"]"),
+            ("many numbers", b"[" + b",".join([b"1"] * 3_000_000) + b"]"),
+            ("ok 200k values", b"[" + b",".join([b"1"] * 200_000) + b"]"),
+            ("long string", b'"' + b"a" * (5 << 20) + b'"'), ("ok escaped string", b'"' + b"\\" * (3 << 20) + b'"'),
+            ("escaped string", b'"' + b"\\" * (9 << 20) + b'"'),
+            ("ok 1 MB string", b'"' + b"a" * (1 << 20) + b'"'), ("nan", b"[NaN]"), ("infinity", b"[1, -Infinity]")]
+
+
+def _doc(x: bytes) -> bytes:
+    return b'{"metadata":{},"x":' + x + b"}"
+
+
+def jsonbomb_input(r: random.Random, d: str, payloads: list):
+    name, x = r.choice(payloads)
+    where = r.choice(["framed checkpoint", "doppler checkpoint", "manifest", "safetensors header",
+                      "safetensors config", "npz config", "token list"])
+    p = os.path.join(d, "j")
+    if where == "framed checkpoint":
+        js = _doc(x)
+        blob, p = framing.frame(EVCK + struct.pack("<IQQ", 1, len(js), 0) + js, level=1), p + ".json"
+        fn = lambda: load_checkpoint(p)  # noqa: E731
+    elif where == "doppler checkpoint":
+        blob, p = _doc(x), p + ".json"
+        fn = lambda: load_checkpoint(p)  # noqa: E731
+    elif where == "manifest":
+        m = b'{"schema":"evermind.model/1","x":' + x + b"}"
+        blob = framing.frame(struct.pack("<3I", 0x45564D31, 1, len(m)) + m, level=1)
+        fn = lambda: EvermindPackage.from_file(p)  # noqa: E731
+    elif where == "safetensors header":
+        h = b'{"__metadata__":{"a":"b"},"x":' + x + b"}"
+        blob, p = struct.pack("<Q", len(h)) + h, p + ".safetensors"
+        fn = lambda: load_model_file(p)  # noqa: E731
+    elif where == "safetensors config":
+        from safetensors.numpy import save
+        blob = save({"embed.weight": np.zeros((1, 1), np.float32)},
+                    metadata={"evermind_config": _doc(x).decode("latin-1")})
+        p += ".safetensors"
+        fn = lambda: load_model_file(p)  # noqa: E731
+    elif where == "npz config":
+        b = io.BytesIO()
+        np.savez(b, __config__=np.frombuffer(_doc(x), np.uint8), **{"embed.weight": np.zeros((1, 1), np.float32)})
+        blob, p = b.getvalue(), p + ".npz"
+        fn = lambda: load_model_file(p)  # noqa: E731
+    else:
+        blob = x
+        fn = lambda: load_token_list(p)  # noqa: E731
+    with open(p, "wb") as f:
+        f.write(blob)
+    return f"jsonbomb {where} {name}", fn
+
+
+# -- poisoned weights -------------------------------------------------------------------------------------------
+def poisoned_models(d: str) -> list:
+    """Paths of a package, an npz and a safetensors file of one small TransformerLM with NaN/Inf weights
+    (written with allow_nonfinite=True)."""
+    from evermind_vk.models import LMConfig, TransformerLM
+    m = TransformerLM(LMConfig(**{k: v for k, v in LM.items()}))
+    sd = m.state_dict()
+    sd["embed.weight"][0, 0], sd["norm.weight"][1] = np.nan, np.inf
+    m.load_state_dict(sd)
+    out = [os.path.join(d, n) for n in ("p.evermind", "p.npz", "p.safetensors")]
+    EvermindPackage.from_model(m, "p", allow_nonfinite=True).to_file(out[0])
+    save_model(m, out[1], allow_nonfinite=True)
+    export_safetensors(m, out[2], allow_nonfinite=True)
+    return out
+
+
+def poison_input(r: random.Random, d: str, models: list):
+    if r.random() < 0.5:
+        p = r.choice(models)
+
+        def run():
+            try:
+                load_model_file(p)
+            except NonFiniteError as e:
+                if "embed.weight (1 NaN/Inf)" not in str(e):
+                    raise AssertionError(f"the error does not name the tensor and count: {e}") from e
+                raise
+            raise AssertionError(f"{p}: a poisoned model loaded")
+        return f"poison load {os.path.splitext(p)[1]}", run
+    w = np.ones(r.randint(1, 3 << 20), np.float32)
+    w[r.randrange(w.size)] = r.choice([np.nan, np.inf, -np.inf])
+
+    def save():
+        try:
+            save_checkpoint("poison", {"w": w}, directory=d)
+        except NonFiniteError:
+            if os.path.exists(os.path.join(d, "poison.json")):
+                raise AssertionError("a refused poisoned checkpoint was written")
+            raise
+        raise AssertionError("a poisoned checkpoint was saved")
+    return "poison save checkpoint", save
+
+
 # -- the store under attack --------------------------------------------------------------------------------
 SAVER = """
 import sys, numpy as np
@@ -291,6 +450,47 @@ def symlink_attack(d: str, r: random.Random) -> str:
     return f"{where}: {outcome}"
 
 
+def one_input(cls, r, base, inner, templates, zmember, specials, payloads, poisoned, work):
+    """(label, run) for one input of attack class cls: run() loads it (raising what the loader raises)."""
+    if cls == "mutate":
+        kind = r.choice(["checkpoint", "package"])
+        at_frame = r.random() < 0.3
+        buf = mutate(bytearray(base[kind] if at_frame else inner[kind]), r)
+        if r.random() < 0.3:
+            buf = mutate(buf, r)
+        blob = bytes(buf) if at_frame else framing.frame(bytes(buf), level=1)
+
+        def run():
+            if kind == "checkpoint":
+                _, stored = decode(blob)
+                verify(stored)
+            else:
+                p = EvermindPackage.from_blob(framing.unframe(blob))
+                if p.validate()["ok"]:
+                    parse_evl0(p.checkpoint, require_crc=False)
+        return kind, run
+    if cls == "bomb":
+        kind, blob = bomb_input(templates, r)
+        path = os.path.join(work, "bomb")
+        with open(path, "wb") as f:
+            f.write(blob)
+
+        def run():
+            got = open_blob(path)
+            if got.kind == "package":
+                got.package.validate()
+        return f"bomb {kind}", run
+    if cls == "tiny":
+        return tiny_input(r, work)
+    if cls == "zipbomb":
+        return zipbomb_input(r, work, zmember)
+    if cls == "special":
+        return special_input(r, specials)
+    if cls == "jsonbomb":
+        return jsonbomb_input(r, work, payloads)
+    return poison_input(r, work, poisoned)
+
+
 def main(n=100000, seed=0):
     r = random.Random(seed)
     base = seeds()
@@ -300,8 +500,13 @@ def main(n=100000, seed=0):
     zmember = zipbombs()
     print(f"bombs: {[len(b) for _, b in templates]} bytes; zip bombs {[len(z) for z in zmember]} bytes", flush=True)
     work = tempfile.mkdtemp()
+    specials = special_paths(tempfile.mkdtemp(dir=work))
+    payloads = json_payloads()
+    poisoned = poisoned_models(tempfile.mkdtemp(dir=work))
     counts = collections.Counter()
     worst, worst_case = 0, ""
+    worst_rss, worst_rss_case, peak_hwm = 0.0, "", 0.0
+    per_case = reset_peak_rss()  # measure each input's own peak RSS growth (else only the process's peak)
     rss0 = rss_mb()
     t0 = time.time()
     tracemalloc.start()
@@ -318,56 +523,42 @@ def main(n=100000, seed=0):
             d = tempfile.mkdtemp(dir=work)
             counts[f"symlink: {symlink_attack(d, r)}"] += 1
             shutil.rmtree(d)
-        cls = r.choices(["mutate", "bomb", "tiny", "zipbomb"], [70, 10, 18, 2])[0]
-        tracemalloc.reset_peak()
+        cls = r.choices(["mutate", "bomb", "tiny", "zipbomb", "special", "jsonbomb", "poison"],
+                        [55, 8, 14, 2, 8, 8, 5])[0]
+        label, run = one_input(cls, r, base, inner, templates, zmember, specials, payloads, poisoned, work)
+        tracemalloc.reset_peak()  # the loader's memory, not the input's construction
+        if per_case:
+            before = _status_mb("VmRSS:")
+            reset_peak_rss()
         try:
-            if cls == "mutate":
-                kind = r.choice(["checkpoint", "package"])
-                at_frame = r.random() < 0.3
-                buf = mutate(bytearray(base[kind] if at_frame else inner[kind]), r)
-                if r.random() < 0.3:
-                    buf = mutate(buf, r)
-                blob = bytes(buf) if at_frame else framing.frame(bytes(buf), level=1)
-                label = kind
-                if kind == "checkpoint":
-                    _, stored = decode(blob)
-                    verify(stored)
-                else:
-                    p = EvermindPackage.from_blob(framing.unframe(blob))
-                    if p.validate()["ok"]:
-                        parse_evl0(p.checkpoint, require_crc=False)
-            elif cls == "bomb":
-                kind, blob = bomb_input(templates, r)
-                label = f"bomb {kind}"
-                path = os.path.join(work, "bomb")
-                with open(path, "wb") as f:
-                    f.write(blob)
-                got = open_blob(path)
-                if got.kind == "package":
-                    got.package.validate()
-            elif cls == "tiny":
-                label, run = tiny_input(r, work)
-                run()
-            else:
-                label, run = zipbomb_input(r, work, zmember)
-                run()
+            run()
             counts[f"{label}: loaded"] += 1
-        except (BlobError, ShapeError) as e:
+        except (BlobError, ShapeError, TokenError, NotRegularFileError) as e:
             counts[f"{label}: {type(e).__name__}"] += 1
+        except UnsupportedError as e:  # valid JSON that is not a model config at all
+            counts[f"{label}: {'' if label.startswith('jsonbomb npz config') else 'UNEXPECTED '}"
+                   f"{type(e).__name__}"] += 1
         except Exception as e:  # noqa: BLE001 - the point: anything else is a bug
             counts[f"{label}: UNEXPECTED {type(e).__name__}: {e}"[:160]] += 1
         peak = tracemalloc.get_traced_memory()[1]
         if peak > worst:
             worst, worst_case = peak, label
+        if per_case:
+            hwm = _status_mb("VmHWM:")
+            peak_hwm = max(peak_hwm, hwm)
+            if hwm - before > worst_rss:
+                worst_rss, worst_rss_case = hwm - before, label
     dt = time.time() - t0
     tracemalloc.stop()
     shutil.rmtree(work, ignore_errors=True)
     for k, v in sorted(counts.items()):
         print(f"{v:8d}  {k}")
     bad = sum(v for k, v in counts.items() if "UNEXPECTED" in k)
-    grown = rss_mb() - rss0
+    grown = worst_rss if per_case else rss_mb() - rss0
     print(f"{n} inputs in {dt:.0f}s; unexpected outcomes: {bad}; peak traced memory {worst / 2**20:.1f} MiB "
-          f"({worst_case}); peak RSS {rss_mb():.0f} MiB, {grown:.1f} MiB over the baseline after setup")
+          f"({worst_case}); " + (f"peak RSS growth of one input {worst_rss:.1f} MiB ({worst_rss_case}), peak RSS "
+                                 f"during the inputs {peak_hwm:.0f} MiB (setup's peak {rss0:.0f} MiB)" if per_case else
+                                 f"peak RSS {rss_mb():.0f} MiB, {grown:.1f} MiB over the baseline after setup"))
     return 1 if bad or worst > LIMIT or grown > 64 else 0
 
 

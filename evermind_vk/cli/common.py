@@ -3,6 +3,7 @@ training text, checking an output directory before any work, and opening any mod
 from __future__ import annotations
 
 import argparse
+import contextlib
 import errno
 import math
 import os
@@ -13,6 +14,10 @@ import zipfile
 
 from ..errors import EvermindError, FormatError
 from ..files import load
+from ..io.atomic import atomic_write
+from ..io.regular import read_regular
+from ..runtime import knobs
+from ..train.distributed import RANK_ERROR_ENV
 
 
 def say(msg: str) -> None:
@@ -21,11 +26,8 @@ def say(msg: str) -> None:
 
 
 def read_text(path: str) -> str:
-    """A training text: a readable UTF-8 file (OSError / UnicodeDecodeError name the file)."""
-    if os.path.isdir(path):
-        raise IsADirectoryError(errno.EISDIR, "is a directory, not a text file", path)
-    with open(path, "rb") as f:
-        raw = f.read()
+    """A training text: a readable UTF-8 regular file (OSError / UnicodeDecodeError name the file)."""
+    raw = bytes(read_regular(path, "--text file"))
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -129,6 +131,15 @@ def describe(e: BaseException) -> str:
 
 
 def error(msg: str) -> None:
-    """Report a failure as the one line `evermind-vk: error: ...` on stderr."""
-    print(f"evermind-vk: error: {' '.join(msg.split())}", file=sys.stderr, flush=True)
+    """Report a failure as the one line `evermind-vk: error: ...` on stderr. A rank started by the --nproc
+    launcher hands the line to the launcher instead (which reports the run's failure once) and prints it
+    as that rank's line."""
+    line = " ".join(msg.split())
+    handoff = knobs.get(RANK_ERROR_ENV)
+    if handoff:
+        with contextlib.suppress(OSError):
+            atomic_write(handoff, line.encode("utf-8", "replace"))
+        print(f"evermind-vk: rank {os.environ.get('RANK', '?')}: {line}", file=sys.stderr, flush=True)
+        return
+    print(f"evermind-vk: error: {line}", file=sys.stderr, flush=True)
 

@@ -4,12 +4,11 @@ from __future__ import annotations
 import argparse
 import os
 
-from ..errors import EvermindError, FormatError
+from ..errors import EvermindError
 from ..files import mbjs_errors, read_config
-from ..io import framing
-from ..io.anyfile import parse_raw, raw_layout
+from ..io import open_blob
 from ..io.atomic import atomic_write
-from ..io.checkpoint import checkpoint_hash, decode
+from ..io.checkpoint import checkpoint_hash
 from ..io.checkpoint import verify as verify_checkpoint
 from ..io.layouts import nonfinite_count
 from ..io.package import EvermindPackage, fnv1a32
@@ -39,18 +38,14 @@ def cmd_pack(args) -> int:
 
 
 def open_any(path):
-    """('package', EvermindPackage) or ('checkpoint', stored record) for a file; BlobError if neither."""
-    with open(path, "rb") as f:
-        raw = f.read()
-    inner = framing.unframe(raw) if framing.is_framed(raw) else raw
-    if inner[:4] == b"1MVE":
-        return "package", EvermindPackage.from_blob(inner)
-    if inner[:4] == b"EVCK" or inner[:1] == b"{":
-        return "checkpoint", decode(raw)[1]
-    if raw_layout(inner[:4]):
-        return "raw", parse_raw(inner)
-    raise FormatError(f"{path}: neither an .evermind package, a checkpoint, nor builderforce's EVL0, MoE0, MBJS or "
-                      f"VRQ0")
+    """('package', EvermindPackage), ('checkpoint', stored record) or ('raw', (layout, parsed)) for a file;
+    BlobError if none (io.open_blob: a regular file, read once under the size and ratio caps)."""
+    d = open_blob(path)
+    if d.kind == "package":
+        return "package", d.package
+    if d.kind == "checkpoint":
+        return "checkpoint", d.stored
+    return "raw", (d.layout, d.parsed)
 
 
 def _raw_problems(path: str, layout: str, parsed: dict, config) -> tuple[list, list]:

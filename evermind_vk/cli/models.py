@@ -8,7 +8,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..files import conv_ae_config_json, export_safetensors, save_conv_ae
+from ..errors import EvermindError
+from ..files import conv_ae_config_json, export_safetensors, lm_param_shapes, save_conv_ae, save_model
+from ..io.layouts import evl_shapes
 from ..io.package import EvermindPackage
 from ..models import (ConvAE, ConvAEConfig, EvermindLM, EvermindLMConfig, HybridMambaConfig, HybridMambaModel,
                       LMConfig, MoEConfig, SharedExpertMoE, TransformerLM)
@@ -56,6 +58,29 @@ def _layer_count(args) -> int:
     if not str(args.layers).isdigit() or int(args.layers) < 1:
         raise CliError(f"--layers {args.layers}: a layer count (a list of layer types is for --model mamba)")
     return int(args.layers)
+
+
+def param_shapes(args) -> dict | None:
+    """{name: shape} of the weights the flags imply, computed without building anything (for the capacity
+    check before training); None for a model type whose shapes are only known by building it (mamba,
+    conv-ae) or for flags the model would refuse (build() says why)."""
+    try:
+        if args.model == "lm":
+            return lm_param_shapes(LMConfig(d_model=args.d_model, n_layers=_layer_count(args), n_heads=args.heads,
+                                            n_kv_heads=args.kv_heads, d_ff=args.d_ff,
+                                            max_seq_len=max(args.seq_len, 64), seed=args.seed))
+        if args.model == "evermind-lm":
+            c = EvermindLMConfig(256, args.d_model, _layer_count(args), 3, args.d_ff, seed=args.seed)
+            return dict(evl_shapes(c.vocab_size, c.d_model, c.num_layers, c.conv_kernel, c.hidden_dim, c.num_experts))
+        if args.model == "moe":
+            d, h = args.d_model, args.d_ff
+            out = {"wr": (MOE_EXPERTS, d)}
+            for e in range(MOE_EXPERTS + 1):  # the shared expert and the routed ones
+                out.update({f"e{e}.w1": (h, d), f"e{e}.b1": (h,), f"e{e}.w2": (d, h), f"e{e}.b2": (d,)})
+            return out
+    except (ValueError, TypeError, EvermindError):
+        return None
+    return None
 
 
 def build(args, device):

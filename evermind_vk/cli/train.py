@@ -20,9 +20,12 @@ import numpy as np
 from ..errors import CheckpointMismatchError, DistributedError
 from ..io.atomic import atomic_write
 from ..io.checkpoint import checkpoint_path
+from ..io.regular import check_regular
 from ..runtime import get_device, tensor
 from ..train import LRSchedule, Trainer
+from ..train.capacity import check_fits
 from ..train.distributed import World, spawn
+from ..train.tokenizer import ByteTokenizer
 from ..train.image import image_grid_png
 from ..train.plot import plot_losses, write_losses_csv
 from ..train.trainer import BF16_BLOCKED
@@ -50,6 +53,12 @@ def check_flags(args) -> None:
         raise CliError(f"--precision {args.precision}: mixed precision needs f16 kernels for every op of the model; "
                        f"only --model lm has them (not {args.model})")
     models.resolve_model_flags(args)
+    if getattr(args, "prompt", None) is not None:
+        try:
+            ByteTokenizer().encode(args.prompt)
+        except UnicodeError as e:
+            raise CliError(f"--prompt {args.prompt!r}: cannot be encoded as UTF-8 ({e.reason}); "
+                           "pass text your terminal encodes as UTF-8") from e
 
 
 def cmd_train(args) -> int:
@@ -64,6 +73,9 @@ def cmd_train(args) -> int:
     world = World.from_env() if "WORLD_SIZE" in os.environ else None
     if world is not None and args.nproc > 1 and args.nproc != world.size:
         raise CliError(f"--nproc {args.nproc} but WORLD_SIZE={world.size} in the environment")
+    shapes = None if args.resume else models.param_shapes(args)
+    if shapes is not None:  # the host memory its training state needs, on every rank, before spawning any
+        check_fits(shapes, None, "--d-model/--layers/--d-ff", ranks=args.nproc if world is None else 1)
     if world is None and args.nproc > 1:
         check_out_dir(args.out, [])
         key = checkpoint_key(args)
@@ -119,12 +131,17 @@ def _resume(args, model, world) -> Trainer:
 def _setup(args, world) -> SimpleNamespace:
     """Everything that can be checked, checked before the first step: data, outputs, device, model, trainer."""
     run = SimpleNamespace(outputs=models.outputs(args), key=checkpoint_key(args))
+    if args.resume:
+        check_regular(checkpoint_path(run.key), "--checkpoint")  # a device, FIFO or directory: said as such
     if args.resume and not os.path.isfile(checkpoint_path(run.key)):
         raise CliError(f"--resume: no checkpoint at {run.key}: nothing to continue (train once without --resume, "
                        "or give --checkpoint)")
     run.data = models.load_data(args)
     check_out_dir(args.out, run.outputs)
     run.dev = get_device(args.device if args.device is not None or world is None else world.device())
+    shapes = models.param_shapes(args)
+    if shapes is not None:  # one buffer per weight: each within the device's maxStorageBufferRange
+        check_fits(shapes, run.dev, "--d-model/--layers/--d-ff", available=1 << 62)
     model = models.build(args, run.dev)
     if args.resume:
         run.trainer = _resume(args, model, world)

@@ -2,13 +2,17 @@
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
+import struct
 
 import numpy as np
 
-from ..errors import FormatError
+from ..errors import FormatError, LimitError
 from ..files import load_codec, serialize_codec
+from ..io.regular import read_regular
+from ..io.tokens import load_token_list
 from ..io.atomic import atomic_write
 from ..models.video_rvq import VideoRVQCodec
 from .common import POS_INT
@@ -19,7 +23,7 @@ def _read_frames(path: str, n_strip: int) -> list:
     import matplotlib.image as mpimg  # optional dependency
     files = sorted(os.path.join(path, f) for f in os.listdir(path) if f.lower().endswith(".png")) \
         if os.path.isdir(path) else [path]
-    imgs = [np.asarray(mpimg.imread(f), np.float32)[..., :3] for f in files]
+    imgs = [np.asarray(mpimg.imread(io.BytesIO(_png_bytes(f)), format="png"), np.float32)[..., :3] for f in files]
     if not os.path.isdir(path):
         strip = imgs[0]
         if n_strip < 1 or strip.shape[1] % n_strip:
@@ -40,6 +44,21 @@ def write_frames(frames: list, out: str) -> None:
         os.makedirs(out, exist_ok=True)
         for i, f in enumerate(frames):
             mpimg.imsave(os.path.join(out, f"frame{i:04d}.png"), f)
+
+
+MAX_DECODED_BYTES = 1 << 30  # video decode: the frames a token list may decode to (f32 pixels)
+MAX_FRAME_PIXELS = 1 << 22  # a PNG frame's width x height (2048 x 2048): its header is checked before decoding
+
+
+def _png_bytes(path: str) -> bytes:
+    """A PNG frame's bytes: a regular file whose IHDR declares at most MAX_FRAME_PIXELS pixels."""
+    raw = bytes(read_regular(path, "PNG frame"))
+    if raw[:8] != b"\x89PNG\r\n\x1a\n" or raw[12:16] != b"IHDR" or len(raw) < 24:
+        raise FormatError(f"{path}: not a PNG file")
+    w, h = struct.unpack(">II", raw[16:24])
+    if w * h > MAX_FRAME_PIXELS:
+        raise LimitError(f"{path}: a PNG of {w} x {h} pixels; frames may have at most {MAX_FRAME_PIXELS:,}")
+    return raw
 
 
 def cmd_video(args) -> int:
@@ -63,7 +82,12 @@ def cmd_video(args) -> int:
     if not args.codec:
         raise FormatError("video decode needs --codec (a VRQ0 file or a video/image .evermind package)")
     codec = load_codec(args.codec)
-    toks = json.loads(open(args.input).read())
+    toks = load_token_list(args.input)
+    markers = {codec.frame_key, codec.frame_delta}
+    n_frames = sum(1 for t in toks if t in markers)
+    if n_frames * codec.height * codec.width * codec.channels * 4 > MAX_DECODED_BYTES:  # before decoding any
+        raise LimitError(f"{args.input}: {n_frames:,} frames of {codec.width} x {codec.height} would decode to more "
+                         f"than {MAX_DECODED_BYTES >> 20} MiB")
     frames = codec.decode(toks)
     if not frames:
         raise FormatError(f"{args.input}: no frames in the token stream")

@@ -6,14 +6,14 @@ callers such as `evermind-vk inspect` / `verify` use this and nothing else, so a
 twice. Which model a raw layout holds, and the config an MBJS file needs, is evermind_vk.files' business."""
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
-from ..errors import FormatError, LimitError
+from ..errors import FormatError
 from . import framing
 from .checkpoint import MAGIC as CHECKPOINT_MAGIC, MAX_FILE, decode_raw
 from .layouts import EVL0, MBJS, MOE0, VRQ0, parse_evl0, parse_mbjs, parse_moe0, parse_vrq0
 from .package import MAX_PACKAGE, PKG_MAGIC, EvermindPackage
+from .regular import open_regular
 
 _PKG_MAGIC_BYTES = PKG_MAGIC.to_bytes(4, "little")
 # builderforce's bare files, by their little-endian u32 magic; each parser checks the exact length (and the
@@ -52,19 +52,11 @@ class Decoded:
 
 def open_blob(path: str, max_size: int = max(MAX_FILE, MAX_PACKAGE),
               max_ratio: float = framing.DEFAULT_MAX_RATIO) -> Decoded:
-    """Read and decode path once. BlobError subclasses for bad content; OSError for the file itself."""
-    if os.path.exists(path) and not os.path.isfile(path):
-        raise FormatError(f"{path}: not a regular file")
-    size = os.path.getsize(path)
-    if size > max_size:
-        raise LimitError(f"{path}: {size} bytes exceeds {max_size}")
-    with open(path, "rb") as f:
-        framed = framing.is_framed(f.read(4))
-        if framed:
-            inner = framing.unframe_file(f, size, max_size, max_ratio)
-        else:
-            f.seek(0)
-            inner = f.read()
+    """Read and decode path once. BlobError subclasses for bad content; NotRegularFileError for a path
+    that is not a regular file; OSError for the file itself (missing, unreadable)."""
+    with open_regular(path, "model or checkpoint file", max_size) as rf:
+        framed = framing.is_framed(rf.read_at(0, 4))
+        inner = framing.unframe_at(rf.read_at, rf.size, max_size, max_ratio) if framed else rf.read_all()
     head = bytes(inner[:4])
     if head == _PKG_MAGIC_BYTES:
         return Decoded("package", package=EvermindPackage.from_blob(inner))

@@ -5,7 +5,9 @@ other writers in the directory. The temp file gets an unpredictable name in the 
 created with O_CREAT|O_EXCL|O_NOFOLLOW, so a planted file or symlink can neither be reused nor redirect
 the write; it is fsynced, renamed over the target and the directory fsynced; on any error it is removed.
 An existing target keeps its permission bits (a 0600 file stays 0600); a new one gets 0666 & ~umask.
-Directories created on the way are fsynced into their parents.
+Directories created on the way are fsynced into their parents. A writer killed between create and
+rename leaves its temp file; `remove_orphans(path, before)` (called by the checkpoint store under the
+key's lock, on every save) removes those older than the lock holder. Readers never open temp files.
 
 locked(path): an exclusive lock for a read-modify-write of path, across threads (a lock per path in
 this process) and processes (fcntl.flock on `.NAME.lock` beside it, opened with O_NOFOLLOW; the lock
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import secrets
 import stat
 import threading
@@ -92,6 +95,38 @@ def atomic_write(path: str, data) -> None:
             os.unlink(tmp)
         raise
     _fsync_dir(d)
+
+
+_TMP_NAME = re.compile(r"\.(?P<base>.+)\.[0-9a-f]{16}\.tmp")
+
+
+def temp_files(path: str) -> list:
+    """The temp files atomic_write(path) leaves when its process is killed between create and rename
+    (`.NAME.<16 hex>.tmp` beside path)."""
+    path = os.path.abspath(path)
+    d, base = os.path.dirname(path), os.path.basename(path)
+    try:
+        names = os.listdir(d)
+    except FileNotFoundError:
+        return []
+    return [os.path.join(d, n) for n in names
+            if (m := _TMP_NAME.fullmatch(n)) is not None and m.group("base") == base]
+
+
+def remove_orphans(path: str, before: float) -> int:
+    """Remove path's temp files last modified before `before` (a time.time(); call it with path's lock
+    held, `before` the moment the lock was taken: every writer of path holds that lock, so such a file's
+    writer is dead). Only regular files are removed (never a planted symlink's target). Returns the count."""
+    removed = 0
+    for tmp in temp_files(path):
+        try:
+            st = os.lstat(tmp)
+            if stat.S_ISREG(st.st_mode) and st.st_mtime < before:
+                os.unlink(tmp)
+                removed += 1
+        except FileNotFoundError:
+            continue
+    return removed
 
 
 _THREAD_LOCKS: dict[str, threading.Lock] = {}

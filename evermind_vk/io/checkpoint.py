@@ -20,6 +20,11 @@ Concurrency: save_checkpoint's read-modify-write (and load_checkpoint's forced-r
 under a per-file lock (threads and processes, `atomic.locked`), so lineage never forks: N savers of one
 key get sequences 1..N. Keys that sanitise to one file name ("run é", "run ü", "run ?" -> run__.json)
 are refused (CheckpointKeyCollisionError) when the file holds another key's lineage, on save and load.
+A saver killed mid-write leaves a temp file (`.NAME.<hex>.tmp`): the next save to that key removes it
+(under the lock, older than the lock's holder); nothing reads temp files.
+
+Non-finite values: save_checkpoint refuses payload arrays holding NaN/Inf (NonFiniteError naming each
+and its count; nothing written) unless allow_nonfinite=True.
 
 Memory: the frame may not claim more than `max_size` nor more than `max_ratio` times its compressed
 size (framing.allowed_size); arrays are checked (dtype, shape product, byte count, order) before any
@@ -34,14 +39,17 @@ import math
 import os
 import re
 import struct
+import time
 
 import numpy as np
 
-from ..errors import (CheckpointKeyCollisionError, CheckpointMismatchError, FormatError, IntegrityError, LimitError,
-                      TruncatedError)
+from ..errors import (CheckpointKeyCollisionError, CheckpointMismatchError, FormatError, IntegrityError,
+                      NonFiniteError, TruncatedError)
 from . import framing
-from .atomic import atomic_write, locked
+from .atomic import atomic_write, locked, remove_orphans
 from .jsjson import UNDEFINED, loads, stable_json
+from .layouts import refuse_nonfinite
+from .regular import read_regular
 
 FIELDS = ("configHash", "datasetHash", "tokenizerHash", "optimizerHash", "runtimePresetId", "kernelPathId",
           "environmentMetadata", "buildProvenance")
@@ -146,7 +154,10 @@ def checkpoint_hash(record: dict) -> str:
 
 def encode(record_json: dict, blobs: list) -> bytes:
     """A checkpoint blob: the framed header (magic, version, sizes), the record's JSON and the array bytes."""
-    js = json.dumps(record_json, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode("utf-8")
+    try:
+        js = json.dumps(record_json, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode("utf-8")
+    except ValueError as e:  # a NaN/Inf number in the JSON part (arrays were checked by the caller)
+        raise NonFiniteError(f"checkpoint record holds a non-finite number: {e}") from e
     body = b"".join(blobs)
     return framing.frame(MAGIC + struct.pack("<IQQ", VERSION, len(js), len(body)) + js + body)
 
@@ -185,18 +196,20 @@ def decode_raw(raw, framed: bool = False) -> tuple[dict, dict]:
         record = stored
     if not isinstance(stored, dict) or not isinstance(stored.get("metadata", {}), dict):
         raise FormatError("checkpoint record must be an object with an object 'metadata'")
+    meta = stored.get("metadata", {})
+    for field, kind in (("lineage", dict), ("resumeAudits", list)):
+        if meta.get(field) is not None and not isinstance(meta[field], kind):
+            raise FormatError(f"checkpoint metadata.{field} must be {'an object' if kind is dict else 'a list'}, "
+                              f"not {type(meta[field]).__name__}")
     return record, stored
 
 
 def _read(path: str):
+    """The checkpoint file's bytes (exactly its size at open; a regular file only), or None if absent."""
     try:
-        size = os.path.getsize(path)
+        return read_regular(path, "checkpoint", MAX_FILE)
     except FileNotFoundError:
         return None
-    if size > MAX_FILE:
-        raise LimitError(f"{path}: {size} bytes exceeds {MAX_FILE}")
-    with open(path, "rb") as f:
-        return f.read()
 
 
 def verify(stored: dict) -> str:
@@ -251,14 +264,17 @@ def _check_owner(key: str, path: str, meta: dict) -> None:
 
 def save_checkpoint(key: str, payload: dict, *, directory: str = ".evermind-checkpoints",
                     prior_checkpoint_hash: str | None = None, max_size: int = MAX_FILE,
-                    max_ratio: float = framing.DEFAULT_MAX_RATIO, **metadata) -> dict:
+                    max_ratio: float = framing.DEFAULT_MAX_RATIO, allow_nonfinite: bool = False, **metadata) -> dict:
     """Save payload (a dict; numpy arrays anywhere inside are stored as binary) under key. The previous
-    checkpoint is read, and the new one written, under the key's lock."""
+    checkpoint is read, and the new one written, under the key's lock. Float arrays holding NaN/Inf are
+    refused (NonFiniteError naming each and its count; nothing is written) unless allow_nonfinite."""
     if not isinstance(payload, dict):
         raise TypeError("payload must be a dict")
+    refuse_nonfinite(payload, f"checkpoint {key!r}", allow_nonfinite, verb="save")
     path = checkpoint_path(key, directory)
     opts = _fields(metadata)
     with locked(path):
+        remove_orphans(path, time.time())  # every writer of path holds this lock: older temp files are orphans
         prev = None
         prev_blob = _read(path)
         if prev_blob is not None:

@@ -58,6 +58,11 @@ def unframe_file(f, size: int, max_size: int = DEFAULT_MAX, max_ratio: float = D
     return _unframe(read, size, max_size, max_ratio)
 
 
+def unframe_at(read_at, size: int, max_size: int = DEFAULT_MAX, max_ratio: float = DEFAULT_MAX_RATIO) -> bytearray:
+    """unframe() of `size` bytes read through read_at(offset, n) (e.g. io.regular.RegularFile.read_at)."""
+    return _unframe(read_at, size, max_size, max_ratio)
+
+
 class _Source:
     """The frame's bytes [0, end) as a file-like source for zstd's stream reader."""
     def __init__(self, read, end):

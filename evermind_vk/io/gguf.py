@@ -13,13 +13,13 @@ type imply; any failure of the parser is a FormatError. Knows the format only, n
 from __future__ import annotations
 
 import os
-import stat
 import struct
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..errors import FormatError, LimitError, TruncatedError, UnsupportedError
+from .regular import open_regular
 
 try:  # the optional extra evermind-vk[pretrained]
     import gguf as _gguf
@@ -123,13 +123,9 @@ def read_gguf(path) -> GGUFFile:
     """Parse a GGUF file (a regular file only): its metadata (values) and tensors (views, not copies)."""
     g = require_gguf()
     path = os.fspath(path)
-    try:
-        st = os.stat(path)
-    except OSError as e:
-        raise FormatError(f"{path}: cannot read ({e})") from e
-    if not stat.S_ISREG(st.st_mode):
-        raise FormatError(f"{path}: not a regular file")
-    _check_header(path, st.st_size)
+    with open_regular(path, "GGUF file") as rf:  # a regular file after resolving links, else NotRegularFileError
+        size = rf.size
+    _check_header(path, size)
     try:
         reader = g.GGUFReader(path, "r")
     except (ValueError, IndexError, KeyError, TypeError, OverflowError, struct.error, UnicodeDecodeError,

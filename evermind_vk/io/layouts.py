@@ -16,7 +16,7 @@ import zlib
 
 import numpy as np
 
-from ..errors import FormatError, IntegrityError, LimitError, TruncatedError
+from ..errors import FormatError, IntegrityError, LimitError, NonFiniteError, TruncatedError
 
 MOE0, EVL0, VRQ0, EVT0, CRC_MAGIC = 0x4D6F4530, 0x45564C30, 0x56525130, 0x45565430, 0x52435645
 
@@ -58,7 +58,39 @@ def nonfinite_count(a: np.ndarray, chunk: int = 1 << 20) -> int:
     if a.dtype.kind not in "fc":
         return 0
     flat = a.reshape(-1)
-    return int(sum(flat.size - np.count_nonzero(np.isfinite(flat[i:i + chunk])) for i in range(0, flat.size, chunk)))
+    # each chunk's own non-finite count (its length minus its finite count), summed: exact at every size
+    return int(sum(flat[i:i + chunk].size - np.count_nonzero(np.isfinite(flat[i:i + chunk]))
+                   for i in range(0, flat.size, chunk)))
+
+
+def nonfinite_tensors(tree, prefix: str = "") -> list:
+    """[(name, NaN/Inf count)] of every float array with any, anywhere in a (nested dict / list) tree of
+    named arrays (names joined with "."), in tree order."""
+    out, stack = [], [(prefix, tree)]
+    while stack:
+        name, v = stack.pop()
+        if isinstance(v, dict):
+            stack.extend((f"{name}.{k}" if name else str(k), x) for k, x in reversed(list(v.items())))
+        elif isinstance(v, (list, tuple)):
+            stack.extend((f"{name}[{i}]", x) for i, x in reversed(list(enumerate(v))))
+        elif isinstance(v, (np.ndarray, np.floating)):
+            c = nonfinite_count(np.asarray(v))
+            if c:
+                out.append((name, c))
+    return out
+
+
+def refuse_nonfinite(tree, where: str, allow_nonfinite: bool = False, verb: str = "load") -> None:
+    """NonFiniteError naming each tensor of tree holding NaN/Inf (and its count), unless allow_nonfinite.
+    The one rule for weights on save, load and resume: non-finite values never persist silently."""
+    if allow_nonfinite:
+        return
+    bad = nonfinite_tensors(tree)
+    if bad:
+        names = ", ".join(f"{n} ({c} NaN/Inf)" for n, c in bad[:10]) + (f" and {len(bad) - 10} more" if len(bad) > 10
+                                                                          else "")
+        raise NonFiniteError(f"{where}: non-finite values in {names}; refusing to {verb} "
+                             f"(pass allow_nonfinite=True to {verb} anyway)")
 
 
 def _flat(fp16: bool, arrays) -> bytes:

@@ -17,7 +17,6 @@ reports NaN/Inf weights, and `load_model` validates and parses once, refusing no
 """
 from __future__ import annotations
 
-import os
 import struct
 from dataclasses import dataclass
 from typing import Callable
@@ -28,7 +27,8 @@ from ..errors import BlobError, FormatError, LimitError, TruncatedError, Unsuppo
 from . import framing
 from .atomic import atomic_write
 from .jsjson import js_json, loads
-from .layouts import nonfinite_count, parse_evl0, parse_evt0, parse_moe0
+from .layouts import nonfinite_count, parse_evl0, parse_evt0, parse_moe0, refuse_nonfinite, to_f16
+from .regular import open_regular
 
 PKG_MAGIC, PKG_VERSION = 0x45564D31, 1
 SCHEMA = "evermind.model/1"
@@ -115,12 +115,18 @@ class EvermindPackage:
 
     @classmethod
     def from_model(cls, model, name: str, version: str = "1.0.0", fp16: bool = False, card: dict | None = None,
-                   created_at: str | None = None) -> "EvermindPackage":
-        """Pack a model of a registered type (its checkpoint layout, f32 or f16 round-to-nearest-even)."""
+                   created_at: str | None = None, allow_nonfinite: bool = False) -> "EvermindPackage":
+        """Pack a model of a registered type (its checkpoint layout, f32 or f16 round-to-nearest-even).
+        NaN/Inf weights (or weights that overflow f16) are refused (NonFiniteError) unless allow_nonfinite."""
         mt = next((t for t in MODEL_TYPES.values() if t.model_class is not None and isinstance(model, t.model_class)),
                   None)
         if mt is None or mt.pack is None:
             raise UnsupportedError(f"no package model type is registered for {type(model).__name__}")
+        state = model.state_dict()
+        refuse_nonfinite({k: state[k] for k in sorted(state)}, f"package {name!r}", allow_nonfinite, verb="save")
+        if fp16 and not allow_nonfinite:
+            refuse_nonfinite({k: to_f16(state[k]) for k in sorted(state)}, f"package {name!r} (as f16)",
+                             allow_nonfinite, verb="save")
         config, cp, n_params = mt.pack(model, fp16)
         manifest = cls.make_manifest(
             schema=SCHEMA, name=name, version=version, modelType=mt.name, modality=mt.modality, config=config,
@@ -174,14 +180,10 @@ class EvermindPackage:
                   max_ratio: float = framing.DEFAULT_MAX_RATIO) -> "EvermindPackage":
         """Read a package file (framed or builderforce's raw blob); the frame may decompress to at most
         framing.allowed_size(file size, max_size, max_ratio) bytes."""
-        size = os.path.getsize(path)
-        if size > max_size:
-            raise LimitError(f"{path}: {size} bytes exceeds {max_size}")
-        with open(path, "rb") as f:
-            if framing.is_framed(f.read(4)):
-                return cls.from_blob(framing.unframe_file(f, size, max_size, max_ratio))
-            f.seek(0)
-            return cls.from_blob(f.read())
+        with open_regular(path, ".evermind package", max_size) as rf:
+            if framing.is_framed(rf.read_at(0, 4)):
+                return cls.from_blob(framing.unframe_at(rf.read_at, rf.size, max_size, max_ratio))
+            return cls.from_blob(rf.read_all())
 
     # validation
     def validate(self) -> dict:
@@ -269,10 +271,10 @@ class EvermindPackage:
         """The model in this package, validated first (the checkpoint is parsed once, and checked against
         the config before any model is built). NaN/Inf weights are refused unless allow_nonfinite."""
         errors, nonfinite, params = self._check()
-        if not allow_nonfinite:
-            errors += nonfinite
         if errors:
-            raise FormatError("invalid package: " + "; ".join(errors))
+            raise FormatError("invalid package: " + "; ".join(errors + nonfinite))
+        if nonfinite:  # NonFiniteError naming each tensor and its count, unless allowed
+            refuse_nonfinite({k: params[k] for k in sorted(params)}, "package", allow_nonfinite)
         mt = MODEL_TYPES[self.manifest["modelType"]]
         if mt.unpack is None:
             raise UnsupportedError(f"package model type '{mt.name}' cannot be loaded into a model yet")

@@ -94,8 +94,20 @@ KNOBS: tuple[Knob, ...] = (
          "Embedding backward path: `scan` or `sorted`; unset: sorted where tokens < table size / columns.",
          "kernel selection", choices=("", "scan", "sorted")),
     # Training and the command line
-    Knob("EVERMIND_VK_DIST_TIMEOUT", "float", 300.0,
-         "Seconds a data-parallel collective waits for a peer before raising DistributedError.", "training"),
+    Knob("EVERMIND_VK_DIST_TIMEOUT", "float", 60.0,
+         "Seconds a data-parallel collective waits for a peer before raising DistributedError: a stalled or dead "
+         "rank is detected within this. Raise it when one step legitimately takes longer.", "training"),
+    Knob("EVERMIND_VK_RANK_ERROR_FILE", "text", "",
+         "Set by the `--nproc` launcher for each rank: the file where the rank writes its one-line error, so the "
+         "launcher reports a failed run once. Not for users.", "training"),
+    Knob("EVERMIND_VK_JSON_MAX_DEPTH", "count", 0,
+         "Hostile JSON (checkpoints, manifests, safetensors headers, configs, token lists): the deepest nesting "
+         "read. 0: the default, 64.", "hostile input"),
+    Knob("EVERMIND_VK_JSON_MAX_ELEMENTS", "count", 0,
+         "Hostile JSON: the most values (containers, numbers, strings) in one document, checked before parsing "
+         "(parsed JSON costs ~90 bytes per value). 0: the default, 524288.", "hostile input"),
+    Knob("EVERMIND_VK_JSON_MAX_STRING", "count", 0,
+         "Hostile JSON: the longest string, in bytes. 0: the default, 4194304 (4 MiB).", "hostile input"),
     Knob("EVERMIND_VK_TRACEBACK", "flag", False,
          "The command line prints the full traceback of an error instead of one `evermind-vk: error:` line.",
          "command line"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from ..errors import FormatError
+from ..io.jsjson import loads_str
 from ..io.safetensors import load_safetensors, save_safetensors
 from ..models.lora import LoRAConfig, add_lora, load_lora_state_dict, lora_state_dict
 
@@ -21,7 +22,7 @@ def load_lora(model, path: str) -> None:
     if the model has none."""
     arrays, meta = load_safetensors(path)
     try:
-        cfg = json.loads(meta["evermind_lora"])
+        cfg = loads_str(meta["evermind_lora"], f"{path}: evermind_lora metadata")
         config = LoRAConfig(rank=cfg["rank"], alpha=cfg["alpha"], targets=tuple(cfg["targets"]), seed=cfg["seed"])
     except (KeyError, TypeError, ValueError) as e:
         raise FormatError(f"{path}: no valid evermind_lora metadata ({e})") from e

@@ -20,6 +20,10 @@ a rank keeps AdamW moments for its share only, steps it, and broadcasts the upda
 broadcast per owner rank). Checkpoints gather the moments on rank 0, which alone writes files.
 
 torch is imported inside functions: `import evermind_vk` never needs it.
+
+Launcher limits (`spawn`, `--nproc`): torch (the `dist` extra) is checked before any rank starts; at
+most one rank per GPU, or, with no GPU (lavapipe) or every rank on one EVERMIND_VK_DEVICE, one per CPU
+core; a rank's error line goes to the launcher (RANK_ERROR_ENV), which reports the failure once.
 """
 from __future__ import annotations
 
@@ -27,10 +31,12 @@ import atexit
 import ctypes
 import hashlib
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from datetime import timedelta
@@ -43,7 +49,9 @@ from ..runtime.kernels import copy_words
 from .data import IGNORE
 
 BUCKET_BYTES = 25 * 2 ** 20  # PyTorch DDP's default bucket size
-DEFAULT_TIMEOUT = knobs.knob("EVERMIND_VK_DIST_TIMEOUT").default  # seconds a collective waits for a peer
+DEFAULT_TIMEOUT = knobs.knob("EVERMIND_VK_DIST_TIMEOUT").default  # seconds a collective waits for a peer (60)
+RANK_ERROR_ENV = "EVERMIND_VK_RANK_ERROR_FILE"  # where a launched rank writes its one-line error for the launcher
+_RANK_ERROR_MAX = 4096
 
 
 def _dist():
@@ -440,10 +448,13 @@ def spawn(argv: list[str], nproc: int, log_dir: str | None = None, env=None, gra
     if nproc < 1:
         raise ConfigError(f"--nproc must be >= 1, got {nproc}")
     base = dict(os.environ if env is None else env)
-    port = free_port()
     pick = not knobs.get("EVERMIND_VK_DEVICE", base)
+    check_nproc(nproc, shared_device=not pick)
+    _dist()  # the `dist` extra, before any rank is started
+    port = free_port()
     stop_wait = knobs.get("EVERMIND_VK_DIST_TIMEOUT", base)
     procs, logs, forwarded = [], [], []
+    errors_dir = tempfile.mkdtemp(prefix="evermind-vk-ranks-")
 
     def forward(signum, frame):
         forwarded.append(signum)
@@ -459,6 +470,7 @@ def spawn(argv: list[str], nproc: int, log_dir: str | None = None, env=None, gra
         for r in range(nproc):
             e = dict(base, RANK=str(r), WORLD_SIZE=str(nproc), LOCAL_RANK=str(r), MASTER_ADDR="127.0.0.1",
                      MASTER_PORT=str(port))
+            e[RANK_ERROR_ENV] = _error_file(errors_dir, r)
             if pick:
                 e["EVERMIND_VK_DEVICE"] = str(round_robin_device(r))
             out = err = None
@@ -472,7 +484,7 @@ def spawn(argv: list[str], nproc: int, log_dir: str | None = None, env=None, gra
                     out = err = subprocess.DEVNULL
             procs.append(subprocess.Popen([sys.executable, "-m", "evermind_vk", *argv], env=e, stdout=out,
                                           stderr=err, start_new_session=True, preexec_fn=_die_with_parent))
-        return _watch(procs, grace, log_dir, forwarded, stop_wait)
+        return _watch(procs, grace, log_dir, forwarded, stop_wait, errors_dir)
     except BaseException:
         _stop(procs, grace)
         raise
@@ -481,6 +493,36 @@ def spawn(argv: list[str], nproc: int, log_dir: str | None = None, env=None, gra
             signal.signal(sig, h)
         for f in logs:
             f.close()
+        shutil.rmtree(errors_dir, ignore_errors=True)
+
+
+def check_nproc(nproc: int, shared_device: bool = False) -> None:
+    """ConfigError unless nproc ranks fit this host: one per GPU, or one per CPU core when there is no GPU
+    (every rank on lavapipe) or every rank shares one device (EVERMIND_VK_DEVICE set)."""
+    cores = os.cpu_count() or 1
+    gpus = [] if shared_device else [d for d in devices() if d.type != "cpu"]
+    if gpus:
+        if nproc > len(gpus):
+            raise ConfigError(f"--nproc {nproc}: more ranks than the {len(gpus)} GPU(s) here (one rank per GPU; "
+                              f"set EVERMIND_VK_DEVICE to share one device among up to {cores} ranks)")
+    elif nproc > cores:
+        why = "every rank on EVERMIND_VK_DEVICE" if shared_device else "no GPU: every rank runs on lavapipe"
+        raise ConfigError(f"--nproc {nproc}: more ranks than the {cores} CPU cores here ({why})")
+
+
+def _error_file(errors_dir: str, rank: int) -> str:
+    return os.path.join(errors_dir, f"rank{rank}.error")
+
+
+def _rank_error(errors_dir, rank: int) -> str:
+    """The one-line error rank wrote (RANK_ERROR_ENV), at most _RANK_ERROR_MAX bytes, or ""."""
+    if errors_dir is None:
+        return ""
+    try:
+        with open(_error_file(errors_dir, rank), "rb") as f:
+            return " ".join(f.read(_RANK_ERROR_MAX).decode("utf-8", "replace").split())
+    except OSError:
+        return ""
 
 
 def _describe_exit(rc: int) -> str:
@@ -505,7 +547,7 @@ def _stop(procs, grace: float) -> None:
             p.wait()
 
 
-def _watch(procs, grace: float, log_dir, forwarded: list, stop_wait: float) -> int:
+def _watch(procs, grace: float, log_dir, forwarded: list, stop_wait: float, errors_dir=None) -> int:
     """Wait for every rank; on the first failure let the others end on their own for `grace` seconds
     (`stop_wait` after a forwarded signal: they are saving), then kill the rest."""
     while True:
@@ -525,5 +567,6 @@ def _watch(procs, grace: float, log_dir, forwarded: list, stop_wait: float) -> i
         return codes[first]
     _stop(procs, 0.0)
     where = f" (its output: {log_dir}/rank{first}.log)" if log_dir and first > 0 else ""
-    raise DistributedError(f"rank {first} of {len(procs)} {_describe_exit(codes[first])}{where}; "
-                           f"stopped the other ranks")
+    said = _rank_error(errors_dir, first)
+    raise DistributedError(f"rank {first} of {len(procs)} {_describe_exit(codes[first])}{where}"
+                           f"{': ' + said if said else ''}; stopped the other ranks")

@@ -13,7 +13,7 @@ import time
 
 import numpy as np
 
-from ..errors import CheckpointMismatchError, EvermindError, UnsupportedError
+from ..errors import CheckpointMismatchError, EvermindError, NonFiniteError, UnsupportedError
 from ..runtime import zeros
 from .progress import Progress
 
@@ -124,7 +124,7 @@ class TrainRun:
         if self.dp is not None:
             self.dp.check_identical()
         if cfg.save_key and t._position is not None:
-            t.save(cfg.save_key, directory=cfg.save_dir)
+            t.save_finite(cfg.save_key, cfg.save_dir)
         return self.losses + ([partial] if partial is not None else [])
 
     def _epoch(self, epoch: int, pos) -> float | None:
@@ -212,7 +212,7 @@ class TrainRun:
         if t.scaler is not None and t._last_overflow:
             norm = None  # an overflowing (skipped) step has no gradient norm (and NaN breaks JSON)
         if not math.isfinite(loss):
-            raise EvermindError(f"loss became {loss} at step {t.global_step + 1}")
+            raise NonFiniteError(f"loss became {loss} at step {t.global_step + 1}; {t.last_finite()}")
         return loss, norm, extras
 
     # -- the hooks after a step -----------------------------------------------------------------------
@@ -233,7 +233,7 @@ class TrainRun:
         if self.bar is not None:
             self.bar.update(epoch, done, loss, self.tokens, time.perf_counter() - self.t0, lr=entry["effective_lr"])
         if cfg.save_key and cfg.save_every and t.global_step % cfg.save_every == 0:
-            t.save(cfg.save_key, directory=cfg.save_dir)
+            t.save_finite(cfg.save_key, cfg.save_dir)
         if cfg.time_limit is not None and time.perf_counter() - self.t0 > cfg.time_limit:
             self.stop = self.timed_out = True
             t.stopped_by = "time_limit"

@@ -18,8 +18,10 @@ import math
 
 import numpy as np
 
-from ..errors import CheckpointMismatchError, ConfigError, EvermindError, ShapeError, TokenError, UnsupportedError
+from ..errors import (CheckpointMismatchError, ConfigError, EvermindError, NonFiniteError, ShapeError, TokenError,
+                      UnsupportedError)
 from ..io.checkpoint import load_checkpoint, save_checkpoint
+from ..io.layouts import refuse_nonfinite
 from ..models import TrainableModel, build_model, model_type
 from ..models.protocol import checkpointed_layers
 from ..models.lora import LoRAConfig, add_lora, load_lora_state_dict, lora_state_dict
@@ -102,6 +104,7 @@ class Trainer:
         self.history: list[dict] = []  # one entry per optimizer step
         self.global_step = 0  # optimizer steps taken by this trainer (restored by resume)
         self.interrupted = None  # the signal number that stopped the last train(), if any
+        self.last_finite_save = None  # (path, step) of the last checkpoint save() wrote (all finite)
         self.stopped_by = None  # what ended the last train(): epochs, max_steps, time_limit or signal
         self.run_info = None  # free-form settings saved with checkpoints (the command line stores its flags)
         self._position = None  # where train() is in its data (saved by save(), restored by resume())
@@ -307,10 +310,11 @@ class Trainer:
         return {"config_hash": _sha({"type": type(self.model).__name__, **self.model.config.to_dict()}),
                 "tokenizer_hash": _sha(type(self.tokenizer).__name__)}
 
-    def save(self, key: str, directory: str = ".evermind-checkpoints") -> dict:
+    def save(self, key: str, directory: str = ".evermind-checkpoints", allow_nonfinite: bool = False) -> dict:
         """Save everything a bit-identical continuation needs through the checkpoint store: weights,
         AdamW moments, step count, groups and schedule, the data position (epoch, batch, this epoch's
-        order, the epoch's running sums) and seed, the history and the model config. Returns the record."""
+        order, the epoch's running sums) and seed, the history and the model config. Returns the record.
+        NaN/Inf weights or moments raise NonFiniteError (nothing written) unless allow_nonfinite."""
         if self._dp is not None and not self._dp.zero and self._dp.rank != 0:
             return None  # rank 0 alone writes
         opt_state = self.optimizer.state_dict()
@@ -330,15 +334,38 @@ class Trainer:
                    "loss_scaler": None if self.scaler is None else self.scaler.state_dict(),
                    "lora": (None if not getattr(self.model, "lora", None) else
                             {"config": self.model.lora_config.to_dict(), "adapters": lora_state_dict(self.model)})}
-        return save_checkpoint(key, payload, directory=directory, **self._metadata())
+        saved = save_checkpoint(key, payload, directory=directory, allow_nonfinite=allow_nonfinite,
+                                **self._metadata())
+        self.last_finite_save = (saved["path"], self.global_step)
+        return saved
 
-    def resume(self, key: str, directory: str = ".evermind-checkpoints", force: bool = False) -> "Trainer":
+    def last_finite(self) -> str:
+        """Where to resume after the weights or loss went non-finite (never the poisoned state)."""
+        if self.last_finite_save is None:
+            return "no finite checkpoint was saved by this run"
+        path, step = self.last_finite_save
+        return f"the last finite checkpoint is {path} (step {step}): resume from it (evermind-vk train --resume)"
+
+    def save_finite(self, key: str, directory: str) -> None:
+        """save() during train(): weights gone NaN/Inf are not written (the checkpoint on disk stays the
+        last finite one) and the error says where to resume."""
+        try:
+            self.save(key, directory=directory)
+        except NonFiniteError as e:
+            raise NonFiniteError(f"step {self.global_step}: {e}; {self.last_finite()}") from e
+
+    def resume(self, key: str, directory: str = ".evermind-checkpoints", force: bool = False,
+               allow_nonfinite: bool = False) -> "Trainer":
         """Load save()'s checkpoint into this trainer (the model must have the stored config unless
         force, which records a resume audit); the next train() with the same data and arguments continues
-        where the saved run was. FileNotFoundError if there is no checkpoint under key."""
+        where the saved run was. FileNotFoundError if there is no checkpoint under key; NonFiniteError
+        (naming each tensor and its NaN/Inf count) if its weights or moments are not finite, unless
+        allow_nonfinite."""
         rec = load_checkpoint(key, self._metadata(), force_resume=force, directory=directory)
         if rec is None:
             raise FileNotFoundError(f"no checkpoint under {key!r} in {directory}")
+        refuse_nonfinite({"params": rec.get("params"), "optimizer": rec.get("optimizer")}, f"checkpoint {key!r}",
+                         allow_nonfinite, verb="resume")
         if rec.get("format") != CHECKPOINT_FORMAT:
             raise CheckpointMismatchError(f"checkpoint {key!r} is not a trainer checkpoint ({rec.get('format')!r})")
         for what, stored, ours in (("precision", rec.get("precision", "f32"), self.precision),
@@ -368,7 +395,7 @@ class Trainer:
     @classmethod
     def from_checkpoint(cls, key: str, directory: str = ".evermind-checkpoints", device=None,
                         tokenizer=None, world=None, zero: bool = False,
-                        checkpoint_layers: bool | int = False) -> "Trainer":
+                        checkpoint_layers: bool | int = False, allow_nonfinite: bool = False) -> "Trainer":
         """A Trainer (and its model, of the stored type, built from the stored config) resumed from save()'s
         checkpoint; the precision, gradient precision and loss options are the saved run's (checkpoint_layers,
         a memory setting, is this one's: see __init__)."""
@@ -381,7 +408,7 @@ class Trainer:
         return cls(model, tokenizer, seed=int(rec["seed"]), world=world, zero=zero,
                    precision=rec.get("precision", "f32"), grad_precision=rec.get("grad_precision") or "f32",
                    loss_options=rec.get("loss_options") or {},
-                   checkpoint_layers=checkpoint_layers).resume(key, directory)
+                   checkpoint_layers=checkpoint_layers).resume(key, directory, allow_nonfinite=allow_nonfinite)
 
 
 
