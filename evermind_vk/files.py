@@ -501,10 +501,7 @@ def save_conv_ae(model: ConvAE, path: str, allow_nonfinite: bool = False) -> Non
     """The weights as an .npz at path (no pickle) and config.json beside it, each written atomically;
     NaN/Inf weights are refused (nothing written) unless allow_nonfinite."""
     state = model.state_dict()
-    bad = [f"{k} ({c})" for k in sorted(state) if (c := nonfinite_count(state[k]))]
-    if bad and not allow_nonfinite:
-        raise FormatError(f"{path}: NaN/Inf weights in {', '.join(bad[:10])}; nothing written "
-                          "(pass allow_nonfinite=True to save anyway)")
+    refuse_nonfinite(state, path, allow_nonfinite, verb="save")  # nothing written
     buf = BytesIO()
     np.savez(buf, **state)
     atomic_write(path, buf.getvalue())
@@ -536,7 +533,7 @@ def _conv_ae_config_of(path: str, config) -> ConvAEConfig:
         raw = _read_regular(config, MAX_CONFIG_BYTES, "config")
         try:
             config = jsjson.loads(raw, f"config {config}")
-        except (ValueError, RecursionError) as e:
+        except (ValueError, RecursionError, FormatError) as e:
             raise ConfigError(f"config {config}: not JSON: {e}") from e
     if not isinstance(config, dict) or config.get("model_type") != CONV_AE_MODEL_TYPE:
         got = config.get("model_type") if isinstance(config, dict) else None

@@ -99,6 +99,7 @@ def dequantized(qw) -> np.ndarray:
 
 
 def base_weight(model, name: str) -> np.ndarray:
+    """A base weight of the model in f32 on the host (quantized blocks dequantized)."""
     q = model.qweights.get(name)
     return dequantized(q) if q is not None else model.params[name].numpy()
 

@@ -64,7 +64,7 @@ def test_every_variable_named_anywhere_is_declared():
 
 def test_declarations_are_complete():
     for k in knobs.KNOBS:
-        assert k.type in knobs.TYPES and k.meaning.strip() and k.group and k.scope in ("package", "bench"), k
+        assert k.type in knobs.TYPES and k.meaning.strip() and k.group and k.scope in ("package", "bench", "tests"), k
         assert (k.type == "choice") == bool(k.choices), k
 
 

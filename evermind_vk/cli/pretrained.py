@@ -146,6 +146,7 @@ def add_lora_args(p) -> None:
 
 
 def add_sampling(p) -> None:
+    """--tokens, --temperature, --top-k, --top-p, --repetition-penalty, --seed of `chat` and pretrained `generate`."""
     p.add_argument("--tokens", type=NONNEG_INT, default=128, help="most tokens a reply may have")
     p.add_argument("--temperature", type=NONNEG, default=0.0, help="sampling temperature (0: greedy)")
     p.add_argument("--top-k", type=NONNEG_INT, default=0, help="sample among the k most likely (0: all)")

@@ -68,12 +68,14 @@ class GGUFTensor:
 
 @dataclass
 class GGUFFile:
+    """A parsed GGUF file: its metadata values and its tensors (views into the file, not copies)."""
     path: str
     metadata: dict
     tensors: dict
 
     @property
     def architecture(self) -> str:
+        """The file's general.architecture ("llama" for SmolLM2; "" when absent)."""
         return str(self.metadata.get("general.architecture", ""))
 
 
@@ -136,5 +138,5 @@ def read_gguf(path) -> GGUFFile:
     for t in reader.tensors:
         if t.name in tensors:
             raise FormatError(f"{path}: tensor {t.name!r} appears twice")
-        tensors[t.name] = _tensor(t, path, st.st_size)
+        tensors[t.name] = _tensor(t, path, size)
     return GGUFFile(path, meta, tensors)

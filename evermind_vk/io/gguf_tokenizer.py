@@ -92,12 +92,14 @@ class GGUFTokenizer:
         return ([self.bos_id] if self.add_bos and self.bos_id is not None else []) + ids
 
     def decode(self, ids, skip_special_tokens: bool = False) -> str:
+        """Text of token ids (each checked against the vocabulary; special tokens kept unless skipped)."""
         ids = [int(i) for i in ids]
         if any(not 0 <= i < self.vocab_size for i in ids):
             raise TokenError(f"decode: token ids outside [0, {self.vocab_size})")
         return self._tk.decode(ids, skip_special_tokens=skip_special_tokens)
 
     def token_to_id(self, token: str):
+        """The id of a token string, or None when the vocabulary lacks it."""
         return self._tk.token_to_id(token)
 
     def apply_chat_template(self, messages: list, add_generation_prompt: bool = True) -> str:

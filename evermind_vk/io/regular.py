@@ -77,6 +77,7 @@ class RegularFile:
         return out
 
     def close(self) -> None:
+        """Close the descriptor (again: nothing)."""
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1

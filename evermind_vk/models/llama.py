@@ -44,6 +44,7 @@ class LlamaLM(TransformerLM):
 
     # -- parameters -----------------------------------------------------------------------------
     def num_parameters(self) -> int:
+        """Parameters of the base model (quantized weights counted by their element count), adapters excluded."""
         return (sum(t.numel for k, t in self.params.items() if not is_adapter(k))
                 + sum(q.shape[0] * q.shape[1] for q in self.qweights.values()))
 
@@ -56,11 +57,13 @@ class LlamaLM(TransformerLM):
         return super().state_dict()
 
     def load_state_dict(self, sd: dict) -> None:
+        """Load f32 base weights; refused while weights are quantized (they are frozen: load adapters instead)."""
         if self.qweights:
             raise UnsupportedError("the quantized weights of a LlamaLM are frozen: load adapters instead")
         super().load_state_dict(sd)
 
     def linear_names(self) -> list[str]:
+        """The projection weights LoRA adapters may attach to (attention and MLP, quantized or not)."""
         return [k for k in (*self.qweights, *self.params) if ".attn.w" in k or ".mlp.w" in k]
 
     def weight_bytes(self) -> dict:
@@ -71,10 +74,14 @@ class LlamaLM(TransformerLM):
         return {"quantized": q, "f32": f, "total": q + f, "as_f32": 4 * self.num_parameters()}
 
     # -- forward --------------------------------------------------------------------------------
-    def forward(self, ids: Tensor, batch: int = 1, dtype: str = "f32") -> Tensor:
+    def forward(self, ids: Tensor, batch: int = 1, dtype: str = "f32", checkpoint: bool | int = False) -> Tensor:
+        """Logits [T, vocab] as TransformerLM.forward; quantized weights run in f32 (their kernels dequantize
+        into f32) and without activation checkpointing (a checkpointed layer recomputes from f32 parameters)."""
         if dtype != "f32" and self.qweights:
             raise ConfigError("LlamaLM with quantized weights runs in f32 (its kernels dequantize into f32)")
-        return super().forward(ids, batch, dtype)
+        if checkpoint and self.qweights:
+            raise UnsupportedError("activation checkpointing is not available for a LlamaLM with quantized weights")
+        return super().forward(ids, batch, dtype, checkpoint)
 
     def _embed(self, ids: Tensor) -> Tensor:
         q = self.qweights.get("embed.weight")

@@ -45,6 +45,7 @@ class QuantWeight:
         return self.data.numel * 4
 
     def row_bytes(self) -> int:
+        """Bytes of one row of blocks (shape[1] / 32 blocks of the quant type's size)."""
         return self.shape[1] // BLOCK * QUANT_TYPES[self.qtype]
 
     def __repr__(self) -> str:

@@ -25,8 +25,8 @@ TYPES = ("flag", "count", "float", "choice", "text")
 
 @dataclass(frozen=True)
 class Knob:
-    """One environment variable: `group` orders the docs' table; `scope` is "package" (read by evermind_vk)
-    or "bench" (read only by the benchmark scripts)."""
+    """One environment variable: `group` orders the docs' table; `scope` is "package" (read by evermind_vk),
+    "bench" (read only by the benchmark scripts) or "tests" (read only by the test suite)."""
 
     name: str
     type: str
@@ -115,6 +115,10 @@ KNOBS: tuple[Knob, ...] = (
     Knob("EVERMIND_VK_IREE_PYTHON", "text", "",
          "`bench/iree_bench.py`: the python of IREE's virtualenv (default of `--iree-python`).", "benchmarks",
          scope="bench"),
+    # Tests
+    Knob("EVERMIND_VK_SLOW_TESTS", "flag", False,
+         "`tests/ops/test_sample.py`: also run the 10,000-draw distribution tests of the device sampler.", "tests",
+         scope="tests"),
 )
 
 BY_NAME: dict[str, Knob] = {k.name: k for k in KNOBS}

@@ -129,6 +129,6 @@ def test_reconstruct_and_verify_refuse_what_cannot_work(device, capsys, run, tmp
     sd["dec.0.bias"][0] = np.nan
     model.load_state_dict(sd)
     save_conv_ae(model, str(bad / "model.npz"), allow_nonfinite=True)
-    assert "NaN/Inf weights in dec.0.bias (1)" in one_line_error(capsys, ["verify", str(bad / "model.npz")], 1)
+    assert "non-finite values in dec.0.bias (1 NaN/Inf)" in one_line_error(capsys, ["verify", str(bad / "model.npz")], 1)
     (bad / "config.json").unlink()
     assert "needs its config.json" in one_line_error(capsys, ["verify", str(bad / "model.npz")], 1)

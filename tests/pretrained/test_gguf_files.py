@@ -11,7 +11,7 @@ pytest.importorskip("tokenizers", reason="tokenizers is not installed (pip insta
 
 import evermind_vk as ev  # noqa: E402
 from evermind_vk.cli import main  # noqa: E402
-from evermind_vk.errors import (EvermindError, FormatError, UnsupportedArchitectureError,  # noqa: E402
+from evermind_vk.errors import (EvermindError, FormatError, NotRegularFileError, UnsupportedArchitectureError,  # noqa: E402
                                 UnsupportedError)
 from evermind_vk.io.gguf import read_gguf  # noqa: E402
 from evermind_vk.pretrained import unpermute_rows  # noqa: E402
@@ -75,7 +75,7 @@ def test_hostile_files(tmp_path, tiny, device):
         p.write_bytes(blob)
         with pytest.raises(EvermindError):
             ev.load(str(p), device=device)
-    with pytest.raises(FormatError):
+    with pytest.raises(NotRegularFileError):
         read_gguf(tmp_path)  # a directory
     nan = write_tiny(tmp_path / "nan.gguf", mutate=lambda n, a: np.where(n == "output_norm.weight", np.nan, a))
     with pytest.raises(FormatError, match="NaN"):
