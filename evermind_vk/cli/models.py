@@ -12,6 +12,8 @@ from ..errors import EvermindError
 from ..files import conv_ae_config_json, export_safetensors, lm_param_shapes, save_conv_ae, save_model
 from ..io.layouts import evl_shapes
 from ..io.package import EvermindPackage
+from ..models.conv_ae import param_shapes as conv_ae_param_shapes
+from ..models.mamba import layer_param_shapes
 from ..models import (ConvAE, ConvAEConfig, EvermindLM, EvermindLMConfig, HybridMambaConfig, HybridMambaModel,
                       LMConfig, MoEConfig, SharedExpertMoE, TransformerLM)
 from ..train import ByteTokenizer, default_corpus, generate, shapes_dataset
@@ -60,10 +62,25 @@ def _layer_count(args) -> int:
     return int(args.layers)
 
 
+def _mamba_config(args) -> HybridMambaConfig:
+    """--model mamba's config: --layers a count of mamba1 layers or a list of layer types."""
+    spec = str(args.layers)
+    layers = ("mamba1",) * int(spec) if spec.isdigit() else tuple(t.strip() for t in spec.split(",") if t.strip())
+    try:
+        return HybridMambaConfig(vocabSize=256, dModel=args.d_model, numLayers=len(layers), layers=layers,
+                                 nHeads=args.heads, seed=args.seed)
+    except (TypeError, ValueError) as e:
+        raise CliError(f"--layers {spec}: {e}") from e
+
+
+def _conv_ae_config(args) -> ConvAEConfig:
+    """--model conv-ae's config."""
+    return ConvAEConfig(image_size=args.image_size, seed=args.seed)
+
+
 def param_shapes(args) -> dict | None:
     """{name: shape} of the weights the flags imply, computed without building anything (for the capacity
-    check before training); None for a model type whose shapes are only known by building it (mamba,
-    conv-ae) or for flags the model would refuse (build() says why)."""
+    check before training); None for flags the model would refuse (build() says why)."""
     try:
         if args.model == "lm":
             return lm_param_shapes(LMConfig(d_model=args.d_model, n_layers=_layer_count(args), n_heads=args.heads,
@@ -78,6 +95,14 @@ def param_shapes(args) -> dict | None:
             for e in range(MOE_EXPERTS + 1):  # the shared expert and the routed ones
                 out.update({f"e{e}.w1": (h, d), f"e{e}.b1": (h,), f"e{e}.w2": (d, h), f"e{e}.b2": (d,)})
             return out
+        if args.model == "mamba":
+            cfg = _mamba_config(args)
+            out = {"embedding": (cfg.vocabSize, cfg.dModel), "final_norm": (cfg.dModel,)}
+            for i, kind in enumerate(cfg.layers):
+                out.update({f"layer{i}.{name}": shape for name, shape, _ in layer_param_shapes(cfg, kind)})
+            return out
+        if args.model == "conv-ae":
+            return conv_ae_param_shapes(_conv_ae_config(args))
     except (ValueError, TypeError, EvermindError):
         return None
     return None
@@ -97,15 +122,8 @@ def build(args, device):
             return SharedExpertMoE(MoEConfig(args.d_model, args.d_ff, MOE_EXPERTS, MOE_TOP_K, seed=args.seed),
                                    device=device)
         if args.model == "mamba":
-            spec = str(args.layers)
-            layers = ("mamba1",) * int(spec) if spec.isdigit() else tuple(t.strip() for t in spec.split(",") if t.strip())
-            try:
-                cfg = HybridMambaConfig(vocabSize=256, dModel=args.d_model, numLayers=len(layers), layers=layers,
-                                        nHeads=args.heads, seed=args.seed)
-            except (TypeError, ValueError) as e:
-                raise CliError(f"--layers {spec}: {e}") from e
-            return HybridMambaModel(cfg, device=device)
-        return ConvAE(ConvAEConfig(image_size=args.image_size, seed=args.seed), device=device)
+            return HybridMambaModel(_mamba_config(args), device=device)
+        return ConvAE(_conv_ae_config(args), device=device)
     except ValueError as e:
         if isinstance(e, CliError):
             raise

@@ -113,7 +113,9 @@ def test_a_token_list_decoding_to_too_many_frames_is_refused(tmp_path, capfd):
 def test_early_validation_refuses_before_training_in_under_a_second(tmp_path, capfd, device):
     common = ["train", "--out", tmp_path / "o", "--max-steps", "1"]
     cases = [(["--prompt", "\udcff"], "--prompt"),
-             (["--d-model", "65536", "--layers", "64", "--heads", "1", "--kv-heads", "1"], "host memory")]
+             (["--d-model", "65536", "--layers", "64", "--heads", "1", "--kv-heads", "1"], "host memory"),
+             (["--model", "mamba", "--d-model", "65536", "--layers", "mamba1,attention", "--heads", "1"], "host memory"),
+             (["--model", "evermind-lm", "--d-model", "65536", "--layers", "64"], "host memory")]
     limit = device.info.max_storage_buffer_range  # a --d-ff whose MLP weight is one f32 beyond it
     d_ff = limit // (4 * 2 * 8) + 1
     if d_ff * 8 * 3 * 32 < 8 << 30:  # its training state must fit the host, so the device limit is what says no
