@@ -71,12 +71,19 @@ def _lm_config(cfg) -> LMConfig:
         raise ValueError(str(e)) from e
 
 
-def _config_errors(cfg: dict) -> list:
-    try:
-        _lm_config(cfg)
-    except ValueError as e:
-        return [f"invalid config: {e}"]
-    return []
+def config_check(parse, errors=(ValueError,)):
+    """A package model type's config check from its parser: [] when parse(cfg) accepts the dict, else
+    ["invalid config: <why>"] for each of `errors` it raises."""
+    def check(cfg: dict) -> list:
+        try:
+            parse(cfg)
+        except errors as e:
+            return [f"invalid config: {e}"]
+        return []
+    return check
+
+
+_config_errors = config_check(_lm_config)
 
 
 def lm_param_shapes(cfg: LMConfig) -> dict[str, tuple]:
@@ -391,12 +398,7 @@ def _unpack_mamba(config: dict, params: dict, device=None) -> HybridMambaModel:
     return model
 
 
-def _mamba_config_errors(cfg: dict) -> list:
-    try:
-        _package_mamba_config(cfg)
-    except (TypeError, ValueError) as e:
-        return [f"invalid config: {e}"]
-    return []
+_mamba_config_errors = config_check(_package_mamba_config, (TypeError, ValueError))
 
 
 register_model_type(ModelType(
@@ -470,12 +472,7 @@ def conv_ae_spec_errors(cfg: ConvAEConfig, spec: dict) -> list:
     return errs
 
 
-def _conv_ae_config_errors(cfg: dict) -> list:
-    try:
-        conv_ae_config(cfg)
-    except (ConfigError, LimitError) as e:
-        return [f"invalid config: {e}"]
-    return []
+_conv_ae_config_errors = config_check(conv_ae_config, (ConfigError, LimitError))
 
 
 def _unpack_conv_ae(config: dict, params: dict, device=None) -> ConvAE:
