@@ -14,7 +14,7 @@ import time
 import numpy as np
 
 import evermind_vk as ev
-from evermind_vk.pretrained import resolve
+from evermind_vk.files import resolve
 
 PROMPT = "The capital of France is"
 

@@ -10,7 +10,7 @@ blocks, then written as Hugging Face files.
 Names map between ours and Hugging Face's Llama: attn.wq/wk/wv/wo -> self_attn.{q,k,v,o}_proj, mlp.w_down ->
 mlp.down_proj, and our fused mlp.w_gate_up [gate | up] -> mlp.gate_proj and mlp.up_proj (an adapter on it
 becomes one per projection: the same A, B's two halves). Q and K rows are already in Hugging Face's order
-(evermind_vk.pretrained undoes llama.cpp's permutation at load)."""
+(evermind_vk.files undoes llama.cpp's permutation at load)."""
 from __future__ import annotations
 
 import json

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..pretrained import is_gguf
+from ..files import is_gguf
 from .common import FINITE, NONNEG, NONNEG_INT, POS_INT
 from .models import MODELS
 

@@ -15,7 +15,7 @@ from ..train import ByteTokenizer, generate
 from .args import add_device
 from .common import NONNEG, NONNEG_INT, POS_INT, CliError, load_model
 from .files import MODEL_HELP
-from ..pretrained import is_gguf
+from ..files import is_gguf
 from .pretrained import cmd_generate_pretrained
 from .video import write_frames
 

@@ -10,7 +10,7 @@ import time
 import numpy as np
 
 from ..models import LoRAConfig, add_lora, lora_frozen
-from ..pretrained import PACKAGED, load_gguf
+from ..files import PACKAGED, load_gguf
 from ..qlora import QLORA_TARGETS, save_merged, save_peft
 from ..runtime import get_device
 from ..train import Trainer, default_corpus, generate

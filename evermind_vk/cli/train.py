@@ -29,7 +29,7 @@ from ..train.tokenizer import ByteTokenizer
 from ..train.image import image_grid_png
 from ..train.plot import plot_losses, write_losses_csv
 from ..train.trainer import BF16_BLOCKED
-from ..pretrained import is_gguf
+from ..files import is_gguf
 from . import models
 from .args import add_checkpoint_layers, add_data, add_device, add_model_shape, add_optim, add_precision
 from .common import NONNEG, NONNEG_INT, POS_INT, CliError, check_out_dir

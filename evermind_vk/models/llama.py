@@ -5,7 +5,7 @@ products), as a GGUF file stores them.
 Same parameter names as TransformerLM (evermind_vk.models.transformer); a weight lives either in `params`
 (an f32 Tensor, trainable) or in `qweights` (a QuantWeight, frozen). Q and K rows are in Hugging Face's
 order (half-split RoPE: ops.rope), so a loader of llama.cpp's files undoes its converter's permutation
-first (evermind_vk.pretrained). LoRA adapters attach to quantized and f32 weights alike (QLoRA)."""
+first (evermind_vk.files). LoRA adapters attach to quantized and f32 weights alike (QLoRA)."""
 from __future__ import annotations
 
 import numpy as np

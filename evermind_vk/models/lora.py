@@ -124,7 +124,7 @@ def merge_lora(model) -> None:
     frozen = sorted(set(model.lora) & set(getattr(model, "qweights", None) or {}))
     if frozen:
         raise EvermindError(f"cannot merge adapters into quantized weights on the device ({frozen[0]}, ...): "
-                            "export the merged model instead (evermind_vk.pretrained.save_merged)")
+                            "export the merged model instead (evermind_vk.qlora.save_merged)")
     for n in model.lora:
         W = model.params[n]
         ops.add(W, _delta(model, n), out=W)

@@ -15,7 +15,7 @@ def smollm2_path():
     _need("gguf", "pip install 'evermind-vk[pretrained]'")
     _need("tokenizers", "pip install 'evermind-vk[pretrained]'")
     from evermind_vk.errors import UnsupportedError
-    from evermind_vk.pretrained import resolve
+    from evermind_vk.files import resolve
     try:
         return resolve("smollm2-135m")
     except UnsupportedError as e:

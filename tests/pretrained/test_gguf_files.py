@@ -14,7 +14,7 @@ from evermind_vk.cli import main  # noqa: E402
 from evermind_vk.errors import (EvermindError, FormatError, NotRegularFileError, UnsupportedArchitectureError,  # noqa: E402
                                 UnsupportedError)
 from evermind_vk.io.gguf import read_gguf  # noqa: E402
-from evermind_vk.pretrained import unpermute_rows  # noqa: E402
+from evermind_vk.files import unpermute_rows  # noqa: E402
 from tiny_gguf import write_tiny  # noqa: E402
 
 
