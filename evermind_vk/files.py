@@ -173,6 +173,18 @@ def save_model(model: TransformerLM, path: str, allow_nonfinite: bool = False) -
     atomic_write(path, buf.getvalue())
 
 
+def _open_regular(path: str, what: str):
+    """A binary file object of path after io.open_regular's checks (a regular file after resolving links;
+    NotRegularFileError naming the path otherwise, a FIFO refused without blocking on it)."""
+    with open_regular(path, what) as rf:
+        return os.fdopen(os.dup(rf.fd), "rb")
+
+
+def _read_regular(path: str, limit: int, what: str) -> bytes:
+    """The bytes of a regular file of at most `limit` bytes (io.read_regular: LimitError if longer)."""
+    return bytes(read_regular(path, what, limit))
+
+
 # what zipfile and numpy raise on a mutated archive: a bad entry, an encrypted or unknown method, a corrupt
 # deflate stream, a header whose offsets point outside the file (OSError EINVAL from a negative seek)
 _ZIP_ERRORS = (zipfile.BadZipFile, RuntimeError, NotImplementedError, ValueError, EOFError, OSError, zlib.error,
@@ -212,25 +224,8 @@ def load_model(path: str, device=None, allow_nonfinite: bool = False,
     """Load save_model's file. Checked before reading any weight: each member's declared size against its
     compressed bytes (framing.allowed_size), the config, and every tensor's name, shape and dtype (from the
     .npy headers) against the config; then the weights (NaN/Inf refused unless allow_nonfinite)."""
-    with open_regular(path, "model file") as rf, os.fdopen(os.dup(rf.fd), "rb") as fh:
-        return _load_npz(path, fh, device, allow_nonfinite, max_ratio)
-
-
-def _load_npz(path, fh, device, allow_nonfinite, max_ratio):
-    try:
-        zf = zipfile.ZipFile(fh)
-    except _ZIP_ERRORS as e:
-        raise FormatError(f"{path}: not an .npz model file: {type(e).__name__}: {e}") from e
-    with zf:
-        infos = {}
-        for info in zf.infolist():
-            if not info.filename.endswith(".npy") or info.filename[:-4] in infos:
-                raise FormatError(f"{path}: unexpected member {info.filename!r}")
-            limit = framing.allowed_size(info.compress_size, max_ratio=max_ratio)
-            if info.file_size > limit:
-                raise LimitError(f"{path}: member {info.filename!r} declares {info.file_size} bytes from "
-                                 f"{info.compress_size} compressed (more than {limit} believed): a zip bomb?")
-            infos[info.filename[:-4]] = info
+    with _open_regular(path, "model file") as fh, _zip(fh, path) as zf:
+        infos = _npz_spec(zf, path, max_ratio)
         cinfo = infos.pop("__config__", None)
         if cinfo is None:
             raise UnsupportedError(f"{path}: not an evermind-vk model file (no __config__)")
@@ -243,11 +238,7 @@ def _load_npz(path, fh, device, allow_nonfinite, max_ratio):
             raise
         except (ValueError, RecursionError) as e:
             raise UnsupportedError(f"{path}: {e}") from e
-        spec = {}
-        for k, info in infos.items():
-            shape, _fortran, dtype = _npy_header(zf, info, path)
-            spec[k] = (shape, dtype.name if dtype.byteorder in "=<|" or dtype.itemsize == 1 else f">{dtype.name}")
-        errs = lm_spec_errors(cfg, spec)
+        errs = lm_spec_errors(cfg, _npz_tensor_spec(zf, infos, path))
         if errs:
             raise ShapeError(f"{path}: weights do not match the config: {'; '.join(errs)}")
         params = {k: _npy_read(zf, info, path) for k, info in infos.items()}
@@ -514,18 +505,6 @@ def save_conv_ae(model: ConvAE, path: str, allow_nonfinite: bool = False) -> Non
     atomic_write(os.path.join(os.path.dirname(os.path.abspath(path)), CONV_AE_CONFIG), cfg.encode())
 
 
-def _open_regular(path: str, what: str):
-    """A binary file object of path after io.open_regular's checks (a regular file after resolving links;
-    NotRegularFileError naming the path otherwise, a FIFO refused without blocking on it)."""
-    with open_regular(path, what) as rf:
-        return os.fdopen(os.dup(rf.fd), "rb")
-
-
-def _read_regular(path: str, limit: int, what: str) -> bytes:
-    """The bytes of a regular file of at most `limit` bytes (io.read_regular: LimitError if longer)."""
-    return bytes(read_regular(path, what, limit))
-
-
 def _conv_ae_config_of(path: str, config) -> ConvAEConfig:
     """The ConvAEConfig of a weights-only .npz: `config` (a dict or a JSON file) or config.json beside it,
     which must say "model_type": "conv-ae"."""
@@ -545,6 +524,26 @@ def _conv_ae_config_of(path: str, config) -> ConvAEConfig:
         raise UnsupportedError(f"{path}: config model_type is {got!r}; weights-only .npz files are "
                                f"{CONV_AE_MODEL_TYPE!r} models")
     return conv_ae_config({k: v for k, v in config.items() if k != "model_type"})
+
+
+def _zip(fh, path: str) -> zipfile.ZipFile:
+    """The zip archive of an open .npz (FormatError when it is none)."""
+    try:
+        return zipfile.ZipFile(fh)
+    except _ZIP_ERRORS as e:
+        raise FormatError(f"{path}: not an .npz model file: {type(e).__name__}: {e}") from e
+
+
+def _npz_tensor_spec(zf: zipfile.ZipFile, infos: dict, path: str) -> dict:
+    """name -> (shape, dtype name) from each member's .npy header, read before any data; a header declaring
+    more data than its member holds is refused (Python ints: a hostile shape cannot wrap)."""
+    spec = {}
+    for k, info in infos.items():
+        shape, _fortran, dtype = _npy_header(zf, info, path)
+        if math.prod(shape) * dtype.itemsize > info.file_size:
+            raise FormatError(f"{path}: member {info.filename!r} declares {shape} {dtype} in {info.file_size} bytes")
+        spec[k] = (shape, dtype.name if dtype.byteorder in "=<|" or dtype.itemsize == 1 else f">{dtype.name}")
+    return spec
 
 
 def _npz_spec(zf: zipfile.ZipFile, path: str, max_ratio: float) -> dict:
@@ -568,13 +567,8 @@ def load_conv_ae(path: str, device=None, allow_nonfinite: bool = False, config=N
     declared size against its compressed bytes, each tensor's name, shape and dtype (.npy headers) against
     the config and its data size against the member; then NaN/Inf (refused unless allow_nonfinite)."""
     cfg = _conv_ae_config_of(path, config)
-    with _open_regular(path, "model file") as fh:
-        try:
-            zf = zipfile.ZipFile(fh)
-        except (zipfile.BadZipFile, ValueError, EOFError, OSError) as e:
-            raise FormatError(f"{path}: not an .npz model file: {e}") from e
-        with zf:
-            params = _read_conv_ae_members(zf, path, cfg, max_ratio)
+    with _open_regular(path, "model file") as fh, _zip(fh, path) as zf:
+        params = _read_conv_ae_members(zf, path, cfg, max_ratio)
     _refuse_nonfinite(params, path, allow_nonfinite)
     model = ConvAE(cfg, device=device)
     model.load_state_dict(params)
@@ -585,13 +579,7 @@ def _read_conv_ae_members(zf: zipfile.ZipFile, path: str, cfg: ConvAEConfig, max
     infos = _npz_spec(zf, path, max_ratio)
     if "__config__" in infos:
         raise FormatError(f"{path}: holds a __config__ (save_model's TransformerLM file), not a ConvAE's weights")
-    spec = {}
-    for k, info in infos.items():
-        shape, _fortran, dtype = _npy_header(zf, info, path)
-        if math.prod(shape) * dtype.itemsize > info.file_size:  # Python ints: a hostile shape cannot wrap
-            raise FormatError(f"{path}: member {info.filename!r} declares {shape} {dtype} in {info.file_size} bytes")
-        spec[k] = (shape, dtype.name if dtype.byteorder in "=<|" or dtype.itemsize == 1 else f">{dtype.name}")
-    errs = conv_ae_spec_errors(cfg, spec)
+    errs = conv_ae_spec_errors(cfg, _npz_tensor_spec(zf, infos, path))
     if errs:
         raise ShapeError(f"{path}: weights do not match the config: {'; '.join(errs[:20])}")
     return {k: _npy_read(zf, info, path) for k, info in infos.items()}
@@ -600,11 +588,8 @@ def _read_conv_ae_members(zf: zipfile.ZipFile, path: str, cfg: ConvAEConfig, max
 def load_npz(path: str, device=None, allow_nonfinite: bool = False):
     """The model in an .npz: save_model's TransformerLM (its config inside, __config__) or save_conv_ae's
     ConvAE (weights alone, config.json beside it)."""
-    try:
-        with _open_regular(path, "model file") as fh, zipfile.ZipFile(fh) as zf:
-            own_config = "__config__.npy" in zf.namelist()
-    except (zipfile.BadZipFile, ValueError, EOFError) as e:
-        raise FormatError(f"{path}: not an .npz model file: {e}") from e
+    with _open_regular(path, "model file") as fh, _zip(fh, path) as zf:
+        own_config = "__config__.npy" in zf.namelist()
     if own_config:
         return load_model(path, device, allow_nonfinite)
     return load_conv_ae(path, device, allow_nonfinite)
