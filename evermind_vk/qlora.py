@@ -22,6 +22,7 @@ import numpy as np
 from .errors import EvermindError, UnsupportedError
 from .io.atomic import atomic_write
 from .io.gguf import require_gguf
+from .io.layouts import refuse_nonfinite
 from .io.safetensors import save_safetensors
 from .models.llama import LlamaLM
 
@@ -81,14 +82,7 @@ def peft_state_dict(model) -> tuple:
 def save_peft(model, out_dir: str) -> list:
     """adapter_model.safetensors + adapter_config.json in out_dir (PEFT's files); returns their paths."""
     tensors, config = peft_state_dict(model)
-    bad = [k for k, a in tensors.items() if not np.isfinite(a).all()]
-    if bad:
-        raise EvermindError(f"NaN/Inf in adapters {bad[:3]}: not saved")
-    os.makedirs(out_dir, exist_ok=True)
-    st, js = os.path.join(out_dir, "adapter_model.safetensors"), os.path.join(out_dir, "adapter_config.json")
-    save_safetensors(st, tensors, {"format": "pt"})
-    atomic_write(js, json.dumps(config, indent=2).encode())
-    return [st, js]
+    return _write_pair(out_dir, "adapter_model.safetensors", tensors, "adapter_config.json", config)
 
 
 def dequantized(qw) -> np.ndarray:
@@ -144,13 +138,17 @@ def save_merged(model, out_dir: str, tokenizer=None) -> list:
     """model.safetensors + config.json (Hugging Face's Llama) of the base model with its adapters folded in."""
     if not isinstance(model, LlamaLM):
         raise UnsupportedError(f"merged export needs a pretrained LlamaLM, got {type(model).__name__}")
-    tensors = merged_state_dict(model)
-    bad = [k for k, a in tensors.items() if not np.isfinite(a).all()]
-    if bad:
-        raise EvermindError(f"NaN/Inf in merged weights {bad[:3]}: not saved")
+    return _write_pair(out_dir, "model.safetensors", merged_state_dict(model), "config.json",
+                       hf_config(model, tokenizer))
+
+
+def _write_pair(out_dir: str, weights_name: str, tensors: dict, config_name: str, config: dict) -> list:
+    """Hugging Face's pair of files in out_dir (safetensors weights + a JSON config); NaN/Inf weights are
+    refused before anything is written (io.layouts.refuse_nonfinite). Returns their paths."""
+    refuse_nonfinite(tensors, out_dir, verb="save")
     os.makedirs(out_dir, exist_ok=True)
-    st, js = os.path.join(out_dir, "model.safetensors"), os.path.join(out_dir, "config.json")
+    st, js = os.path.join(out_dir, weights_name), os.path.join(out_dir, config_name)
     save_safetensors(st, tensors, {"format": "pt"})
-    atomic_write(js, json.dumps(hf_config(model, tokenizer), indent=2).encode())
+    atomic_write(js, json.dumps(config, indent=2).encode())
     return [st, js]
 

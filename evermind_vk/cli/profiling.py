@@ -44,13 +44,18 @@ def cmd_profile(args) -> int:
     ckpt = f", activation checkpointing every {args.checkpoint_layers} layer(s)" if args.checkpoint_layers else ""
     print(f"one training step of --model {args.model} ({args.precision}{ckpt}): {model.num_parameters():,} parameters, "
           f"batch {shape}, {len(prog)} operations, one submit")
+    _print_tables(prof, args)
+    print(f"throughput: {units / (prof.host_ms / 1e3):,.0f} {what}/s (host time), "
+          f"{units / (prof.gpu_ms / 1e3):,.0f} {what}/s (GPU time)")
+    return 0
+
+
+def _print_tables(prof, args) -> None:
+    """The profile's table by kernel variant, and with --by-shape N its N costliest (variant, launch) pairs."""
     print(prof.table())
     if args.by_shape:
         print()
         print(prof.table(by="shape", top=args.by_shape))
-    print(f"throughput: {units / (prof.host_ms / 1e3):,.0f} {what}/s (host time), "
-          f"{units / (prof.gpu_ms / 1e3):,.0f} {what}/s (GPU time)")
-    return 0
 
 
 def _profile_decode(model, args) -> int:
@@ -74,10 +79,7 @@ def _profile_decode(model, args) -> int:
     per = " (one sequence's; a step of the batch is one such program per sequence)" if hasattr(dec, "states") else ""
     print(f"one decode step of --model {args.model}: {model.num_parameters():,} parameters, batch {B} at position "
           f"{P + 1}, {len(prog)} operations, one submit{per}")
-    print(prof.table())
-    if args.by_shape:
-        print()
-        print(prof.table(by="shape", top=args.by_shape))
+    _print_tables(prof, args)
     n = 1 if per else B
     print(f"decode: {n / (prof.host_ms / 1e3):,.0f} tokens/s (host time), {n / (prof.gpu_ms / 1e3):,.0f} tokens/s "
           f"(GPU time); prefill of {stats['prefill_tokens']} tokens: "
