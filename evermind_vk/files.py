@@ -26,7 +26,6 @@ import importlib.util
 import json
 import math
 import os
-import stat
 import struct
 import tokenize
 import zipfile
@@ -43,7 +42,7 @@ from .io.gguf import GGUFFile, GGUFTensor, read_gguf
 from .io.gguf_tokenizer import GGUFTokenizer
 from .io import jsjson
 from .io.jsjson import loads_str
-from .io.layouts import (build_evl0, build_evt0, build_mbjs, build_moe0, build_vrq0, nonfinite_count, parse_mbjs,
+from .io.layouts import (build_evl0, build_evt0, build_mbjs, build_moe0, build_vrq0, parse_mbjs,
                          parse_vrq0, refuse_nonfinite)
 from .io.package import MODEL_TYPES, SCHEMA, EvermindPackage, ModelType, fnv1a32, register_model_type
 from .io.regular import open_regular, read_regular
@@ -356,11 +355,6 @@ def from_media_lm(lm: EvermindLM, codec: VideoRVQCodec, name: str, version: str 
     return EvermindPackage(manifest, cp, cb)
 
 
-def load_codec(path: str) -> VideoRVQCodec:
-    """A VRQ0 codec file (a regular file, read to exactly its size at open; parse_vrq0 checks the rest)."""
-    return deserialize_codec(read_regular(path, "codec"))
-
-
 def load_media_lm(pkg: EvermindPackage, device=None, allow_nonfinite: bool = False):
     """(EvermindLM, VideoRVQCodec) of a validated video/image package (builderforce's loadMediaLM)."""
     modality = pkg.manifest.get("modality", "text")
@@ -606,11 +600,9 @@ CONFIG_SIDECAR = "config.json"
 def _raw_file(path) -> bool:
     """Whether path is a regular file starting with a bare builderforce layout's magic."""
     try:
-        if not os.path.isfile(path):
-            return False
-        with open(path, "rb") as f:
-            return raw_layout(f.read(4)) is not None
-    except OSError:
+        with open_regular(path, "model file") as rf:
+            return raw_layout(rf.read_at(0, 4)) is not None
+    except OSError:  # missing, unreadable or not a regular file (NotRegularFileError): the loaders say which
         return False
 
 

@@ -12,7 +12,7 @@ import sys
 import tempfile
 import zipfile
 
-from ..errors import EvermindError, FormatError
+from ..errors import EvermindError, FormatError, LimitError
 from ..files import load
 from ..io.atomic import atomic_write
 from ..io.regular import read_regular
@@ -143,3 +143,18 @@ def error(msg: str) -> None:
         return
     print(f"evermind-vk: error: {line}", file=sys.stderr, flush=True)
 
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+MAX_PNG_PIXELS = 1 << 22  # a PNG's width x height (2048 x 2048): its header is checked before decoding
+
+
+def png_bytes(path: str, what: str = "PNG image") -> tuple[bytes, int, int]:
+    """(bytes, width, height) of a PNG file: a regular file read once (bounded by its size at open) whose
+    IHDR, checked before any pixel is decoded, declares at most MAX_PNG_PIXELS pixels."""
+    raw = bytes(read_regular(path, what))
+    if len(raw) < 24 or raw[:8] != PNG_SIGNATURE or raw[12:16] != b"IHDR":
+        raise FormatError(f"{path}: not a PNG file")
+    w, h = struct.unpack(">II", raw[16:24])
+    if w * h > MAX_PNG_PIXELS:
+        raise LimitError(f"{path}: a PNG of {w} x {h} pixels; at most {MAX_PNG_PIXELS:,} are read")
+    return raw, w, h

@@ -5,6 +5,7 @@ mean squared error and PSNR."""
 from __future__ import annotations
 
 import argparse
+import io
 import math
 import os
 
@@ -16,34 +17,21 @@ from ..models import ConvAE
 from ..runtime import tensor
 from ..train import image_grid_png, shapes_dataset
 from .args import add_device
-from .common import NONNEG_INT, POS_INT, CliError, check_out_dir, load_model, say
+from .common import NONNEG_INT, POS_INT, CliError, check_out_dir, load_model, png_bytes, say
 
-PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 MAX_IMAGES = 1024  # images one command reconstructs at most (--shapes, --limit)
 GRID_COLUMNS = 8  # images per row of the grid: a row of inputs, then a row of their reconstructions
 OUTPUTS = ("reconstructions.png", "reconstruction.csv")
 
 
-def png_size(path: str) -> tuple[int, int]:
-    """(width, height) from a PNG's IHDR chunk, read before any pixel is decoded (CliError if the file is
-    not a PNG)."""
-    if not os.path.isfile(path):
-        raise CliError(f"--images {path}: not a regular file")
-    with open(path, "rb") as f:
-        head = f.read(24)
-    if len(head) < 24 or head[:8] != PNG_SIGNATURE or head[12:16] != b"IHDR":
-        raise CliError(f"--images {path}: not a PNG file")
-    return int.from_bytes(head[16:20], "big"), int.from_bytes(head[20:24], "big")
-
-
-def _decode_png(path: str, channels: int) -> np.ndarray:
+def _decode_png(raw: bytes, channels: int) -> np.ndarray:
     """One PNG as float32 [channels, H, W] in [0, 1] (grey is repeated to RGB; RGB averaged to grey)."""
     try:
         import matplotlib.image as mpimg  # optional dependency (the `plot` extra), as `video` reads PNGs
     except ImportError as e:
         raise UnsupportedError("reading PNG images needs matplotlib: pip install 'evermind-vk[plot]' "
                                "(or use --shapes N)") from e
-    a = np.asarray(mpimg.imread(path))
+    a = np.asarray(mpimg.imread(io.BytesIO(raw), format="png"))
     if np.issubdtype(a.dtype, np.integer):
         a = a.astype(np.float32) / np.iinfo(a.dtype).max
     a = a.astype(np.float32)
@@ -68,11 +56,11 @@ def read_pngs(path: str, size: int, channels: int, limit: int) -> tuple[list, np
         files = [os.path.join(path, f) for f in files[:limit]]
     else:
         files = [path]
-    for f in files:
-        w, h = png_size(f)
+    pngs = [png_bytes(f, "--images file") for f in files]
+    for f, (_raw, w, h) in zip(files, pngs):
         if (w, h) != (size, size):
             raise ShapeError(f"--images {f}: {w}x{h} pixels; the model takes {size}x{size} images")
-    return [os.path.basename(f) for f in files], np.stack([_decode_png(f, channels) for f in files])
+    return [os.path.basename(f) for f in files], np.stack([_decode_png(raw, channels) for raw, _w, _h in pngs])
 
 
 def reconstruct(model: ConvAE, images: np.ndarray, batch_size: int) -> np.ndarray:

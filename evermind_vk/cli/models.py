@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import EvermindError
-from ..files import conv_ae_config_json, export_safetensors, lm_param_shapes, save_conv_ae, save_model
+from ..files import conv_ae_config_json, export_safetensors, lm_param_shapes, save_conv_ae
 from ..io.layouts import evl_shapes
 from ..io.package import EvermindPackage
 from ..models.conv_ae import param_shapes as conv_ae_param_shapes

@@ -5,17 +5,15 @@ import argparse
 import io
 import json
 import os
-import struct
 
 import numpy as np
 
 from ..errors import FormatError, LimitError
 from ..files import load_codec, serialize_codec
-from ..io.regular import read_regular
 from ..io.tokens import load_token_list
 from ..io.atomic import atomic_write
 from ..models.video_rvq import VideoRVQCodec
-from .common import POS_INT
+from .common import POS_INT, png_bytes
 
 
 def _read_frames(path: str, n_strip: int) -> list:
@@ -23,7 +21,7 @@ def _read_frames(path: str, n_strip: int) -> list:
     import matplotlib.image as mpimg  # optional dependency
     files = sorted(os.path.join(path, f) for f in os.listdir(path) if f.lower().endswith(".png")) \
         if os.path.isdir(path) else [path]
-    imgs = [np.asarray(mpimg.imread(io.BytesIO(_png_bytes(f)), format="png"), np.float32)[..., :3] for f in files]
+    imgs = [np.asarray(mpimg.imread(io.BytesIO(png_bytes(f, "PNG frame")[0]), format="png"), np.float32)[..., :3] for f in files]
     if not os.path.isdir(path):
         strip = imgs[0]
         if n_strip < 1 or strip.shape[1] % n_strip:
@@ -47,18 +45,6 @@ def write_frames(frames: list, out: str) -> None:
 
 
 MAX_DECODED_BYTES = 1 << 30  # video decode: the frames a token list may decode to (f32 pixels)
-MAX_FRAME_PIXELS = 1 << 22  # a PNG frame's width x height (2048 x 2048): its header is checked before decoding
-
-
-def _png_bytes(path: str) -> bytes:
-    """A PNG frame's bytes: a regular file whose IHDR declares at most MAX_FRAME_PIXELS pixels."""
-    raw = bytes(read_regular(path, "PNG frame"))
-    if raw[:8] != b"\x89PNG\r\n\x1a\n" or raw[12:16] != b"IHDR" or len(raw) < 24:
-        raise FormatError(f"{path}: not a PNG file")
-    w, h = struct.unpack(">II", raw[16:24])
-    if w * h > MAX_FRAME_PIXELS:
-        raise LimitError(f"{path}: a PNG of {w} x {h} pixels; frames may have at most {MAX_FRAME_PIXELS:,}")
-    return raw
 
 
 def cmd_video(args) -> int:

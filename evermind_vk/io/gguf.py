@@ -79,10 +79,9 @@ class GGUFFile:
         return str(self.metadata.get("general.architecture", ""))
 
 
-def _check_header(path: str, size: int) -> None:
-    """The fixed 24-byte header, read by hand: magic, version, and counts that the bytes present allow."""
-    with open(path, "rb") as f:
-        head = f.read(24)
+def _check_header(path: str, head: bytes, size: int) -> None:
+    """The fixed 24-byte header (the file's first bytes), read by hand: magic, version, and counts that the
+    bytes present allow."""
     if len(head) < 24:
         raise TruncatedError(f"{path}: {size} bytes, shorter than a GGUF header")
     if head[:4] != MAGIC:
@@ -126,8 +125,8 @@ def read_gguf(path) -> GGUFFile:
     g = require_gguf()
     path = os.fspath(path)
     with open_regular(path, "GGUF file") as rf:  # a regular file after resolving links, else NotRegularFileError
-        size = rf.size
-    _check_header(path, size)
+        size, head = rf.size, rf.read_at(0, 24)
+    _check_header(path, head, size)
     try:
         reader = g.GGUFReader(path, "r")
     except (ValueError, IndexError, KeyError, TypeError, OverflowError, struct.error, UnicodeDecodeError,

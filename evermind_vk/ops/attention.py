@@ -22,7 +22,6 @@ recomputes it). attention_backward tells the two apart by rank; the fused one al
 from __future__ import annotations
 
 import math
-import os
 
 from ..errors import ShapeError, UnsupportedError
 from ..runtime import kernels

@@ -4,7 +4,6 @@ recorded decode step sampled on the device, train/decode.py) and stop tokens, st
 from __future__ import annotations
 
 import math
-import numbers
 import time
 
 import numpy as np

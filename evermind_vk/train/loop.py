@@ -13,7 +13,7 @@ import time
 
 import numpy as np
 
-from ..errors import CheckpointMismatchError, EvermindError, NonFiniteError, UnsupportedError
+from ..errors import CheckpointMismatchError, NonFiniteError, UnsupportedError
 from ..runtime import zeros
 from .progress import Progress
 

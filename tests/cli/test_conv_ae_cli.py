@@ -11,7 +11,7 @@ import pytest
 
 import evermind_vk as ev
 from evermind_vk.cli import main
-from evermind_vk.cli.images import png_size
+from evermind_vk.cli.common import png_bytes
 from evermind_vk.files import export_safetensors, save_conv_ae
 from evermind_vk.models import ConvAE, ConvAEConfig, LMConfig, TransformerLM
 from evermind_vk.train import shapes_dataset
@@ -68,7 +68,7 @@ def test_reconstruct_shapes_from_a_package(device, capsys, run, tmp_path):
     assert rows[0] == "image,mse" and len(rows) == 11
     np.testing.assert_allclose([float(r.split(",")[1]) for r in rows[1:]], want, rtol=1e-4)
     # 10 images, 8 a row: two rows of inputs, each above its reconstructions; 8x8 pixels shown 4x, 2 apart
-    assert png_size(str(out / "reconstructions.png")) == (8 * 34 + 2, 4 * 34 + 2)
+    assert png_bytes(str(out / "reconstructions.png"))[1:] == (8 * 34 + 2, 4 * 34 + 2)
 
 
 def test_reconstruct_png_images(device, capsys, tmp_path):

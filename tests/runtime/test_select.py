@@ -74,3 +74,10 @@ def test_gemm_strided_runs_exactly_the_plan(device, monkeypatch):
     assert [(d.variant, d.push, d.groups) for d in plan.dispatches] == seen
     if device.info.type == "cpu":
         assert len(seen) > 1 and [p["beta"] for _, p, _ in seen] == [0.0] + [1.0] * (len(seen) - 1)
+
+
+def test_scan_chunk_length_below_one_is_a_shape_error():
+    from evermind_vk.errors import ShapeError
+    from evermind_vk.runtime.select.scan import scan_chunk_len
+    with pytest.raises(ShapeError, match="scan chunk length must be >= 1"):
+        scan_chunk_len(8, 0)

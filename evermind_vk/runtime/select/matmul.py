@@ -797,7 +797,7 @@ def split_plan(launch: Launch, device, knobs: Knobs, v, split: int, cands) -> Pl
     tiles = -(-M // tile[0]) * -(-N // tile[1]) * int(lay.outer[0]) * int(launch.batch)
     pair = matmul_kind(v.flags) == "cm2" and split == 2 and not knobs.split_k and cm2_pair_split(tiles, *tile, K)
     twin = c32_twin(v, cands) if pair else None
-    (sam, sak), (sbk, sbn) = lay.a_strides, lay.b_strides
+    (_, sak), (sbk, _) = lay.a_strides, lay.b_strides
     work = (len(ks), M * N)
     base = Launch((dtype, dtype, "f32"), (*launch.numels[:2], work[0] * work[1]), M, N, K,
                   Layout(lay.a_strides, lay.b_strides, (N, 1)), alpha=launch.alpha)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...errors import UnsupportedError
+from ...errors import ShapeError, UnsupportedError
 from ..manifest import usable
 from .table import F, Row
 
