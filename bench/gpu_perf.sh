@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # The large-model training benchmarks and the tensor-core evidence on an NVIDIA GPU host (see ci/gpu-env.sh
 # for what to bring: .gl/ and .whl/). Usage: bash bench/gpu_perf.sh OUTDIR CONFIG [train_bench args...]
-#   CONFIG: a bench/train_bench.py preset (124m, 350m, 23.7m ...), or "ir" for the pipeline internal
-#   representations of the f16 cooperative-matrix kernels (does the driver emit Hopper's warpgroup MMA?).
+#   CONFIG: a bench/train_bench.py preset (124m, 350m, 23.7m ...), "ir" for the pipeline internal
+#   representations of the f16 cooperative-matrix kernels (does the driver emit Hopper's warpgroup MMA?),
+#   or "gen" for bench/generate_bench.py (the extra args go to it).
+# ci/gpu-env.sh sets PYTHONSAFEPATH (import the installed package, not the source tree); the benchmark scripts
+# import their PyTorch twins from bench/, the script's directory, which PYTHONSAFEPATH leaves off sys.path:
+# they run without it (python prepends bench/, never the repo root, for a script).
 set -uo pipefail
 OUT=${1:?output directory}; CONFIG=${2:?config}; shift 2
 mkdir -p "$OUT"
@@ -22,5 +26,10 @@ if [ "$CONFIG" = ir ]; then
     tar czf "$OUT/ir-dumps.tgz" -C /tmp ir
     exit 0
 fi
-cd bench && python3 train_bench.py --config "$CONFIG" --json "$OUT/train_bench-$CONFIG.json" "$@" 2>&1 \
+if [ "$CONFIG" = gen ]; then
+    env -u PYTHONSAFEPATH python3 bench/generate_bench.py --json --out "$OUT/generate_bench.json" "$@" 2>&1 \
+        | tee "$OUT/generate_bench.txt"
+    exit 0
+fi
+cd bench && env -u PYTHONSAFEPATH python3 train_bench.py --config "$CONFIG" --json "$OUT/train_bench-$CONFIG.json" "$@" 2>&1 \
     | tee "$OUT/train_bench-$CONFIG.txt"

@@ -12,13 +12,13 @@ import math
 
 import numpy as np
 
-from ..errors import ShapeError, UnsupportedError
+from ..errors import BindingLimitError, ShapeError, UnsupportedError
 from ..runtime import kernels
 from ..runtime.select.decode import pick_decode_wg
 from ..runtime.tensor import Tensor
 from ._util import FLOATS, like, one_variant, per_thread, want
 
-__all__ = ["HEADER", "ITEM", "hyper_words", "rope_at", "kv_write", "attention_decode", "sample"]
+__all__ = ["HEADER", "ITEM", "hyper_words", "rope_at", "kv_write", "rope_kv_at", "attention_decode", "sample"]
 
 HEADER = 8
 ITEM = 4
@@ -75,6 +75,36 @@ def kv_write(x: Tensor, cache: Tensor, hyper: Tensor, tokens_per_item: int = 1) 
     _check_hyper(hyper, S // tokens_per_item)
     per_thread("kv_write", x.dtype, [x, hyper, cache], dict(S=S, row=row, Q=tokens_per_item, L=cache.shape[1]),
                S * row)
+
+
+def rope_kv_at(q: Tensor, k: Tensor, v: Tensor, hyper: Tensor, k_cache: Tensor, v_cache: Tensor,
+               tokens_per_item: int = 1, theta: float = 10000.0) -> Tensor:
+    """rope_at(q), and rope_at(k) and v written into their caches (kv_write), in one kernel: q [S, H, D],
+    k and v [S, KVH, D], caches [slots, L, KVH, D]. Returns q rotated; the same bits as the three ops, which
+    run instead where the seven-buffer kernel exceeds the device's binding limit."""
+    want(q, "q", ndim=3, dtype=FLOATS)
+    want(k, "k", ndim=3, dtype=q.dtype)
+    want(v, "v", shape=k.shape, dtype=q.dtype)
+    S, H, D = q.shape
+    KVH = k.shape[1]
+    if k.shape[0] != S or k.shape[2] != D or k_cache.ndim != 4 or k_cache.shape != v_cache.shape \
+            or k_cache.shape[2:] != (KVH, D) or not k_cache.dtype == v_cache.dtype == q.dtype:
+        raise ShapeError(f"rope_kv_at: q {q.shape}, k/v {k.shape}/{v.shape}, caches {k_cache.shape}/{v_cache.shape}")
+    if D % 2 or tokens_per_item < 1 or S % tokens_per_item or tokens_per_item > k_cache.shape[1]:
+        raise ShapeError(f"rope_kv_at: head dim {D} must be even and {S} tokens whole items of "
+                         f"{tokens_per_item} <= {k_cache.shape[1]}")
+    _check_hyper(hyper, S // tokens_per_item)
+    try:
+        kernels.usable("rope_kv_at", q.dtype, q.device)
+    except BindingLimitError:
+        kv_write(rope_at(k, hyper, tokens_per_item, theta), k_cache, hyper, tokens_per_item)
+        kv_write(v, v_cache, hyper, tokens_per_item)
+        return rope_at(q, hyper, tokens_per_item, theta)
+    qo = like(q)
+    per_thread("rope_kv_at", q.dtype, [q, k, v, hyper, qo, k_cache, v_cache],
+               dict(S=S, H=H, KVH=KVH, D=D, Q=tokens_per_item, L=k_cache.shape[1], log2_theta=math.log2(theta)),
+               S * (H + 2 * KVH) * (D // 2))
+    return qo
 
 
 def attention_decode(q: Tensor, k_cache: Tensor, v_cache: Tensor, hyper: Tensor, score: Tensor,

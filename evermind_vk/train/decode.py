@@ -126,17 +126,17 @@ class Decoder(_Sampling):
             dev.upload(ids)
             dev.upload(hyper)
             x = ops.embedding(ids, Pm["embed.weight"])
+            h, _ = ops.rms_norm(x, Pm["layers.0.attn_norm.weight"], c.norm_eps)
             for i in range(c.n_layers):
                 L = f"layers.{i}."
-                h, _ = ops.rms_norm(x, Pm[L + "attn_norm.weight"], c.norm_eps)
                 q = ops.rope(lora_linear(m, h, L + "attn.wq").reshape(T, H, hd), 0, c.rope_theta, P)
                 k = ops.rope(lora_linear(m, h, L + "attn.wk").reshape(T, KVH, hd), 0, c.rope_theta, P)
                 v = lora_linear(m, h, L + "attn.wv").reshape(T, KVH, hd)
                 ops.kv_write(k, self.k[i], hyper, P)
                 ops.kv_write(v, self.v[i], hyper, P)
                 a, _ = ops.attention(q, k, v, causal=True, save_probs=False, batch=n)
-                x = self._mlp(x, a.reshape(T, H * hd), L)
-            logits = self._head(x)
+                x, h = self._mlp(x, a.reshape(T, H * hd), i)
+            logits = self._head(h)
             ops.sample(logits, hyper, self.seen, self.picked, n)
             dev.sync_local(self.picked)
         return prog
@@ -166,16 +166,16 @@ class Decoder(_Sampling):
             dev.upload(ids)
             dev.upload(hyper)
             x = ops.embedding(ids, m.params["embed.weight"])
+            h, _ = ops.rms_norm(x, m.params["layers.0.attn_norm.weight"], c.norm_eps)
             for i in range(c.n_layers):
                 L = f"layers.{i}."
-                h, _ = ops.rms_norm(x, m.params[L + "attn_norm.weight"], c.norm_eps)
-                q = ops.rope_at(lora_linear(m, h, L + "attn.wq").reshape(B, H, hd), hyper, 1, c.rope_theta)
-                k = ops.rope_at(lora_linear(m, h, L + "attn.wk").reshape(B, KVH, hd), hyper, 1, c.rope_theta)
-                ops.kv_write(k, self.k[i], hyper, 1)
-                ops.kv_write(lora_linear(m, h, L + "attn.wv").reshape(B, KVH, hd), self.v[i], hyper, 1)
+                q = ops.rope_kv_at(lora_linear(m, h, L + "attn.wq").reshape(B, H, hd),
+                                   lora_linear(m, h, L + "attn.wk").reshape(B, KVH, hd),
+                                   lora_linear(m, h, L + "attn.wv").reshape(B, KVH, hd),
+                                   hyper, self.k[i], self.v[i], 1, c.rope_theta)
                 a = ops.attention_decode(q, self.k[i], self.v[i], hyper, score)
-                x = self._mlp(x, a.reshape(B, H * hd), L)
-            logits = self._head(x)
+                x, h = self._mlp(x, a.reshape(B, H * hd), i)
+            logits = self._head(h)
             ops.sample(logits, hyper, self.seen, self.picked, B)
             dev.sync_local(self.picked)
         return prog
@@ -208,19 +208,22 @@ class Decoder(_Sampling):
         return res
 
     # -- shared pieces --------------------------------------------------------------------------
-    def _mlp(self, x, a, L: str):
-        """The rest of a block after attention: output projection, residual, norm, SwiGLU, residual."""
-        m, c = self.model, self.model.config
-        x = ops.add(x, lora_linear(m, a, L + "attn.wo"))
-        h, _ = ops.rms_norm(x, m.params[L + "mlp_norm.weight"], c.norm_eps)
+    def _mlp(self, x, a, i: int):
+        """The rest of block i after attention: output projection, residual, norm, SwiGLU, residual, and the
+        norm that follows (the next block's attention norm, or the final norm): (x, that norm of x). Each
+        residual add and the norm after it run as one kernel (ops.add_rms_norm: the same bits as both)."""
+        m, c, L = self.model, self.model.config, f"layers.{i}."
+        x, h, _ = ops.add_rms_norm(x, lora_linear(m, a, L + "attn.wo"), m.params[L + "mlp_norm.weight"], c.norm_eps)
         g = ops.glu(lora_linear(m, h, L + "mlp.w_gate_up"), "silu", c.swiglu_limit)
-        return ops.add(x, lora_linear(m, g, L + "mlp.w_down"))
+        nxt = f"layers.{i + 1}.attn_norm.weight" if i + 1 < c.n_layers else "norm.weight"
+        x, h, _ = ops.add_rms_norm(x, lora_linear(m, g, L + "mlp.w_down"), m.params[nxt], c.norm_eps)
+        return x, h
 
-    def _head(self, x):
+    def _head(self, h):
+        """The logits of h, the final norm's output."""
         m, c = self.model, self.model.config
-        x, _ = ops.rms_norm(x, m.params["norm.weight"], c.norm_eps)
         head = m.params["embed.weight"] if c.tie_embeddings else m.params["head.weight"]
-        return ops.matmul(x, head, transpose_b=True)
+        return ops.matmul(h, head, transpose_b=True)
 
 
 class WindowDecoder(_Sampling):

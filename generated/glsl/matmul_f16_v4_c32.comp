@@ -54,7 +54,8 @@ layout(std430, binding = 1) readonly buffer Buf_b4 { uvec2 b4[]; };
 vec4 ld4a(uint i) { uvec2 w = a4[i]; return vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y)); }
 vec4 ld4b(uint i) { uvec2 w = b4[i]; return vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y)); }
 
-// Each thread: R rows x (4 CV) columns, R = BM / WG_Y (a multiple of 4), CV = BN / (4 WG_X).
+// Each thread: R rows x (4 CV) columns, R = BM / WG_Y (a multiple of 4 where A is m-contiguous),
+// CV = BN / (4 WG_X).
 const uint R = BM / WG_Y, CV = BN / (4 * WG_X);
 
 void main() {

@@ -52,7 +52,8 @@ layout(std430, binding = 1) readonly buffer Buf_b4 { vec4 b4[]; };
 vec4 ld4a(uint i) { return a4[i]; }
 vec4 ld4b(uint i) { return b4[i]; }
 
-// Each thread: R rows x (4 CV) columns, R = BM / WG_Y (a multiple of 4), CV = BN / (4 WG_X).
+// Each thread: R rows x (4 CV) columns, R = BM / WG_Y (a multiple of 4 where A is m-contiguous),
+// CV = BN / (4 WG_X).
 const uint R = BM / WG_Y, CV = BN / (4 * WG_X);
 
 void main() {

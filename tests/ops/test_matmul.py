@@ -196,7 +196,10 @@ def test_v4_variants_strided(device, monkeypatch, name, M4, N4, K4, a_kmajor, b_
                              c_unit, beta, seed):
     """The CPU 16-byte-load variants through gemm_strided, A k-contiguous or m-contiguous (the weight
     gradients' A^T; four loads along m transposed in registers): M, N, K multiples of 4 (the launch
-    rules), M up to 160 so that m-groups past M are clamped."""
+    rules), M up to 160 so that m-groups past M are clamped. Variants of fewer than 4 rows a thread (the
+    decode step's) take A k-contiguous only (the launch rules)."""
+    spec = next(v for v in kernels.variants_of("matmul", name.split("_")[1]) if v.name == name).spec
+    a_kmajor = a_kmajor or spec["BM"] // spec["WG_Y"] % 4 != 0
     strided_case(device, monkeypatch, name, 4 * M4, 4 * N4, 4 * K4, a_kmajor, b_nmajor, z1, batch, bdiv, pad,
                  c_unit, beta, seed)
 

@@ -138,6 +138,43 @@ def test_kv_write_places_rows(device, R, Q, seed):
     assert np.array_equal(cache.numpy(), want)
 
 
+@given(R=st.integers(1, 3), Q=st.integers(1, 2), heads=st.sampled_from([(1, 1), (2, 1), (4, 2), (3, 3)]),
+       half=st.integers(1, 5), seed=st.integers(0, 2**31), dtype=st.sampled_from(["f32", "f16"]))
+def test_rope_kv_at_equals_its_three_ops(device, R, Q, heads, half, seed, dtype):
+    """The fused kernel: q rotated as rope_at, k rotated and v copied into their cache rows as kv_write,
+    bit for bit; cache rows of other positions and slots untouched."""
+    H, KVH = heads
+    rng = np.random.default_rng(seed)
+    npd = np.float16 if dtype == "f16" else np.float32
+    slots, L, D = 3, 6, 2 * half
+    q, k, v = (rng.standard_normal((R * Q, n, D)).astype(npd) for n in (H, KVH, KVH))
+    kc0, vc0 = (rng.standard_normal((slots, L, KVH, D)).astype(npd) for _ in range(2))
+    items = [(int(rng.integers(0, L - Q + 1)), int(s), 0, 0) for s in rng.permutation(slots)[:R]]
+    hyper = ev.tensor(hyper_words(items))
+    kc, vc = ev.tensor(kc0), ev.tensor(vc0)
+    got_q = ops.rope_kv_at(ev.tensor(q), ev.tensor(k), ev.tensor(v), hyper, kc, vc, Q, 500.0).numpy()
+    assert np.array_equal(got_q, ops.rope_at(ev.tensor(q), hyper, Q, 500.0).numpy())
+    want_k, want_v = ev.tensor(kc0), ev.tensor(vc0)
+    ops.kv_write(ops.rope_at(ev.tensor(k), hyper, Q, 500.0), want_k, hyper, Q)
+    ops.kv_write(ev.tensor(v), want_v, hyper, Q)
+    assert np.array_equal(kc.numpy(), want_k.numpy())
+    assert np.array_equal(vc.numpy(), want_v.numpy())
+    assert not np.array_equal(kc.numpy(), kc0)  # it wrote something
+
+
+def test_rope_kv_at_refuses_mismatched_shapes(device):
+    q, k = ev.zeros((1, 2, 4)), ev.zeros((1, 1, 4))
+    cache = ev.zeros((2, 5, 1, 4))
+    h = ev.tensor(hyper_words([(0, 0, 0, 0)]))
+    with pytest.raises(ShapeError):
+        ops.rope_kv_at(q, k, k, h, cache, ev.zeros((2, 5, 1, 6)))
+    with pytest.raises(ShapeError):
+        ops.rope_kv_at(ev.zeros((1, 2, 3)), ev.zeros((1, 1, 3)), ev.zeros((1, 1, 3)), h, ev.zeros((2, 5, 1, 3)),
+                       ev.zeros((2, 5, 1, 3)))
+    with pytest.raises(ShapeError):
+        ops.rope_kv_at(q, k, k, ev.tensor(hyper_words([])), cache, cache, 1)
+
+
 @given(R=st.integers(1, 3), heads=st.sampled_from([(1, 1), (2, 1), (4, 2)]), D=st.sampled_from([1, 5, 16, 17, 40]),
        seed=st.integers(0, 2**31), dtype=st.sampled_from(["f32", "f16"]))
 def test_attention_decode_matches_oracle(device, R, heads, D, seed, dtype):

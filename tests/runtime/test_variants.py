@@ -158,7 +158,7 @@ def test_coopmat_needs_feature_and_alignment():
     assert "cm" not in pick("f16", 4096, 4096, 4096, _fake_gpu(["storage_buffer_16bit_access"])).flags
 
 
-SPEC = {"BM": 128, "BN": 128, "BK": 16}
+SPEC = {"BM": 128, "BN": 128, "BK": 16, "WG_X": 16, "WG_Y": 16}
 
 
 @pytest.mark.parametrize("kind,M,N,K,lay,ok", [
@@ -179,6 +179,8 @@ SPEC = {"BM": 128, "BN": 128, "BK": 16}
     ("v4", 256, 256, 254, ALIGNED, False),
     ("v4", 256, 256, 256, variants.Layout((1, 256), (256, 1), (256, 1)), True),   # A m-contiguous, M % 4 == 0
     ("v4", 254, 256, 256, variants.Layout((1, 256), (256, 1), (256, 1)), False),  # ... M not a multiple of 4
+    ("v4-1row", 256, 256, 256, variants.Layout((1, 256), (256, 1), (256, 1)), False),  # ... one row a thread
+    ("v4-1row", 1, 256, 256, ALIGNED, True),  # A k-contiguous: any rows a thread
     ("v4", 256, 256, 256, variants.Layout((1, 254), (256, 1), (256, 1)), False),  # ... k stride not a multiple of 4
     ("rb", 5, 7, 3, ALIGNED, True),            # any M, N, K: edges load zeros
     ("rb", 5, 7, 3, variants.Layout((4094, 1), (4096, 1), (4096, 1)), False),  # row stride not a multiple of 4
@@ -189,7 +191,8 @@ SPEC = {"BM": 128, "BN": 128, "BK": 16}
     ("tiled", 5, 7, 3, variants.Layout((3, 7), (5, 2), (9, 3), beta=0.5), True),  # anything goes
 ])
 def test_launch_rules_at_each_boundary(kind, M, N, K, lay, ok):
-    assert (not variants.matmul_launch_errors(kind, SPEC, M, N, K, lay)) == ok
+    spec = dict(SPEC, BM=8, WG_Y=8) if kind == "v4-1row" else SPEC
+    assert (not variants.matmul_launch_errors(kind.split("-")[0], spec, M, N, K, lay)) == ok
 
 
 def test_row_rules_reject_tiles_that_do_not_divide():
@@ -201,7 +204,8 @@ def test_row_rules_reject_tiles_that_do_not_divide():
     assert variants.matmul_row_errors(128, 128, 8, 128, 1, ["cm", "rb4x4"])  # BK not a multiple of 16
     assert variants.matmul_row_errors(128, 128, 16, 128, 1, ["cm"])          # no fragment block
     assert variants.matmul_row_errors(64, 64, 8, 4, 4, ["v4"])               # v4 reads k by 4
-    assert variants.matmul_row_errors(24, 64, 4, 4, 4, ["v4"])               # 6 rows per thread: not 4-row groups
+    assert variants.matmul_row_errors(6, 64, 4, 4, 4, ["v4"])                # 1.5 rows per thread
+    assert not variants.matmul_row_errors(1, 64, 4, 8, 1, ["v4"])            # one row a thread (decode steps)
     assert not variants.matmul_row_errors(64, 64, 16, 16, 16, [])
     assert variants.matmul_row_errors(64, 60, 16, 16, 16, [])
 

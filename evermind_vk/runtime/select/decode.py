@@ -7,7 +7,7 @@ from ...errors import UnsupportedError
 from .table import F, Row, simple
 
 ROWS = [
-    *(simple("decode", op, dt, 256) for op in ("rope_at", "kv_write") for dt in F),
+    *(simple("decode", op, dt, 256) for op in ("rope_at", "kv_write", "rope_kv_at") for dt in F),
     *(Row("decode", "attention_decode", dt, (("WG", wg),), tile=f"wg{wg}") for wg in (16, 32, 64, 128) for dt in F),
     *(simple("sample", "sample", dt, 256) for dt in F),
 ]

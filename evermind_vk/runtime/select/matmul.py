@@ -111,8 +111,8 @@ def matmul_row_errors(bm: int, bn: int, bk: int, wg_x: int, wg_y: int, flags) ->
     elif kind == "v4":
         if bk != 4:
             errs.append(f"v4 reads k four at a time: BK must be 4, got {bk}")
-        if bm % (4 * wg_y) or bn % (4 * wg_x):
-            errs.append(f"v4 tile {bm}x{bn} must be whole 4-row groups per thread and 4-column vectors on {wg_y}x{wg_x} threads")
+        if bm % wg_y or bn % (4 * wg_x):
+            errs.append(f"v4 tile {bm}x{bn} must be whole rows per thread and 4-column vectors on {wg_y}x{wg_x} threads")
     else:
         if bm % wg_y or bn % wg_x:
             errs.append(f"tiled {bm}x{bn} must be a whole number of outputs per thread on {wg_y}x{wg_x} threads")
@@ -228,9 +228,9 @@ def matmul_launch_errors(kind: str, spec: dict, M: int, N: int, K: int, lay: Lay
         if any(x % 8 for x in (scm, *lay.c_batch, a_far, *lay.a_batch, *lay.b_batch[:2], b_far, *lay.outer[1:])):
             errs.append(f"{kind} needs row strides, batch strides and offsets that are multiples of 8 halves")
     elif kind == "v4":  # 16-byte loads of A along k (or m) and of B along n or k, N and K in whole vectors
-        if not (lay.wide_loads and (sak == 1 or (sam == 1 and M % 4 == 0))):
-            errs.append("v4 needs A k-contiguous, or m-contiguous with M a multiple of 4, and 16-byte aligned "
-                        "strides and offsets")
+        if not (lay.wide_loads and (sak == 1 or (sam == 1 and M % 4 == 0 and spec["BM"] // spec["WG_Y"] % 4 == 0))):
+            errs.append("v4 needs A k-contiguous, or m-contiguous with M and the rows of a thread multiples of 4, "
+                        "and 16-byte aligned strides and offsets")
         if K % 4 or N % 4:
             errs.append(f"v4 needs K and N multiples of 4, got K={K} N={N}")
     elif kind == "rb":
@@ -288,6 +288,8 @@ TUNED = {
                         "bench/results/evidence/h200-matmul-lm.txt"),
     "V4_MIN_WORK": Tuned(1, "CPU devices: every aligned product takes the v4 blocks (pipelines are built once)",
                          "bench/results/evidence/lavapipe-iree-cpu-rows.txt"),
+    "V4_FEW_ROWS": Tuned(8, "CPU devices: products of fewer rows take the v4 tile that pads least (1 or 4 rows)",
+                         "bench/results/generate_bench-lavapipe.txt"),
     "CPU_V4_THREADS": Tuned((8, 1), "CPU devices: v4 on 8x1 threads (one 256-bit vector of lavapipe's)",
                             "bench/results/lavapipe_step_products-lavapipe.txt"),
     "CM_ORDER": Tuned(((4, 2, 2, 4, 16, ()), (4, 4, 2, 2, 16, ()), (4, 4, 2, 2, 16, ("g8",)), (4, 4, 2, 4, 16, ("g8",)),
@@ -320,6 +322,7 @@ BIG_TILE_AREA = TUNED["BIG_TILE_AREA"].value
 GPU_GROUPS = TUNED["GPU_GROUPS"].value
 CPU_GROUPS = TUNED["CPU_GROUPS"].value
 MAX_PADDED = TUNED["MAX_PADDED"].value
+V4_FEW_ROWS = TUNED["V4_FEW_ROWS"].value
 V4_MIN_WORK = TUNED["V4_MIN_WORK"].value
 CPU_V4_THREADS = TUNED["CPU_V4_THREADS"].value
 CM_ORDER = tuple(row_key(cm_row(*p[:5], p[5])) for p in TUNED["CM_ORDER"].value)
@@ -512,12 +515,16 @@ def pick_cm(cm, p: Product, split: bool):
 
 
 def pick_v4(v4s, p: Product):
-    """Among v4 variants that fit, on CPU_V4_THREADS where a row has them: the largest block that still gives
-    both cores work; None where none fits."""
+    """Among v4 variants that fit, on CPU_V4_THREADS where a row has them (for fewer than V4_FEW_ROWS rows,
+    as a decode step's, only those that pad the product least: a tile of 8 rows computes 8 for its one): the
+    largest block that still gives both cores work; None where none fits."""
     v4 = sorted((v for v in v4s if p.fits(v)), key=lambda v: v.spec["BM"] * v.spec["BN"])
     v4 = [v for v in v4 if (v.spec["WG_X"], v.spec["WG_Y"]) == CPU_V4_THREADS] or v4
     if not v4:
         return None
+    if p.M < V4_FEW_ROWS:
+        least = min(padded_area(p.M, p.N, v.spec["BM"], v.spec["BN"]) for v in v4)
+        v4 = [v for v in v4 if padded_area(p.M, p.N, v.spec["BM"], v.spec["BN"]) <= MAX_PADDED * least]
     big = [v for v in v4 if p.tile_groups(v) >= 2]
     return big[-1] if big else v4[0]
 
@@ -845,9 +852,11 @@ _ROWS = [
     # One-row tiles for decoding (M = 1 token per step with a KV cache): 64 threads, one output column each.
     *(row(dt, 1, 64, 16, 64, 1) for dt in F),
     # CPU devices (lavapipe): large register blocks from 16-byte loads, aligned shapes only; 8x1 threads with
-    # 8-16 rows x 8 columns a thread are the CPU default (CPU_V4_THREADS).
+    # 8-16 rows x 8 columns a thread are the CPU default (CPU_V4_THREADS); 1 and 4 rows a thread for the few
+    # rows of a decode step (pick_v4: the least padding).
     *(row(dt, bm, bn, 4, wx, wy, ["v4"]) for dt in F
-      for (bm, bn, wx, wy) in ((64, 64, 4, 4), (128, 64, 4, 4), (16, 64, 8, 1), (8, 64, 8, 1))),
+      for (bm, bn, wx, wy) in ((64, 64, 4, 4), (128, 64, 4, 4), (16, 64, 8, 1), (8, 64, 8, 1), (4, 64, 8, 1),
+                               (1, 64, 8, 1))),
     # GPUs, 16-byte-aligned layouts: an RMxRN register block per thread. Every row has an aligned twin per
     # operand layout (flags al uAB: whole tiles loaded without bounds checks, the layout fixed at compile time;
     # UNIT_LAYOUTS, variant_launch_errors).
