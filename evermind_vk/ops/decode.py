@@ -14,9 +14,9 @@ import numpy as np
 
 from ..errors import BindingLimitError, ShapeError, UnsupportedError
 from ..runtime import kernels
-from ..runtime.select.decode import pick_decode_wg
+from ..runtime.select.decode import pick_decode_wg, pick_sample_wg
 from ..runtime.tensor import Tensor
-from ._util import FLOATS, like, one_variant, per_thread, want
+from ._util import FLOATS, like, per_thread, want
 
 __all__ = ["HEADER", "ITEM", "hyper_words", "rope_at", "kv_write", "rope_kv_at", "attention_decode", "sample"]
 
@@ -144,5 +144,5 @@ def sample(logits: Tensor, hyper: Tensor, seen: Tensor, picked: Tensor, items: i
     if seen.shape[1] != V or picked.numel != 2 * slots or items < 1:
         raise ShapeError(f"sample: seen {seen.shape}, picked {picked.shape} for {items} items of {V} logits")
     _check_hyper(hyper, items)
-    v = one_variant("sample", logits.dtype, logits.device)
+    v = pick_sample_wg(kernels.usable("sample", logits.dtype, logits.device), logits.device.info.type)
     kernels.dispatch(v, [logits, hyper, seen, picked], dict(items=items, cols=V, slots=slots), kernels.grid(items))

@@ -24,6 +24,15 @@ def chi2_bar(k: int) -> float:
     return k * (1 - 2 / (9 * k) + Z_1E4 * math.sqrt(2 / (9 * k))) ** 3
 
 
+@pytest.fixture(params=[64, 256], ids=["wg64", "wg256"])
+def sample_wg(request, monkeypatch):
+    """Each sampler workgroup size in turn, whatever pick_sample_wg would choose on this device."""
+    import evermind_vk.ops.decode as dec
+    monkeypatch.setattr(dec, "pick_sample_wg",
+                        lambda cands, device_type: next(v for v in cands if v.spec["WG"] == request.param))
+    return request.param
+
+
 def run_sample(logits, seen_ids, items, **kw):
     """Draw `items` ids from row 0 of logits, item r in slot r (its own random stream)."""
     V = logits.shape[1]
@@ -38,7 +47,7 @@ def run_sample(logits, seen_ids, items, **kw):
 
 @given(V=st.integers(2, 700), seed=st.integers(0, 2**31), rp=st.sampled_from([1.0, 1.7, 0.6]),
        dtype=st.sampled_from(["f32", "f16"]))
-def test_greedy_equals_host(device, V, seed, rp, dtype):
+def test_greedy_equals_host(device, sample_wg, V, seed, rp, dtype):
     rng = np.random.default_rng(seed)
     z = rounded(rng.standard_normal((3, V)) * 3, dtype).astype(np.float32)
     seen_ids = sorted(set(rng.integers(0, V, 4).tolist()))
@@ -56,7 +65,7 @@ CASES = [  # (temperature, top_k, top_p, repetition penalty)
 
 
 @pytest.mark.parametrize("case", CASES)
-def test_distribution_equals_host(device, case):
+def test_distribution_equals_host(device, sample_wg, case):
     """2,000 draws of 12 ids per case (the slow twin: 10,000 draws)."""
     check_distribution(case, 2000, 12)
 
@@ -88,7 +97,7 @@ def check_distribution(case, n, V):
     assert stat < chi2_bar(int(live.sum()) - 1), f"chi-square {stat:.1f} over {live.sum()} ids: {counts} vs {exp}"
 
 
-def test_seeded_reproducible(device):
+def test_seeded_reproducible(device, sample_wg):
     z = np.random.default_rng(0).standard_normal((1, 50)).astype(np.float32)
     a, _ = run_sample(z, [], 64, temperature=1.0, seed=5, step=2)
     b, _ = run_sample(z, [], 64, temperature=1.0, seed=5, step=2)
@@ -97,7 +106,7 @@ def test_seeded_reproducible(device):
     assert (a == b).all() and (a != c).any() and (a != d).any()
 
 
-def test_sample_marks_seen_and_flags_stops(device):
+def test_sample_marks_seen_and_flags_stops(device, sample_wg):
     z = np.zeros((1, 8), np.float32)
     z[0, 6] = 9.0
     seen = ev.tensor(np.zeros((1, 8), np.uint32))
@@ -211,3 +220,11 @@ def test_attention_decode_workgroup_choice(device):
     assert pick_decode_wg(cands, 128, "cpu").spec["WG"] == 128
     with pytest.raises(UnsupportedError, match="head dim 129"):
         pick_decode_wg(cands, 129, "cpu")
+
+
+def test_sample_workgroup_choice(device):
+    from evermind_vk.runtime import kernels
+    from evermind_vk.runtime.select.decode import pick_sample_wg
+    cands = kernels.variants_of("sample", "f32")
+    assert pick_sample_wg(cands, "cpu").spec["WG"] == 64
+    assert pick_sample_wg(cands, "discrete_gpu").spec["WG"] == 256
