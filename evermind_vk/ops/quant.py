@@ -64,8 +64,8 @@ def qmatmul(x: Tensor, w: QuantWeight, out: Tensor | None = None) -> Tensor:
     if M == 0:
         return out
     v = pick_qmatmul(kernels.usable("qmatmul", "f32", x.device), w.qtype, M)
-    threads = N * -(-M // v.spec["TM"])
-    kernels.dispatch(v, [x, w.data, out], dict(M=M, N=N, K=K), kernels.grid(-(-threads // v.spec["WG"])))
+    groups = -(-N // v.spec["WG"]) * -(-M // v.spec["TM"])  # column blocks x row groups (the template's order)
+    kernels.dispatch(v, [x, w.data, out], dict(M=M, N=N, K=K), kernels.grid(groups))
     return out
 
 

@@ -125,7 +125,7 @@ class Decoder(_Sampling):
         with record(dev) as prog:
             dev.upload(ids)
             dev.upload(hyper)
-            x = ops.embedding(ids, Pm["embed.weight"])
+            x = m._embed(ids)
             h, _ = ops.rms_norm(x, Pm["layers.0.attn_norm.weight"], c.norm_eps)
             for i in range(c.n_layers):
                 L = f"layers.{i}."
@@ -136,7 +136,7 @@ class Decoder(_Sampling):
                 ops.kv_write(v, self.v[i], hyper, P)
                 a, _ = ops.attention(q, k, v, causal=True, save_probs=False, batch=n)
                 x, h = self._mlp(x, a.reshape(T, H * hd), i)
-            logits = self._head(h)
+            logits = m._head(h)
             ops.sample(logits, hyper, self.seen, self.picked, n)
             dev.sync_local(self.picked)
         return prog
@@ -165,7 +165,7 @@ class Decoder(_Sampling):
         with record(dev) as prog:
             dev.upload(ids)
             dev.upload(hyper)
-            x = ops.embedding(ids, m.params["embed.weight"])
+            x = m._embed(ids)
             h, _ = ops.rms_norm(x, m.params["layers.0.attn_norm.weight"], c.norm_eps)
             for i in range(c.n_layers):
                 L = f"layers.{i}."
@@ -175,7 +175,7 @@ class Decoder(_Sampling):
                                    hyper, self.k[i], self.v[i], 1, c.rope_theta)
                 a = ops.attention_decode(q, self.k[i], self.v[i], hyper, score)
                 x, h = self._mlp(x, a.reshape(B, H * hd), i)
-            logits = self._head(h)
+            logits = m._head(h)
             ops.sample(logits, hyper, self.seen, self.picked, B)
             dev.sync_local(self.picked)
         return prog
@@ -218,12 +218,6 @@ class Decoder(_Sampling):
         nxt = f"layers.{i + 1}.attn_norm.weight" if i + 1 < c.n_layers else "norm.weight"
         x, h, _ = ops.add_rms_norm(x, lora_linear(m, g, L + "mlp.w_down"), m.params[nxt], c.norm_eps)
         return x, h
-
-    def _head(self, h):
-        """The logits of h, the final norm's output."""
-        m, c = self.model, self.model.config
-        head = m.params["embed.weight"] if c.tie_embeddings else m.params["head.weight"]
-        return ops.matmul(h, head, transpose_b=True)
 
 
 class WindowDecoder(_Sampling):
@@ -345,7 +339,7 @@ class RecurrentDecoder(_Sampling):
         return {b: self._feed(b, seqs[b][-1], step, True) for b in range(self.slots) if live[b]}
 
 
-KINDS = {"TransformerLM": Decoder, "EvermindLM": WindowDecoder, "HybridMambaModel": RecurrentDecoder}
+KINDS = {"TransformerLM": Decoder, "LlamaLM": Decoder, "EvermindLM": WindowDecoder, "HybridMambaModel": RecurrentDecoder}
 
 
 def decoder(model, slots: int) -> Decoder:
@@ -363,5 +357,5 @@ def decoder(model, slots: int) -> Decoder:
 
 
 def supports(model) -> bool:
-    """Whether `model` decodes through this module (TransformerLM, EvermindLM, HybridMambaModel)."""
+    """Whether `model` decodes through this module (TransformerLM and LlamaLM, EvermindLM, HybridMambaModel)."""
     return type(model).__name__ in KINDS

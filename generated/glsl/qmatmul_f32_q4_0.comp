@@ -53,9 +53,12 @@ float dequant_one(uint row, uint k) {
 void main() {
     const uint i = (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * WG + gl_LocalInvocationID.x;
     const uint nb = p.K / 32u, row_bytes = nb * 18u;
-    const uint groups = (p.M + TM - 1u) / TM;
-    if (i >= p.N * groups) return;
-    const uint n = i % p.N, m0 = (i / p.N) * TM;
+    // workgroup g: columns (g % nblocks) WG + thread, rows (g / nblocks) TM..: m0 is the same in every
+    // invocation of a workgroup, so X's loads are too (a CPU driver loads each once, not once a lane)
+    const uint gi = (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x), nblocks = (p.N + WG - 1u) / WG;
+    if (gi >= nblocks * ((p.M + TM - 1u) / TM)) return;  // uniform per workgroup
+    const uint n = (gi % nblocks) * WG + gl_LocalInvocationID.x, m0 = (gi / nblocks) * TM;
+    if (n >= p.N) return;
     float acc[TM];
     [[unroll]] for (uint t = 0; t < TM; t++) acc[t] = 0.0;
     float v[32];
