@@ -75,9 +75,13 @@ def strided_case(device, monkeypatch, name, M, N, K, a_kmajor, b_nmajor, z1, bat
     B n- or k-contiguous, row strides padded (to multiples of `align`, so a 16-byte load can straddle the
     end of a row), a two-level batch (z1 outer x batch inner, B shared by bdiv inner neighbours) with
     padded outer strides, alpha/beta, and C written with 16-byte or elementwise stores (align 8: every
-    stride and offset a multiple of 8, as the cooperative-matrix variants need)."""
+    stride and offset a multiple of 8, as the cooperative-matrix variants need). A v4 variant of fewer than
+    4 rows a thread runs with A k-contiguous (its launch rule)."""
     used = force(monkeypatch, name)
     dtype = name.split("_")[1]
+    spec = next(v for v in kernels.variants_of("matmul", dtype) if v.name == name).spec
+    if "v4" in name.split("_") and spec["BM"] // spec["WG_Y"] % 4:
+        a_kmajor = True  # v4 blocks of fewer than 4 rows a thread (a decode step's) read A k-contiguous only
     cdt = "f32" if "c32" in name.split("_") else dtype  # c32: f16 A and B, f32 C
     np_dt = np.float16 if dtype == "f16" else np.float32
     rng = np.random.default_rng(seed)
@@ -196,10 +200,7 @@ def test_v4_variants_strided(device, monkeypatch, name, M4, N4, K4, a_kmajor, b_
                              c_unit, beta, seed):
     """The CPU 16-byte-load variants through gemm_strided, A k-contiguous or m-contiguous (the weight
     gradients' A^T; four loads along m transposed in registers): M, N, K multiples of 4 (the launch
-    rules), M up to 160 so that m-groups past M are clamped. Variants of fewer than 4 rows a thread (the
-    decode step's) take A k-contiguous only (the launch rules)."""
-    spec = next(v for v in kernels.variants_of("matmul", name.split("_")[1]) if v.name == name).spec
-    a_kmajor = a_kmajor or spec["BM"] // spec["WG_Y"] % 4 != 0
+    rules), M up to 160 so that m-groups past M are clamped."""
     strided_case(device, monkeypatch, name, 4 * M4, 4 * N4, 4 * K4, a_kmajor, b_nmajor, z1, batch, bdiv, pad,
                  c_unit, beta, seed)
 
