@@ -28,6 +28,7 @@ from ..models.lora import LoRAConfig, add_lora, load_lora_state_dict, lora_state
 from ..runtime import empty
 from .config import DEFAULT_WEIGHT_DECAY, WSLA_MAX_DELTA, TrainConfig, check_train_args
 from .data import RowSource, SequenceSource, TokenSource
+from . import history
 from .distributed import DataParallel
 from .loop import TrainRun, check_resume_data, data_signature
 from .optim import AdamW, GradScaler
@@ -328,7 +329,7 @@ class Trainer:
         payload = {"format": CHECKPOINT_FORMAT, "model_type": model_type(self.model),
                    "config": self.model.config.to_dict(), "params": self.model.state_dict(),
                    "optimizer": opt_state, "global_step": self.global_step, "seed": self.seed,
-                   "position": pos, "history": self.history,
+                   "position": pos, "history": history.pack(self.history),
                    "precision": self.precision, "grad_precision": self.grad_precision,
                    "loss_options": self.loss_options, "run": self.run_info,
                    "loss_scaler": None if self.scaler is None else self.scaler.state_dict(),
@@ -387,7 +388,7 @@ class Trainer:
         if self._dp is not None:
             self._dp.drop_foreign_state()
         self.global_step, self.seed = int(rec["global_step"]), int(rec["seed"])
-        self.history = [dict(h) for h in rec["history"]]
+        self.history = history.unpack(rec["history"])
         self.run_info = rec.get("run")
         self._position = self._resume_position = rec["position"]
         return self
