@@ -140,7 +140,7 @@ def _setup(args, world) -> SimpleNamespace:
     check_out_dir(args.out, run.outputs)
     run.dev = get_device(args.device if args.device is not None or world is None else world.device())
     shapes = models.param_shapes(args)
-    if shapes is not None:  # one buffer per weight: each within the device's maxStorageBufferRange
+    if shapes is not None:  # each weight within maxStorageBufferRange; on a GPU, the training state within its memory
         check_fits(shapes, run.dev, "--d-model/--layers/--d-ff", available=1 << 62)
     model = models.build(args, run.dev)
     if args.resume:

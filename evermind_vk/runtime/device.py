@@ -83,6 +83,9 @@ class DeviceInfo:
     # VK_NV_cooperative_matrix2 (ci/patches/0011): the flexible shapes of its matrices (runtime.select.features.device_errors
     # checks the cm2 tiles against them); empty without it.
     cooperative_matrix_flexible_shapes: tuple = field(kw_only=True, default=())
+    # Bytes of the largest device-local memory heap (ci/patches/0012; 0: the device lists none): the
+    # capacity check (train.capacity) on GPUs.
+    device_memory: int = field(kw_only=True, default=0)
 
     @property
     def f16(self) -> bool:
@@ -113,13 +116,15 @@ class DeviceInfo:
                               "rebuild it with `bash ci/setup.sh`")
         if "multiprocessors" not in caps:
             raise DeviceError("kp lacks the multiprocessor count (ci/patches/0010); rebuild it with `bash ci/setup.sh`")
+        if "device_local_memory" not in caps:
+            raise DeviceError("kp lacks the device memory size (ci/patches/0012); rebuild it with `bash ci/setup.sh`")
         return DeviceInfo(
             index=index, name=caps["device_name"], type=DEVICE_TYPES.get(caps["device_type"], "other"),
             subgroup_size=int(caps["subgroup_size"]), shared_memory=int(caps["max_compute_shared_memory_size"]),
             max_push_constants=int(caps["max_push_constants_size"]),
             max_storage_buffer_range=int(caps["max_storage_buffer_range"]),
             features=feats, cooperative_matrix_shapes=shapes, multiprocessors=int(caps["multiprocessors"]),
-            cooperative_matrix_flexible_shapes=flexible,
+            cooperative_matrix_flexible_shapes=flexible, device_memory=int(caps["device_local_memory"]),
             **{k: int(caps[k]) for k in BINDING_LIMITS})
 
 

@@ -2,11 +2,13 @@
 
 `check_fits(shapes, device, what, ranks)` refuses, in well under a second, a model whose largest
 tensor exceeds the device's maxStorageBufferRange (UnsupportedError: a --d-model / --d-ff / vocabulary
-beyond what one buffer may hold), or whose training state exceeds the host memory available now
-(CapacityError). The training state per parameter: the f32 weight, its gradient and AdamW's two
-moments (16 bytes), each held twice because kp's device tensors keep a host staging copy (32 bytes);
-activations come on top, so the estimate is a lower bound. kp exposes no device heap sizes, so a
-discrete GPU's own memory is not checked here (its allocation failure is a DeviceError)."""
+beyond what one buffer may hold), or whose training state exceeds the host memory available now or, on
+a GPU, the device's own memory (CapacityError). The training state per parameter: the f32 weight, its
+gradient and AdamW's two moments (16 bytes on the device), each held twice in host memory because kp's
+device tensors keep a host staging copy (32 bytes); activations come on top, so the estimate is a lower
+bound. The device's memory is its largest device-local heap (ci/patches/0012); a CPU device (lavapipe)
+allocates host memory, and its heap size (a fixed 2 GiB on Mesa 22.3) says nothing, so the host check
+alone applies there."""
 from __future__ import annotations
 
 import math
@@ -14,7 +16,8 @@ import os
 
 from ..errors import CapacityError, UnsupportedError
 
-TRAIN_BYTES_PER_PARAM = 4 * 4 * 2  # weight, gradient, two AdamW moments; device buffer + host staging copy
+DEVICE_BYTES_PER_PARAM = 4 * 4  # weight, gradient, two AdamW moments, f32, on the device
+TRAIN_BYTES_PER_PARAM = DEVICE_BYTES_PER_PARAM * 2  # ... and in host memory: device buffer + host staging copy
 
 
 def host_available() -> int | None:
@@ -40,18 +43,24 @@ def training_bytes(shapes) -> int:
 def check_fits(shapes: dict, device=None, what: str = "the model", ranks: int = 1,
                available: int | None = None) -> int:
     """Refuse a model of these parameter shapes ({name: shape}) that cannot train here: a tensor larger
-    than device's maxStorageBufferRange (UnsupportedError naming it), or `ranks` copies of its training
-    state beyond the host memory available (CapacityError with both numbers). Returns the estimate."""
+    than device's maxStorageBufferRange (UnsupportedError naming it), its training state beyond a GPU
+    device's memory, or `ranks` copies of it beyond the host memory available (CapacityError with both
+    numbers). Returns the host estimate."""
     if device is not None:
         limit = device.info.max_storage_buffer_range
         name, shape = max(shapes.items(), key=lambda kv: math.prod(kv[1]))
         if 4 * math.prod(shape) > limit:
             raise UnsupportedError(f"{what}: tensor {name} {tuple(shape)} is {4 * math.prod(shape):,} bytes, more "
                                    f"than {device.info.name}'s maxStorageBufferRange ({limit:,} bytes)")
+    n = sum(math.prod(s) for s in shapes.values())
+    heap = getattr(device.info, "device_memory", 0) if device is not None and device.info.type != "cpu" else 0
+    if heap and n * DEVICE_BYTES_PER_PARAM > heap:
+        raise CapacityError(f"{what}: {n:,} parameters need about {n * DEVICE_BYTES_PER_PARAM / 2**30:.1f} GiB of "
+                            f"device memory to train (weights, gradients and AdamW state), but {device.info.name} "
+                            f"has {heap / 2**30:.1f} GiB")
     need = training_bytes(shapes.values()) * ranks
     have = host_available() if available is None else available
     if have is not None and need > have:
-        n = sum(math.prod(s) for s in shapes.values())
         raise CapacityError(f"{what}: {n:,} parameters need about {need / 2**30:.1f} GiB to train"
                             f"{f' on {ranks} ranks' if ranks > 1 else ''} (weights, gradients and AdamW state, "
                             f"with kp's host copies), but only {have / 2**30:.1f} GiB of host memory is available")

@@ -412,6 +412,23 @@ def test_a_model_beyond_host_memory_is_a_capacity_error(monkeypatch, device):
     check_fits({"big": (limit // 4,)}, device, "m", available=1 << 62)
 
 
+def test_a_model_beyond_a_gpus_memory_is_a_capacity_error(device):
+    """On a GPU the training state (16 bytes a parameter) must fit the device-local heap (ci/patches/0012);
+    on a CPU device the heap size says nothing (lavapipe reports 2 GiB and allocates host memory)."""
+    import dataclasses
+    import types
+    from evermind_vk.train.capacity import check_fits
+    shapes = {"a": (1024, 1024)}  # 16 MiB of device state
+    gpu = lambda heap: types.SimpleNamespace(info=dataclasses.replace(  # noqa: E731
+        device.info, type="discrete_gpu", device_memory=heap))
+    with pytest.raises(CapacityError, match="device memory.*0.0 GiB"):
+        check_fits(shapes, gpu((16 << 20) - 1), "m", available=1 << 62)
+    check_fits(shapes, gpu(16 << 20), "m", available=1 << 62)
+    check_fits(shapes, gpu(0), "m", available=1 << 62)  # no heap listed: not checked
+    cpu = types.SimpleNamespace(info=dataclasses.replace(device.info, type="cpu", device_memory=1))
+    check_fits(shapes, cpu, "m", available=1 << 62)
+
+
 # -- 4. non-finite weights ----------------------------------------------------------------------------------
 def test_checkpoints_with_nonfinite_arrays_are_not_written(tmp_path):
     w = np.ones(4, np.float32)

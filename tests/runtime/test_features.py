@@ -24,6 +24,17 @@ def test_patched_kp_reports_enabled_features(device):
     assert {k: v for k, v in caps.items()} == listed[device.index]
 
 
+def test_device_memory_reported(device):
+    """ci/patches/0012: the capability dicts carry the largest device-local heap's bytes, and DeviceInfo
+    takes it; a kp without the patch is refused by name."""
+    caps = device.manager.get_device_capabilities()
+    assert isinstance(caps["device_local_memory"], int) and caps["device_local_memory"] > 0
+    assert device.info.device_memory == caps["device_local_memory"]
+    old = {k: v for k, v in caps.items() if k != "device_local_memory"}
+    with pytest.raises(ev.DeviceError, match="0012"):
+        DeviceInfo.from_caps(device.index, old)
+
+
 def test_multiprocessors_reported(device):
     """ci/patches/0010: the capability dicts carry the device's multiprocessor count (0 where the driver
     does not say, as lavapipe), and DeviceInfo takes it; a kp without the patch is refused by name."""
