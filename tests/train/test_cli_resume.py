@@ -7,6 +7,7 @@ import sys
 import time
 
 from evermind_vk.io.checkpoint import load_checkpoint
+from evermind_vk.train import history
 
 TINY = ["--seq-len", "8", "--batch-size", "2", "--d-model", "8", "--layers", "1", "--heads", "2", "--kv-heads", "1",
         "--d-ff", "8", "--time-limit", "0", "--sample-tokens", "2"]
@@ -34,7 +35,7 @@ def test_sigint_saves_and_resume_continues(device, tmp_path):
     assert "Traceback" not in stderr and "interrupted by signal 2" in stdout
     rec = load_checkpoint(key)
     step = rec["global_step"]
-    assert step >= 1 and len(rec["history"]) == step and rec["position"]["epoch"] >= 0
+    assert step >= 1 and len(history.unpack(rec["history"])) == step and rec["position"]["epoch"] >= 0
     res = subprocess.run(cmd + ["--epochs", "100000", "--resume", "--max-steps", str(step + 2)],
                          capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr
