@@ -19,7 +19,7 @@ void main() {
     const uint i = (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * WG + gl_LocalInvocationID.x;
     // Row `tok` of x (S tokens, Q an item) into cache row (slot * L + position + tok % Q) of its item.
     if (i >= p.S * p.row) return;
-    uint tok = i / p.row, c = i % p.row, r = tok / p.Q;
-    uint dst = (hyper[8 + 4 * r + 1] * p.L + hyper[8 + 4 * r] + tok % p.Q) * p.row + c;
+    uint tok = i / p.row, c = i % p.row;
+    uint dst = (hyper[8 + 4 * (tok / p.Q) + 1] * p.L + (hyper[8 + 4 * (tok / p.Q)] + tok % p.Q)) * p.row + c;
     cache[dst] = x[i];
 }

@@ -25,11 +25,12 @@ void main() {
     if (i >= p.S * p.H * half_d) return;
     uint qd = i % half_d, th = i / half_d;
     uint tok = th / p.H;
-    float freq = exp2(-2.0 * float(qd) / float(p.D) * p.log2_theta);
-    float ang = float(hyper[8 + 4 * (tok / p.Q)] + tok % p.Q) * freq;
-    float c = cos(ang), s = sin(ang);
     uint o = th * p.D + qd;
     float a = float(x[o]), b = float(x[o + half_d]);
-    y[o] = float16_t(a * c - b * s);
-    y[o + half_d] = float16_t(a * s + b * c);
+    float freq = exp2(-2.0 * float(qd) / float(p.D) * p.log2_theta);
+    float ang = float((hyper[8 + 4 * (tok / p.Q)] + tok % p.Q)) * freq;
+    float c = cos(ang), s = sin(ang);
+    float ya = a * c - b * s, yb = a * s + b * c;
+    y[o] = float16_t(ya);
+    y[o + half_d] = float16_t(yb);
 }

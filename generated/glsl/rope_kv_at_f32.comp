@@ -34,17 +34,16 @@ void main() {
     uint qd = li % half_d, th = li / half_d;
     uint tok = th / heads, o = th * p.D + qd;
     // the cache element of o: row (slot * L + position + tok % Q), the same head and dimension
-    uint dst = (hyper[8 + 4 * (tok / p.Q) + 1] * p.L + hyper[8 + 4 * (tok / p.Q)] + tok % p.Q) * (p.KVH * p.D)
-               + (o - tok * p.KVH * p.D);
+    uint dst = (hyper[8 + 4 * (tok / p.Q) + 1] * p.L + (hyper[8 + 4 * (tok / p.Q)] + tok % p.Q)) * (p.KVH * p.D) + (o - tok * p.KVH * p.D);
     if (i >= nq + nk) {
         vc[dst] = v[o];
         vc[dst + half_d] = v[o + half_d];
         return;
     }
-    float freq = exp2(-2.0 * float(qd) / float(p.D) * p.log2_theta);
-    float ang = float(hyper[8 + 4 * (tok / p.Q)] + tok % p.Q) * freq;
-    float c = cos(ang), s = sin(ang);
     float a = float(isq ? q[o] : k[o]), b = float(isq ? q[o + half_d] : k[o + half_d]);
+    float freq = exp2(-2.0 * float(qd) / float(p.D) * p.log2_theta);
+    float ang = float((hyper[8 + 4 * (tok / p.Q)] + tok % p.Q)) * freq;
+    float c = cos(ang), s = sin(ang);
     float ya = a * c - b * s, yb = a * s + b * c;
     if (isq) {
         qo[o] = float(ya);
