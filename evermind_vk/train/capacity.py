@@ -53,7 +53,7 @@ def check_fits(shapes: dict, device=None, what: str = "the model", ranks: int = 
             raise UnsupportedError(f"{what}: tensor {name} {tuple(shape)} is {4 * math.prod(shape):,} bytes, more "
                                    f"than {device.info.name}'s maxStorageBufferRange ({limit:,} bytes)")
     n = sum(math.prod(s) for s in shapes.values())
-    heap = getattr(device.info, "device_memory", 0) if device is not None and device.info.type != "cpu" else 0
+    heap = device.info.device_memory if device is not None and device.info.type != "cpu" else 0
     if heap and n * DEVICE_BYTES_PER_PARAM > heap:
         raise CapacityError(f"{what}: {n:,} parameters need about {n * DEVICE_BYTES_PER_PARAM / 2**30:.1f} GiB of "
                             f"device memory to train (weights, gradients and AdamW state), but {device.info.name} "
