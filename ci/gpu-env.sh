@@ -11,7 +11,8 @@ SITE=/tmp/evermind-site
 python3 -m pip install -q --upgrade --no-index --no-deps --no-compile --target "$SITE" .whl/*.whl || return 1
 python3 -m pip install -q --upgrade --no-index --no-deps --no-build-isolation --target "$SITE" . || return 1
 # PYTHONSAFEPATH: import the installed package, not the source tree (it has no evermind_vk.generated).
-export PYTHONPATH="$SITE" PYTHONUNBUFFERED=1 CI=true PYTHONSAFEPATH=1
+# PATH: the evermind-vk command (pip --target puts console scripts in $SITE/bin; the docs' tests run it)
+export PATH="$SITE/bin:$PATH" PYTHONPATH="$SITE" PYTHONUNBUFFERED=1 CI=true PYTHONSAFEPATH=1
 export GLSLANG_VALIDATOR="$SITE/cmeel.prefix/bin/glslangValidator" SPIRV_AS="$SITE/cmeel.prefix/bin/spirv-as" \
     SPIRV_VAL="$SITE/cmeel.prefix/bin/spirv-val" LD_LIBRARY_PATH="$SITE/cmeel.prefix/lib:${LD_LIBRARY_PATH:-}"
 if ! python3 -c 'import evermind_vk as ev; ev.devices()' 2>/dev/null; then

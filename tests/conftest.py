@@ -21,3 +21,14 @@ def device():
 @pytest.fixture
 def rng():
     return np.random.default_rng(1234)
+
+
+@pytest.fixture
+def two_ranks_env(monkeypatch):
+    """The environment for a two-rank data-parallel run on this host: on a host with one GPU both ranks share
+    it (EVERMIND_VK_DEVICE=0; the launcher refuses more ranks than GPUs otherwise), elsewhere unchanged.
+    Set in this process too (for in-process CLI calls); returns a copy for subprocesses."""
+    import evermind_vk as ev
+    if sum(d.type != "cpu" for d in ev.devices()) == 1:
+        monkeypatch.setenv("EVERMIND_VK_DEVICE", "0")
+    return dict(os.environ)

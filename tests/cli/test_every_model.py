@@ -143,12 +143,12 @@ def test_profile_every_model(device, capsys, text, kind):
     assert f"one training step of --model {kind}" in out and "throughput:" in out
 
 
-def test_nproc_for_a_model_of_images(device, tmp_path):
+def test_nproc_for_a_model_of_images(device, tmp_path, two_ranks_env):
     pytest.importorskip("torch")  # the `dist` extra
     out = tmp_path / "dp"
     r = subprocess.run([sys.executable, "-m", "evermind_vk", *argv("conv-ae", None, out, "--max-steps", "2",
                                                                   "--nproc", "2")],
-                       capture_output=True, text=True, timeout=300)
+                       capture_output=True, text=True, timeout=300, env=two_ranks_env)
     assert r.returncode == 0, r.stderr
     assert "data-parallel: 2 ranks x batch 4" in r.stdout and "held-out MSE" in r.stdout
     assert all((out / n).is_file() for n in ("model.npz", "config.json", "loss.png", "losses.csv"))

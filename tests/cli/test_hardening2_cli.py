@@ -151,7 +151,7 @@ def test_nproc_is_bounded_and_the_dist_extra_checked_before_spawning(tmp_path, c
     assert "dist" in one_error_line(err, code)
 
 
-def test_a_failed_data_parallel_run_is_one_error_line(tmp_path, capfd):
+def test_a_failed_data_parallel_run_is_one_error_line(tmp_path, capfd, two_ranks_env):
     pytest.importorskip("torch")
     code, out, err = run(capfd, "train", "--nproc", "2", "--text", tmp_path / "missing.txt", "--out", tmp_path / "o")
     line = one_error_line(err, code)

@@ -56,23 +56,44 @@ def test_every_looping_family_is_asked_for_loop_counts():
     assert looping == {f.__name__ for f in launch.FAMILIES}
 
 
-def test_gemm_strided_runs_exactly_the_plan(device, monkeypatch):
-    """gemm_strided dispatches what select.matmul.plan planned, nothing else (a CPU K split: ordered
-    dispatches, the later ones accumulating)."""
+def _planned(plan) -> list:
+    """A matmul plan's dispatches in the order run_plan runs them: its parts, then "sum" for the column sum
+    of a parallel split's workspace, then its own dispatches."""
+    out = [x for part in plan.parts for x in _planned(part)]
+    if plan.workspace:
+        out.append("sum")
+    return out + [(d.variant, d.push, d.groups) for d in plan.dispatches]
+
+
+@pytest.mark.parametrize("split", ["", "4"])
+def test_gemm_strided_runs_exactly_the_plan(device, monkeypatch, split):
+    """gemm_strided dispatches what select.matmul.plan planned, nothing else: on a CPU device a K split into
+    ordered dispatches, the later ones accumulating; with a parallel split (a GPU's choice, or forced with
+    EVERMIND_VK_MATMUL_SPLIT_K) the parts into a workspace, then its column sum (one or more reduce
+    dispatches, "sum")."""
     import numpy as np
 
     import evermind_vk as ev
     monkeypatch.setattr(matmul, "MAX_LOOP", 64)  # split K of 1024 into ordered ranges on any device type
+    monkeypatch.setenv("EVERMIND_VK_MATMUL_SPLIT_K", split)
     a, b = (ev.tensor(np.ones((16, 1024), np.float32)) for _ in range(2))
     c = ev.tensor(np.zeros((16, 16), np.float32))
     launch = matmul.Launch(("f32",) * 3, (a.numel, b.numel, c.numel), 16, 16, 1024,
                            matmul.Layout((1024, 1), (1, 1024), (16, 1)))
-    plan = matmul.plan(launch, device)
+    plan = matmul.plan(launch, device, matmul.Knobs(split_k=split))
     seen = []
     monkeypatch.setattr(kernels, "dispatch", lambda v, tensors, push, groups, writes=None: seen.append((v, push, groups)))
     ev.ops.gemm(a, b, c, 16, 16, 1024, trans_b=True)
-    assert [(d.variant, d.push, d.groups) for d in plan.dispatches] == seen
-    if device.info.type == "cpu":
+    ran = []
+    for v, push, groups in seen:  # a column sum's reduce dispatches as one "sum"
+        if v.op == "matmul":
+            ran.append((v, push, groups))
+        elif ran[-1:] != ["sum"]:
+            ran.append("sum")
+    assert _planned(plan) == ran
+    if split:
+        assert plan.workspace and "sum" in ran
+    elif device.info.type == "cpu":
         assert len(seen) > 1 and [p["beta"] for _, p, _ in seen] == [0.0] + [1.0] * (len(seen) - 1)
 
 

@@ -311,7 +311,7 @@ def _run_until_checkpoint(cmd, env, key, after_step=0):
     raise AssertionError(proc.communicate()[1] or "no checkpoint in 120 s")
 
 
-def test_cli_nproc_ctrl_c_kill_and_resume(device, tmp_path):
+def test_cli_nproc_ctrl_c_kill_and_resume(device, tmp_path, two_ranks_env):
     if not os.path.exists(f"/proc/{os.getpid()}/task/{os.getpid()}/children"):
         pytest.skip("needs /proc/PID/task/PID/children to find the ranks")
     text = tmp_path / "t.txt"
@@ -320,7 +320,7 @@ def test_cli_nproc_ctrl_c_kill_and_resume(device, tmp_path):
     key = str(out / "trainer-checkpoint")
     cmd = [sys.executable, "-m", "evermind_vk", "train", "--text", str(text), "--out", str(out), *CLI_TINY,
            "--nproc", "2"]
-    env = dict(os.environ, EVERMIND_VK_DIST_TIMEOUT="10")
+    env = dict(two_ranks_env, EVERMIND_VK_DIST_TIMEOUT="10")
     # Ctrl-C (SIGINT to the launcher): forwarded once to each rank, which agree on a step, save, exit 130
     proc = _run_until_checkpoint(cmd + ["--epochs", "100000", "--save-every", "1"], env, key)
     proc.send_signal(signal.SIGINT)
