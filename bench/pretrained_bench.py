@@ -15,23 +15,20 @@ import numpy as np
 
 import evermind_vk as ev
 from evermind_vk.files import resolve
+from evermind_vk.train.generate import generate
 
 PROMPT = "The capital of France is"
 
 
 def ours(path: str, n: int) -> tuple:
+    """Greedy decoding through generate (the recorded prefill and decode step, the device sampler): the
+    decode tokens/s of its stats, after a warm-up generation that records the programs."""
     model, tok = ev.load(path)
     ids = tok.encode(PROMPT)
-    cache = model.kv_cache(len(ids) + n + 1)
-    cache.step(ids)
-    cache.step([ids[-1]])  # warm-up: the decode step's kernels and buffers built
-    cache.reset()
-    last = cache.step(ids)
-    t0 = time.perf_counter()
-    for _ in range(n):
-        last = cache.step([int(np.argmax(last))])
-    dt = time.perf_counter() - t0
-    return n / dt, model.device.info.name
+    generate(model, ids, max_new_tokens=n)  # warm-up: programs recorded, kernels built
+    stats: dict = {}
+    generate(model, ids, max_new_tokens=n + 1, stats=stats)
+    return stats["decode_tokens"] / stats["decode_s"], model.device.info.name
 
 
 def transformers_tps(path: str, n: int, device: str) -> float:
