@@ -76,12 +76,10 @@ def _profile_decode(model, args) -> int:
         raise CliError(f"--generate: --model {args.model}'s decode step is not recorded (attention layers in a "
                        "HybridMamba stack run eagerly)")
     prof = profile(prog, repeats=args.repeats, serialize=args.serialize)
-    per = " (one sequence's; a step of the batch is one such program per sequence)" if hasattr(dec, "states") else ""
     print(f"one decode step of --model {args.model}: {model.num_parameters():,} parameters, batch {B} at position "
-          f"{P + 1}, {len(prog)} operations, one submit{per}")
+          f"{P + 1}, {len(prog)} operations, one submit")
     _print_tables(prof, args)
-    n = 1 if per else B
-    print(f"decode: {n / (prof.host_ms / 1e3):,.0f} tokens/s (host time), {n / (prof.gpu_ms / 1e3):,.0f} tokens/s "
+    print(f"decode: {B / (prof.host_ms / 1e3):,.0f} tokens/s (host time), {B / (prof.gpu_ms / 1e3):,.0f} tokens/s "
           f"(GPU time); prefill of {stats['prefill_tokens']} tokens: "
           f"{stats['prefill_tokens'] / max(stats['prefill_s'], 1e-9):,.0f} tokens/s (first run, includes recording)")
     return 0

@@ -407,19 +407,21 @@ class HybridMambaModel(NextTokenModel):
         y = F.rms_norm(y, P[L + "normWeight"], 1e-6)
         return F.add(x, F.matmul(y, P[L + "wOutProj"], transpose_b=True))
 
-    def _mamba3_step(self, x: Tensor, i: int, st: dict) -> Tensor:
+    def _mamba3_step(self, x: Tensor, i: int, st: dict, first: int = 0) -> Tensor:
         c, P = self.config, self.params
         L = f"layer{i}."
         D, N, H, G = c.d_inner, c.dState, c.nHeads, c.nGroups
         E = self._head_expand
         proj = F.matmul(F.rms_norm(x, P[L + "preNormWeight"], 1e-6), P[L + "wInProj"], transpose_b=True)
         conv_d = D + 4 * G * N
-        xbc = self._conv_step(st, "conv", F.col_slice(proj, 0, conv_d), P[L + "wConv"], P[L + "bConv"])
+        xbc = self._conv_step(st, "conv", F.col_slice(proj, 0, conv_d), P[L + "wConv"], P[L + "bConv"], first)
         dt = F.matmul(F.bias_add(F.col_slice(proj, conv_d, H), P[L + "dt_bias"]), E)
         Dch = F.reshape(F.matmul(F.reshape(P[L + "D_vec"], 1, H), E), D)
+        n = x.shape[0]
         y, hl, _ = ops.complex_scan(F.col_slice(xbc, 0, D), dt, P[L + "A_log"], F.col_slice(xbc, D, 2 * G * N),
-                                    F.col_slice(xbc, D + 2 * G * N, 2 * G * N), Dch, chunk=1, groups=G, h0=st["h"])
-        copy_words(hl, st["h"])
+                                    F.col_slice(xbc, D + 2 * G * N, 2 * G * N), Dch, batch=n, chunk=1, groups=G,
+                                    h0=_state_rows(st["h"], first, n))
+        _store_rows(hl, st["h"], first)
         y = F.rms_norm(y, P[L + "normWeight"], 1e-6)
         return F.add(x, F.matmul(y, P[L + "wOutProj"], transpose_b=True))
 
@@ -468,11 +470,15 @@ class HybridMambaModel(NextTokenModel):
         """The recurrent state after zero tokens (init_state)."""
         return self.init_state()
 
-    def init_state(self) -> list:
-        """Per layer, the recurrent state after zero tokens, in fixed buffers updated in place: mamba layers
-        keep their conv window (the last dConv-1 conv inputs, zeros at the start: the causal padding) and
-        their scan state; attention layers keep their inputs (a growing cache)."""
+    def init_state(self, batch: int = 1) -> list:
+        """Per layer, the recurrent state after zero tokens of `batch` sequences, in fixed buffers updated in
+        place: mamba layers keep their conv windows (each sequence's last dConv-1 conv inputs, zeros at the
+        start: the causal padding; [batch*(dConv-1), conv width], sequence b's rows b*(dConv-1)..) and their
+        scan states ([batch, dInner, dState(, 2)]); attention layers keep their inputs (a growing cache of
+        one sequence: batch 1 only)."""
         c, dev = self.config, self.device
+        if batch < 1 or (batch > 1 and "attention" in c.layers):
+            raise ShapeError(f"init_state: batch {batch}; stacks with attention layers keep one sequence")
         out = []
         for kind in c.layers:
             if kind == "attention":
@@ -480,51 +486,60 @@ class HybridMambaModel(NextTokenModel):
                 continue
             conv_d = {"mamba1": c.d_inner, "mamba2": c.d_inner + 2 * c.nGroups * c.dState,
                       "mamba3": c.d_inner + 4 * c.nGroups * c.dState}[kind]
-            h = (1, c.d_inner, c.dState) + ((2,) if kind == "mamba3" else ())
-            out.append({"conv": zeros((c.dConv - 1, conv_d), "f32", dev) if c.dConv > 1 else None,
+            h = (batch, c.d_inner, c.dState) + ((2,) if kind == "mamba3" else ())
+            out.append({"conv": zeros((batch * (c.dConv - 1), conv_d), "f32", dev) if c.dConv > 1 else None,
                         "h": zeros(h, "f32", dev)})
         return out
 
-    def _conv_step(self, st: dict, key: str, row: Tensor, w: Tensor, b: Tensor) -> Tensor:
-        """One token of the causal conv: the window (the previous dConv-1 inputs, then row) convolved; the
-        window buffer is shifted in place."""
-        win = st[key]
-        full = row if win is None else _stack_rows(win, row)
-        y = ops.conv1d_causal(full, w, b)
-        if win is not None:
-            C = row.shape[1]
-            ops.copy2d(full, win, win.shape[0], C, C, C, 0, C)
-        return ops.row_slice(y, full.shape[0] - 1).reshape(1, row.shape[1])
+    def _conv_step(self, st: dict, key: str, row: Tensor, w: Tensor, b: Tensor, first: int = 0) -> Tensor:
+        """One token of each of n sequences through the causal conv: row [n, C] holds sequence r's new input,
+        whose window (its previous dConv-1 inputs) is window `first + r` of st[key]. Each window and its row
+        are stacked into a segment of dConv rows, the segments convolved (seq_len dConv: no tap crosses a
+        segment), each segment's last row returned [n, C]; the windows are shifted in place."""
+        win, (n, C) = st[key], row.shape
+        if win is None:
+            return ops.conv1d_causal(row, w, b, seq_len=1)
+        K = self.config.dConv
+        W = (K - 1) * C  # one window's elements
+        full = empty((n * K, C), row.dtype, row.device)
+        ops.copy2d(win, full, n, W, first * W, W, 0, K * C)
+        ops.copy2d(row, full, n, C, 0, C, W, K * C)
+        y = ops.conv1d_causal(full, w, b, seq_len=K)
+        ops.copy2d(full, win, n, W, C, K * C, first * W, W)
+        out = empty((n, C), y.dtype, y.device)
+        ops.copy2d(y, out, n, C, W, K * C, 0, C)
+        return out
 
-    def _mamba1_step(self, x: Tensor, i: int, st: dict) -> Tensor:
+    def _mamba1_step(self, x: Tensor, i: int, st: dict, first: int = 0) -> Tensor:
         c, P = self.config, self.params
         L = f"layer{i}."
         D, N, R = c.d_inner, c.dState, c.dt_rank
         h = F.rms_norm(x, P[L + "normWeight"], 1e-6)
         xz = F.bias_add(F.matmul(h, P[L + "wInProj"], transpose_b=True), P[L + "bInProj"])
-        u = F.silu(self._conv_step(st, "conv", F.col_slice(xz, 0, D), P[L + "wConv"], P[L + "bConv"]))
+        u = F.silu(self._conv_step(st, "conv", F.col_slice(xz, 0, D), P[L + "wConv"], P[L + "bConv"], first))
         xp = F.bias_add(F.matmul(u, P[L + "wXProj"], transpose_b=True), P[L + "bXProj"])
         dt = F.bias_add(F.matmul(F.col_slice(xp, 0, R), P[L + "wDtProj"], transpose_b=True), P[L + "bDtProj"])
         y, hl, _ = ops.selective_scan(u, dt, P[L + "A_log"], F.col_slice(xp, R, N), F.col_slice(xp, R + N, N),
-                                      P[L + "D_vec"], F.col_slice(xz, D, D), chunk=1, h0=st["h"],
-                                      discretization=c.discretization)
-        copy_words(hl, st["h"])
+                                      P[L + "D_vec"], F.col_slice(xz, D, D), batch=x.shape[0], chunk=1,
+                                      h0=_state_rows(st["h"], first, x.shape[0]), discretization=c.discretization)
+        _store_rows(hl, st["h"], first)
         return F.add(x, F.bias_add(F.matmul(y, P[L + "wOutProj"], transpose_b=True), P[L + "bOutProj"]))
 
-    def _mamba2_step(self, x: Tensor, i: int, st: dict) -> Tensor:
+    def _mamba2_step(self, x: Tensor, i: int, st: dict, first: int = 0) -> Tensor:
         c, P = self.config, self.params
         L = f"layer{i}."
         D, N, H, G = c.d_inner, c.dState, c.nHeads, c.nGroups
         E = self._head_expand
         proj = F.matmul(F.rms_norm(x, P[L + "preNormWeight"], 1e-6), P[L + "wInProj"], transpose_b=True)
         conv_d = D + 2 * G * N
-        xbc = self._conv_step(st, "conv", F.col_slice(proj, 0, conv_d), P[L + "wConv"], P[L + "bConv"])
+        xbc = self._conv_step(st, "conv", F.col_slice(proj, 0, conv_d), P[L + "wConv"], P[L + "bConv"], first)
         dt = F.matmul(F.bias_add(F.col_slice(proj, conv_d, H), P[L + "dt_bias"]), E)
         Dch = F.reshape(F.matmul(F.reshape(P[L + "D_vec"], 1, H), E), D)
+        n = x.shape[0]
         y, hl, _ = ops.selective_scan(F.col_slice(xbc, 0, D), dt, P[L + "A_log"], F.col_slice(xbc, D, G * N),
-                                      F.col_slice(xbc, D + G * N, G * N), Dch, None, chunk=1, h0=st["h"],
-                                      groups=G, discretization="none")
-        copy_words(hl, st["h"])
+                                      F.col_slice(xbc, D + G * N, G * N), Dch, None, batch=n, chunk=1,
+                                      h0=_state_rows(st["h"], first, n), groups=G, discretization="none")
+        _store_rows(hl, st["h"], first)
         y = F.rms_norm(y, P[L + "normWeight"], 1e-6)
         return F.add(x, F.matmul(y, P[L + "wOutProj"], transpose_b=True))
 
@@ -534,17 +549,22 @@ class HybridMambaModel(NextTokenModel):
         attention layers attend over their cached inputs (O(context), as attention must)."""
         return self._step_ids(tensor(np.array([token], np.uint32), device=self.device), state)
 
-    def _step_ids(self, ids: Tensor, state: list) -> Tensor:
-        P = self.params
+    def _step_ids(self, ids: Tensor, state: list, first: int = 0) -> Tensor:
+        """Logits [n, V] of one token of each of n sequences (ids u32 [n]): sequence r's state is slot
+        first + r of `state` (init_state(batch) with batch >= first + n), updated in place; the other slots
+        are left as they are. Stacks with attention layers step one sequence (n 1, first 0)."""
+        P, n = self.params, ids.numel
+        if "attention" in self.config.layers and (n, first) != (1, 0):
+            raise ShapeError(f"_step_ids: {n} sequences from slot {first}; attention layers step one sequence")
         x = F.embedding(ids, P["embedding"])
         for i, kind in enumerate(self.config.layers):
             st = state[i]
             if kind == "mamba1":
-                x = self._mamba1_step(x, i, st)
+                x = self._mamba1_step(x, i, st, first)
             elif kind == "mamba2":
-                x = self._mamba2_step(x, i, st)
+                x = self._mamba2_step(x, i, st, first)
             elif kind == "mamba3":
-                x = self._mamba3_step(x, i, st)
+                x = self._mamba3_step(x, i, st, first)
             else:
                 st["x"] = x if "x" not in st else _stack_rows(st["x"], x)
                 T = st["x"].shape[0]
@@ -599,6 +619,24 @@ class HybridMambaModel(NextTokenModel):
             if cur == self.config.eosId:
                 break
         return out
+
+
+def _state_rows(h: Tensor, first: int, n: int) -> Tensor:
+    """Slots first..first+n-1 of a scan state h [slots, ...]: h itself when that is all of it, else a copy."""
+    if first == 0 and n == h.shape[0]:
+        return h
+    per = h.numel // h.shape[0]
+    out = empty((n,) + tuple(h.shape[1:]), h.dtype, h.device)
+    ops.copy2d(h, out, 1, n * per, first * per, 0, 0, 0)
+    return out
+
+
+def _store_rows(hl: Tensor, h: Tensor, first: int) -> None:
+    """Write the scan states hl [n, ...] into slots first..first+n-1 of h [slots, ...]."""
+    if hl.numel == h.numel:
+        copy_words(hl, h)
+    else:
+        ops.copy2d(hl, h, 1, hl.numel, 0, 0, first * (h.numel // h.shape[0]), 0)
 
 
 def _stack_rows(a: Tensor, b: Tensor) -> Tensor:

@@ -268,30 +268,45 @@ class WindowDecoder(_Sampling):
 
 
 class RecurrentDecoder(_Sampling):
-    """HybridMambaModel: per slot, the model's recurrent state (conv windows and scan states, updated in
-    place) and one recorded program that feeds one token and samples the next on the device; the prompt is
-    fed token by token (the state never re-runs the context). Stacks with attention layers, whose cache of
-    inputs grows each token, run that step eagerly (many submits) with the same device sampler."""
+    """HybridMambaModel: the model's recurrent state (conv windows and scan states, updated in place) and
+    recorded programs that feed one token and sample the next on the device; the context is never re-run.
+
+    Stacks without attention layers keep one state of `slots` sequences (slot b: row b of every state
+    buffer) and two kinds of program: the decode step, which feeds one token of every slot and samples all
+    of them (one submit for the batch; slots whose sequence has stopped are fed a dummy token, their rows
+    advance on their own and their results are ignored), and, per slot, a step of that slot alone, which
+    feeds the prompts' tokens past the shortest prompt (a slot never sees a token not its own). The prompts'
+    first (shortest length) tokens are fed to all slots at once by the decode step.
+    Stacks with attention layers, whose cache of inputs grows each token, keep one state per sequence and
+    run each sequence's step eagerly (many submits) with the same device sampler."""
 
     def __init__(self, model, slots: int):
         super().__init__(model, slots)
         dev = model.device
-        self.states = [model.init_state() for _ in range(self.slots)]
         self.recorded = "attention" not in model.config.layers
-        self._progs = [(None, empty((1,), "u32", dev, host_visible=True),
-                        empty((HEADER + ITEM + MAX_STOPS,), "u32", dev, host_visible=True)) for _ in range(self.slots)]
+        if self.recorded:
+            self.state = model.init_state(self.slots)
+        else:
+            self.states = [model.init_state() for _ in range(self.slots)]
+        self._progs = [_entry(dev, 1) for _ in range(self.slots)]  # per slot: (program or None, ids, hyper)
+        self._step = _entry(dev, self.slots) if self.recorded else None  # every slot's token at once
+        self._zero = None  # the recorded reset of the states
 
     def _reset(self) -> None:
-        for b, st in enumerate(self.states):
-            if not self.recorded:
-                self.states[b] = self.model.init_state()
-                continue
-            for layer in st:
-                for t in layer.values():
-                    if t is not None:
-                        fill_words(t, 0)
+        """The states after zero tokens (for recorded stacks: one submit zeroes every state buffer)."""
+        if not self.recorded:
+            self.states = [self.model.init_state() for _ in range(self.slots)]
+        elif self._zero is not None:
+            self._zero.run()
+        else:
+            with record(self.model.device) as self._zero:  # runs on leaving
+                for layer in self.state:
+                    for t in layer.values():
+                        if t is not None:
+                            fill_words(t, 0)
 
     def _feed(self, b: int, token: int, step: int, mark: bool) -> tuple[int, bool]:
+        """Feed `token` to slot b alone and choose its next token: (id, is a stop token)."""
         entry = self._progs[b]
         words = self._words([(0, b, 0, mark)], step)
         if not self.recorded:
@@ -305,38 +320,68 @@ class RecurrentDecoder(_Sampling):
             pk = self.picked.read_staging()
         else:
             def build():
-                self._progs[b] = (self._record(b),) + entry[1:]
+                self._progs[b] = (self._record(entry, b, 1),) + entry[1:]
                 return self.picked.read_staging()
             pk = self._replay(entry, np.array([token], np.uint32), words, build)
         return int(pk[b]), bool(pk[self.slots + b])
 
-    def step_program(self):
-        """Sequence 0's recorded step (a decode step of B sequences is B of them), or None: before the
-        first step, or for stacks with attention layers (run eagerly)."""
-        return self._progs[0][0]
+    def _feed_all(self, tokens, marks, step: int) -> np.ndarray:
+        """Feed tokens[b] to every slot b in one replay of the decode step; picked: ids, then stop flags."""
+        words = self._words([(0, b, b, bool(marks[b])) for b in range(self.slots)], step)
 
-    def _record(self, b: int):
-        dev, (_, ids, hyper) = self.model.device, self._progs[b]
+        def build():
+            self._step = (self._record(self._step, 0, self.slots),) + self._step[1:]
+            return self.picked.read_staging()
+        return self._replay(self._step, np.asarray(tokens, np.uint32), words, build)
+
+    def step_program(self):
+        """The recorded decode step (one token of every slot, one submit for the batch), or None: before the
+        first step, or for stacks with attention layers (run eagerly)."""
+        return None if self._step is None else self._step[0]
+
+    def _record(self, entry, first: int, n: int):
+        """Record (and run) a step of slots first..first+n-1 with entry's ids and hyper."""
+        dev, (_, ids, hyper) = self.model.device, entry
         with record(dev) as prog:
             dev.upload(ids)
             dev.upload(hyper)
-            ops.sample(self.model._step_ids(ids, self.states[b]), hyper, self.seen, self.picked, 1)
+            ops.sample(self.model._step_ids(ids, self.state, first), hyper, self.seen, self.picked, n)
             dev.sync_local(self.picked)
         return prog
 
+    def _prefill(self, seqs) -> dict:
+        """Reset the states and feed the prompts: their first m tokens (m: the shortest prompt's length)
+        to all slots at once, the rest slot by slot; each slot's next token {b: (id, is stop)}."""
+        self._reset()
+        B, res = self.slots, {}
+        m = min(len(q) for q in seqs) if self.recorded else 0
+        for k in range(m):
+            last = [len(q) == k + 1 for q in seqs]
+            pk = self._feed_all([q[k] for q in seqs], last, 0)
+            res.update({b: (int(pk[b]), bool(pk[B + b])) for b in range(B) if last[b]})
+        for b, q in enumerate(seqs):
+            for k in range(m, len(q)):
+                r = self._feed(b, q[k], 0, k == len(q) - 1)
+            if len(q) > m:
+                res[b] = r
+        self.prefill_tokens = sum(len(q) for q in seqs)
+        return res
+
     def advance(self, seqs, live, step: int) -> dict:
         """The next token of each live sequence, {b: (id, is stop)}: step 0 feeds the prompts (states reset
-        first), later steps each live sequence's last token."""
-        res = {}
+        first), later steps each live sequence's last token (one replay for all slots, where recorded)."""
         if step == 0:
-            self._reset()
-            for b, q in enumerate(seqs):
-                for t in q[:-1]:
-                    self._feed(b, t, 0, False)
-                res[b] = self._feed(b, q[-1], 0, True)
-            self.prefill_tokens = sum(len(q) for q in seqs)
-            return res
-        return {b: self._feed(b, seqs[b][-1], step, True) for b in range(self.slots) if live[b]}
+            return self._prefill(seqs)
+        if not self.recorded:
+            return {b: self._feed(b, seqs[b][-1], step, True) for b in range(self.slots) if live[b]}
+        pk = self._feed_all([seqs[b][-1] if live[b] else 0 for b in range(self.slots)], live, step)
+        return {b: (int(pk[b]), bool(pk[self.slots + b])) for b in range(self.slots) if live[b]}
+
+
+def _entry(dev, items: int) -> tuple:
+    """A program slot of `items` sequences: (program or None until recorded, ids u32 [items], hyper words)."""
+    return (None, empty((items,), "u32", dev, host_visible=True),
+            empty((HEADER + ITEM * items + MAX_STOPS,), "u32", dev, host_visible=True))
 
 
 KINDS = {"TransformerLM": Decoder, "LlamaLM": Decoder, "EvermindLM": WindowDecoder, "HybridMambaModel": RecurrentDecoder}

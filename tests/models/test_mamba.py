@@ -175,6 +175,25 @@ def test_recorded_generation_step_is_the_eager_step(device):
         np.testing.assert_array_equal(feed(t), m.step(t, s1).numpy()[0])
 
 
+@pytest.mark.parametrize("layers", [("mamba1", "mamba1"), ("mamba2", "mamba3")])
+def test_batched_step_is_each_sequence_alone(device, layers):
+    """A step of n sequences on a state of n slots (and a step of one slot of it) gives each sequence's
+    logits bit for bit as stepping it alone; the other slots' states are left as they are."""
+    m = model(layers, 7, dConv=3)
+    seqs = [[3, 1, 4, 1], [9, 2, 6, 5], [5, 8, 9, 7]]
+    alone = []
+    for q in seqs:
+        s = m.init_state()
+        alone.append([m.step(t, s).numpy()[0] for t in q])
+    both, one = m.init_state(3), m.init_state(3)
+    for k in range(4):
+        rows = m._step_ids(ev.tensor(np.array([q[k] for q in seqs], np.uint32)), both).numpy()
+        for b in range(3):
+            np.testing.assert_array_equal(rows[b], alone[b][k])
+            got = m._step_ids(ev.tensor(np.array([seqs[b][k]], np.uint32)), one, first=b).numpy()[0]
+            np.testing.assert_array_equal(got, alone[b][k])
+
+
 def test_config_accepts_builderforce_layer_specs():
     cfg = HybridMambaConfig(numLayers=2, layers=({"type": "mamba2"}, "attention"))
     assert cfg.layers == ("mamba2", "attention")

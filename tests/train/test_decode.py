@@ -122,3 +122,29 @@ def test_evermind_window_is_the_receptive_field(device):
     full = m.forward(tensor(ids)).numpy()[-1]
     assert np.allclose(m.forward(tensor(ids[-W:])).numpy()[-1], full, rtol=1e-5, atol=1e-5)
     assert not np.allclose(m.forward(tensor(ids[-(W - 1):])).numpy()[-1], full, rtol=1e-3, atol=1e-3)
+
+
+@pytest.mark.parametrize("layers", [("mamba1", "mamba1"), ("mamba2", "mamba3")], ids=["mamba1", "mamba2-mamba3"])
+def test_mamba_batch_decode_is_one_program_per_step(device, layers):
+    """Without attention layers one recorded program feeds a token of every sequence of the batch (one
+    submit per decoded token for all of them); prompts of different lengths, and a sequence that stops
+    early, decode as each alone and as the uncached path."""
+    m = _mamba(layers)
+    prompts = [[3, 1, 4, 1, 5], [6], [5, 3]]
+    alone = [generate(m, p, max_new_tokens=6, repetition_penalty=100.0) for p in prompts]
+    assert alone == [generate(m, p, max_new_tokens=6, use_cache=False, repetition_penalty=100.0) for p in prompts]
+    assert generate(m, prompts, max_new_tokens=6, repetition_penalty=100.0) == alone  # records the programs
+    dec, dev = decoder(m, 3), m.device
+    step = dec.step_program()
+    assert step is not None and dec._step[1].numel == 3  # the decode step feeds all three slots
+    plain = [generate(m, p, max_new_tokens=6) for p in prompts]
+    before = dev.submits
+    assert generate(m, prompts, max_new_tokens=6) == plain
+    # the states' reset; one replay for all slots (the shortest prompt's one token), then the other prompts'
+    # remaining 4 + 1 tokens slot by slot; then one replay per decoded token
+    assert dev.submits - before == 1 + 1 + 4 + 1 + 5 and dec.step_program() is step
+    stop = alone[1][1]  # the second sequence stops; the others go on beside its dead slot
+    got = generate(m, prompts, max_new_tokens=6, repetition_penalty=100.0, stop_tokens=[stop])
+    assert got == [a[:a.index(stop)] if stop in a else a for a in alone]
+    sampled = generate(m, prompts, max_new_tokens=4, temperature=1.0, top_k=5, seed=3)
+    assert generate(m, prompts[0], max_new_tokens=4, temperature=1.0, top_k=5, seed=3) == sampled[0]
