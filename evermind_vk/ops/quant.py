@@ -8,7 +8,7 @@ import numpy as np
 
 from ..errors import ShapeError, UnsupportedError
 from ..runtime import kernels
-from ..runtime.select.quant import BLOCK, DX_ROWS_PER_LAUNCH, QUANT_TYPES, pick_qmatmul
+from ..runtime.select.quant import BLOCK, DX_ROWS_PER_LAUNCH, QUANT_TYPES, pick_qmatmul, qmatmul_groups
 from ..runtime.tensor import Tensor, empty, tensor
 from ._util import one_variant, want
 
@@ -52,8 +52,9 @@ class QuantWeight:
         return f"QuantWeight(shape={self.shape}, qtype={self.qtype}, nbytes={self.nbytes})"
 
 
-def qmatmul(x: Tensor, w: QuantWeight, out: Tensor | None = None) -> Tensor:
-    """Y [M, N] = X [M, K] . W^T for a quantized W [N, K] (f32 X and Y, f32 accumulation)."""
+def qmatmul(x: Tensor, w: QuantWeight, out: Tensor | None = None, variant=None) -> Tensor:
+    """Y [M, N] = X [M, K] . W^T for a quantized W [N, K] (f32 X and Y, f32 accumulation). variant: a
+    qmatmul or qgemv variant of W's quant type to run instead of the selector's (tests: they all agree)."""
     want(x, "x", ndim=2, dtype="f32")
     M, K = x.shape
     N, Kw = w.shape
@@ -63,9 +64,12 @@ def qmatmul(x: Tensor, w: QuantWeight, out: Tensor | None = None) -> Tensor:
     want(out, "out", shape=(M, N), dtype="f32")
     if M == 0:
         return out
-    v = pick_qmatmul(kernels.usable("qmatmul", "f32", x.device), w.qtype, M)
-    groups = -(-N // v.spec["WG"]) * -(-M // v.spec["TM"])  # column blocks x row groups (the template's order)
-    kernels.dispatch(v, [x, w.data, out], dict(M=M, N=N, K=K), kernels.grid(groups))
+    dev = x.device
+    v = variant or pick_qmatmul(kernels.usable("qmatmul", "f32", dev), w.qtype, M, dev.info.type,
+                                kernels.usable("qgemv", "f32", dev))
+    if v.op not in ("qmatmul", "qgemv") or w.qtype not in v.flags:
+        raise UnsupportedError(f"qmatmul: variant {v.name} does not multiply {w.qtype} blocks")
+    kernels.dispatch(v, [x, w.data, out], dict(M=M, N=N, K=K), kernels.grid(qmatmul_groups(v, M, N)))
     return out
 
 

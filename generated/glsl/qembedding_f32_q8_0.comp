@@ -46,6 +46,33 @@ float dequant_one(uint row, uint k) {
     return d * float(int(b) - int((b & 0x80u) << 1));
 }
 
+// The words of the block starting at byte o (blocks and rows have even sizes: o is 2-aligned).
+void block_words(uint o, out uint u[9]) {
+    [[unroll]] for (uint i = 0; i < 9; i++) u[i] = w[(o >> 2) + i];
+}
+
+// The sum of one block's 32 x values (xv: the block's x as 8 vec4), in a fixed order.
+float x_sum(const vec4 xv[8]) {
+    precise vec4 s = ((xv[0] + xv[1]) + (xv[2] + xv[3])) + ((xv[4] + xv[5]) + (xv[6] + xv[7]));
+    precise float r = (s.x + s.y) + (s.z + s.w);
+    return r;
+}
+
+// One block's term of an output: sum_j x_j w_j for the block at byte o (its words u) and its x (xv, sum sx),
+// as d sum_j x_j q_j + m sum_j x_j (Q4_1), d (sum_j x_j q_j - 8 sum_j x_j) (Q4_0), d sum_j x_j q_j (Q8_0).
+// `precise` (no fused multiply-adds): a compiler must not contract it differently where it is inlined.
+float block_term(uint o, const uint u[9], const vec4 xv[8], float sx) {
+    const bool odd = (o & 2u) != 0u;  // the block starts 2 bytes into its first word
+    const float d = unpackHalf2x16(odd ? (u[0] >> 16) : u[0]).x;
+    precise vec4 s = vec4(0.0);
+    [[unroll]] for (uint i = 0; i < 8; i++) {
+        const uint q = odd ? u[1 + i] : ((u[i] >> 16) | (u[i + 1] << 16));
+        s += vec4(ivec4(q << 24, q << 16, q << 8, q) >> 24) * xv[i];  // four int8, sign-extended
+    }
+    precise float r = d * ((s.x + s.y) + (s.z + s.w));
+    return r;
+}
+
 void main() {
     const uint i = (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * WG + gl_LocalInvocationID.x;
     const uint nb = p.K / 32u, row_bytes = nb * 34u;

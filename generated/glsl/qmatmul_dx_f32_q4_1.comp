@@ -54,6 +54,33 @@ float dequant_one(uint row, uint k) {
     return float(q) * d + half_at(o + 2u);
 }
 
+// The words of the block starting at byte o (blocks and rows have even sizes: o is 2-aligned).
+void block_words(uint o, out uint u[5]) {
+    [[unroll]] for (uint i = 0; i < 5; i++) u[i] = w[(o >> 2) + i];
+}
+
+// The sum of one block's 32 x values (xv: the block's x as 8 vec4), in a fixed order.
+float x_sum(const vec4 xv[8]) {
+    precise vec4 s = ((xv[0] + xv[1]) + (xv[2] + xv[3])) + ((xv[4] + xv[5]) + (xv[6] + xv[7]));
+    precise float r = (s.x + s.y) + (s.z + s.w);
+    return r;
+}
+
+// One block's term of an output: sum_j x_j w_j for the block at byte o (its words u) and its x (xv, sum sx),
+// as d sum_j x_j q_j + m sum_j x_j (Q4_1), d (sum_j x_j q_j - 8 sum_j x_j) (Q4_0), d sum_j x_j q_j (Q8_0).
+// `precise` (no fused multiply-adds): a compiler must not contract it differently where it is inlined.
+float block_term(uint o, const uint u[5], const vec4 xv[8], float sx) {
+    const vec2 dm = unpackHalf2x16(u[0]);  // 20-byte blocks in rows of 4-byte multiples: never odd
+    precise vec4 s = vec4(0.0);
+    [[unroll]] for (uint i = 0; i < 4; i++) {
+        const uint q = u[1 + i];  // bytes 4i..4i+3: low nibbles weights 4i.., high nibbles weights 16 + 4i..
+        s += vec4(uvec4(q, q >> 8, q >> 16, q >> 24) & 15u) * xv[i];
+        s += vec4(uvec4(q >> 4, q >> 12, q >> 20, q >> 28) & 15u) * xv[4 + i];
+    }
+    precise float r = dm.x * ((s.x + s.y) + (s.z + s.w)) + dm.y * sx;
+    return r;
+}
+
 void main() {
     const uint i = (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * WG + gl_LocalInvocationID.x;
     const uint nb = p.K / 32u, row_bytes = nb * 20u;

@@ -4,7 +4,7 @@
 // qmatmul on q4_0 blocks (18 bytes per 32 weights).
 layout(constant_id = 0) const uint WG = 64;
 layout(constant_id = 1) const uint TM = 1;
-layout(std430, binding = 0) readonly buffer Buf_x { float x[]; };
+layout(std430, binding = 0) readonly buffer Buf_x { vec4 x[]; };
 layout(std430, binding = 1) readonly buffer Buf_w { uint w[]; };
 layout(std430, binding = 2) writeonly buffer Buf_y { float y[]; };
 layout(push_constant) uniform Push {
@@ -50,6 +50,34 @@ float dequant_one(uint row, uint k) {
     return float(int(q) - 8) * d;
 }
 
+// The words of the block starting at byte o (blocks and rows have even sizes: o is 2-aligned).
+void block_words(uint o, out uint u[5]) {
+    [[unroll]] for (uint i = 0; i < 5; i++) u[i] = w[(o >> 2) + i];
+}
+
+// The sum of one block's 32 x values (xv: the block's x as 8 vec4), in a fixed order.
+float x_sum(const vec4 xv[8]) {
+    precise vec4 s = ((xv[0] + xv[1]) + (xv[2] + xv[3])) + ((xv[4] + xv[5]) + (xv[6] + xv[7]));
+    precise float r = (s.x + s.y) + (s.z + s.w);
+    return r;
+}
+
+// One block's term of an output: sum_j x_j w_j for the block at byte o (its words u) and its x (xv, sum sx),
+// as d sum_j x_j q_j + m sum_j x_j (Q4_1), d (sum_j x_j q_j - 8 sum_j x_j) (Q4_0), d sum_j x_j q_j (Q8_0).
+// `precise` (no fused multiply-adds): a compiler must not contract it differently where it is inlined.
+float block_term(uint o, const uint u[5], const vec4 xv[8], float sx) {
+    const bool odd = (o & 2u) != 0u;  // the block starts 2 bytes into its first word
+    const float d = unpackHalf2x16(odd ? (u[0] >> 16) : u[0]).x;
+    precise vec4 s = vec4(0.0);
+    [[unroll]] for (uint i = 0; i < 4; i++) {
+        const uint q = odd ? u[1 + i] : ((u[i] >> 16) | (u[i + 1] << 16));
+        s += vec4(uvec4(q, q >> 8, q >> 16, q >> 24) & 15u) * xv[i];
+        s += vec4(uvec4(q >> 4, q >> 12, q >> 20, q >> 28) & 15u) * xv[4 + i];
+    }
+    precise float r = d * (((s.x + s.y) + (s.z + s.w)) - 8.0 * sx);
+    return r;
+}
+
 void main() {
     const uint i = (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * WG + gl_LocalInvocationID.x;
     const uint nb = p.K / 32u, row_bytes = nb * 18u;
@@ -61,15 +89,15 @@ void main() {
     if (n >= p.N) return;
     float acc[TM];
     [[unroll]] for (uint t = 0; t < TM; t++) acc[t] = 0.0;
-    float v[32];
+    uint u[5];
+    vec4 xv[8];
     for (uint b = 0; b < nb; b++) {
-        dequant_block(n * row_bytes + b * 18u, v);
+        const uint o = n * row_bytes + b * 18u;
+        block_words(o, u);
         [[unroll]] for (uint t = 0; t < TM; t++) {
-            uint m = min(m0 + t, p.M - 1u);  // rows past M repeat the last (their sums are not stored)
-            uint xo = m * p.K + b * 32u;
-            float s = 0.0;
-            [[unroll]] for (uint j = 0; j < 32; j++) s += float(x[xo + j]) * v[j];
-            acc[t] += s;
+            const uint xo = (min(m0 + t, p.M - 1u) * p.K + b * 32u) / 4u;  // rows past M repeat the last
+            [[unroll]] for (uint i = 0; i < 8; i++) xv[i] = x[xo + i];
+            acc[t] += block_term(o, u, xv, x_sum(xv));
         }
     }
     [[unroll]] for (uint t = 0; t < TM; t++)

@@ -4,7 +4,7 @@
 // qmatmul on q8_0 blocks (34 bytes per 32 weights).
 layout(constant_id = 0) const uint WG = 64;
 layout(constant_id = 1) const uint TM = 1;
-layout(std430, binding = 0) readonly buffer Buf_x { float x[]; };
+layout(std430, binding = 0) readonly buffer Buf_x { vec4 x[]; };
 layout(std430, binding = 1) readonly buffer Buf_w { uint w[]; };
 layout(std430, binding = 2) writeonly buffer Buf_y { float y[]; };
 layout(push_constant) uniform Push {
@@ -47,6 +47,33 @@ float dequant_one(uint row, uint k) {
     return d * float(int(b) - int((b & 0x80u) << 1));
 }
 
+// The words of the block starting at byte o (blocks and rows have even sizes: o is 2-aligned).
+void block_words(uint o, out uint u[9]) {
+    [[unroll]] for (uint i = 0; i < 9; i++) u[i] = w[(o >> 2) + i];
+}
+
+// The sum of one block's 32 x values (xv: the block's x as 8 vec4), in a fixed order.
+float x_sum(const vec4 xv[8]) {
+    precise vec4 s = ((xv[0] + xv[1]) + (xv[2] + xv[3])) + ((xv[4] + xv[5]) + (xv[6] + xv[7]));
+    precise float r = (s.x + s.y) + (s.z + s.w);
+    return r;
+}
+
+// One block's term of an output: sum_j x_j w_j for the block at byte o (its words u) and its x (xv, sum sx),
+// as d sum_j x_j q_j + m sum_j x_j (Q4_1), d (sum_j x_j q_j - 8 sum_j x_j) (Q4_0), d sum_j x_j q_j (Q8_0).
+// `precise` (no fused multiply-adds): a compiler must not contract it differently where it is inlined.
+float block_term(uint o, const uint u[9], const vec4 xv[8], float sx) {
+    const bool odd = (o & 2u) != 0u;  // the block starts 2 bytes into its first word
+    const float d = unpackHalf2x16(odd ? (u[0] >> 16) : u[0]).x;
+    precise vec4 s = vec4(0.0);
+    [[unroll]] for (uint i = 0; i < 8; i++) {
+        const uint q = odd ? u[1 + i] : ((u[i] >> 16) | (u[i + 1] << 16));
+        s += vec4(ivec4(q << 24, q << 16, q << 8, q) >> 24) * xv[i];  // four int8, sign-extended
+    }
+    precise float r = d * ((s.x + s.y) + (s.z + s.w));
+    return r;
+}
+
 void main() {
     const uint i = (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * WG + gl_LocalInvocationID.x;
     const uint nb = p.K / 32u, row_bytes = nb * 34u;
@@ -58,15 +85,15 @@ void main() {
     if (n >= p.N) return;
     float acc[TM];
     [[unroll]] for (uint t = 0; t < TM; t++) acc[t] = 0.0;
-    float v[32];
+    uint u[9];
+    vec4 xv[8];
     for (uint b = 0; b < nb; b++) {
-        dequant_block(n * row_bytes + b * 34u, v);
+        const uint o = n * row_bytes + b * 34u;
+        block_words(o, u);
         [[unroll]] for (uint t = 0; t < TM; t++) {
-            uint m = min(m0 + t, p.M - 1u);  // rows past M repeat the last (their sums are not stored)
-            uint xo = m * p.K + b * 32u;
-            float s = 0.0;
-            [[unroll]] for (uint j = 0; j < 32; j++) s += float(x[xo + j]) * v[j];
-            acc[t] += s;
+            const uint xo = (min(m0 + t, p.M - 1u) * p.K + b * 32u) / 4u;  // rows past M repeat the last
+            [[unroll]] for (uint i = 0; i < 8; i++) xv[i] = x[xo + i];
+            acc[t] += block_term(o, u, xv, x_sum(xv));
         }
     }
     [[unroll]] for (uint t = 0; t < TM; t++)

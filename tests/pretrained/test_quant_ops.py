@@ -75,3 +75,43 @@ def test_refusals(device):
     qw = ops.QuantWeight(ev.tensor(np.zeros(18, np.uint32)), "q8_0", (2, 32))
     with pytest.raises(ShapeError):
         ops.qmatmul(ev.tensor(np.zeros((1, 64), np.float32)), qw)
+
+
+@pytest.mark.parametrize("qtype", list(TYPES))
+@given(M=st.integers(1, 9), N=st.integers(1, 80), kb=st.integers(1, 5), seed=st.integers(0, 2**31))
+def test_every_product_variant_gives_the_same_bits(device, qtype, M, N, kb, seed):
+    """qgemv (decode steps on CPU devices) and qmatmul's tiles compute each output alike: a decode step and a
+    forward of the whole context agree bit for bit (odd block counts: blocks 2 bytes into a word for Q4_0
+    and Q8_0); each also against the float64 product."""
+    from evermind_vk.runtime import kernels
+    rng = np.random.default_rng(seed)
+    K = 32 * kb
+    blocks, W = quantized(rng, N, K, qtype)
+    x = rng.standard_normal((M, K)).astype(np.float32)
+    qw = ops.QuantWeight.from_blocks(blocks, qtype, (N, K), device)
+    X = ev.tensor(x)
+    variants = [v for op in ("qmatmul", "qgemv") for v in kernels.usable(op, "f32", device) if qtype in v.flags]
+    assert {v.op for v in variants} == {"qmatmul", "qgemv"}
+    outs = {v.name: ops.qmatmul(X, qw, variant=v).numpy() for v in variants}
+    first = next(iter(outs.values()))
+    for name, y in outs.items():
+        np.testing.assert_array_equal(y, first, err_msg=f"{name} differs from {next(iter(outs))}")
+        X64 = x.astype(np.float64)
+        assert_within(y, X64 @ W.T, bound(X64, W.T, K), f"{name}")
+
+
+def test_cpu_devices_pick_qgemv():
+    from types import SimpleNamespace
+
+    from evermind_vk.runtime.select.quant import pick_qmatmul
+
+    def v(op, flags, **spec):
+        return SimpleNamespace(op=op, flags=flags, spec=spec)
+    mm = [v("qmatmul", ("q4_1",), WG=64, TM=1), v("qmatmul", ("q4_1",), WG=64, TM=4)]
+    gv = [v("qgemv", ("q4_1",), WG=8, TN=8)]
+    assert pick_qmatmul(mm, "q4_1", 1, "cpu", gv).op == "qgemv"
+    assert pick_qmatmul(mm, "q4_1", 64, "cpu", gv).op == "qgemv"
+    assert pick_qmatmul(mm, "q4_1", 1, "discrete_gpu", gv).spec == {"WG": 64, "TM": 1}
+    assert pick_qmatmul(mm, "q4_1", 9, "discrete_gpu", gv).spec == {"WG": 64, "TM": 4}
+    with pytest.raises(UnsupportedError):
+        pick_qmatmul(mm, "q8_0", 16, "cpu", gv)

@@ -3,17 +3,24 @@ tile) and the runtime's choice among them.
 
 A row is (template, op, dtype, spec constants, flags, tile); ROWS holds them as table.Row, which tools/codegen.py generates.
 The quant type is a flag (it changes the code: the block's layout); TM, the rows of X one thread of qmatmul
-multiplies by one dequantized block, is a specialization constant (the tile)."""
+multiplies by one block, and qgemv's TN, the columns one thread computes, are specialization constants (the tile)."""
 from __future__ import annotations
 
 from ...errors import UnsupportedError
-from .table import Row
+from .table import Row, Tuned
 
 # bytes per block of 32 weights, by quant type (GGUF / ggml: Q4_0, Q4_1, Q8_0)
 QUANT_TYPES = {"q4_0": 18, "q4_1": 20, "q8_0": 34}
 BLOCK = 32
 # qmatmul's tiles: TM = 1 for matrix-vector products (decoding, M = 1), 4 for matrices (prefill, training)
 QMATMUL_TM = (1, 4)
+# qgemv's tile: WG threads of TN columns each (TN columns share each load of X's row)
+QGEMV_TILE = (("WG", 8), ("TN", 8))
+TUNED = {
+    "QGEMV_DEVICES": Tuned(("cpu",), "device types whose products run on qgemv at every row count: on lavapipe "
+                                     "1.5-4x qmatmul's tiles for M = 1..32 (X's loads shared by 8 columns)",
+                           "bench/results/qmatmul_bench-lavapipe.txt"),
+}
 # lavapipe ends a shader loop after 65,535 iterations: qmatmul_dx's loop over W's rows runs in chunks of this
 DX_ROWS_PER_LAUNCH = 32768
 
@@ -23,6 +30,7 @@ def variant_rows() -> list[tuple]:
     rows = []
     for q in QUANT_TYPES:
         rows += [("qmatmul", "qmatmul", "f32", (("WG", 64), ("TM", tm)), (q,), f"m{tm}") for tm in QMATMUL_TM]
+        rows.append(("qmatmul", "qgemv", "f32", QGEMV_TILE, (q,), f"n{dict(QGEMV_TILE)['TN']}"))
         rows.append(("qmatmul", "qmatmul_dx", "f32", (("WG", 64),), (q,), ""))
         rows.append(("qmatmul", "qembedding", "f32", (("WG", 256),), (q,), ""))
     return rows
@@ -31,10 +39,22 @@ def variant_rows() -> list[tuple]:
 ROWS = [Row(*row) for row in variant_rows()]  # tools/codegen.py collects every family's ROWS
 
 
-def pick_qmatmul(cands: list, qtype: str, M: int):
-    """The qmatmul variant for a quant type and M rows of X: TM = 1 for one row, else the largest TM <= M."""
+def pick_qmatmul(cands: list, qtype: str, M: int, device_type: str = "cpu", gemv: list = ()):
+    """The variant for Y = X W^T with a quant type and M rows of X: qgemv (`gemv`, its usable variants) on the
+    device types of TUNED QGEMV_DEVICES; else qmatmul (`cands`), TM = 1 for one row, else the largest
+    TM <= M. Every one computes each output the same way (the template's block_term): the same bits."""
+    few = [v for v in gemv if qtype in v.flags]
+    if device_type in TUNED["QGEMV_DEVICES"].value and few:
+        return few[0]
     mine = [v for v in cands if qtype in v.flags]
     if not mine:
         raise UnsupportedError(f"no qmatmul kernel for quant type {qtype}")
     fit = [v for v in mine if v.spec["TM"] <= max(1, M)]
     return max(fit or mine, key=lambda v: v.spec["TM"]) if M > 1 else min(mine, key=lambda v: v.spec["TM"])
+
+
+def qmatmul_groups(v, M: int, N: int) -> int:
+    """Workgroups of a qmatmul or qgemv launch (the template's order: column blocks x row groups)."""
+    if v.op == "qgemv":
+        return -(-N // (v.spec["WG"] * v.spec["TN"])) * M
+    return -(-N // v.spec["WG"]) * -(-M // v.spec["TM"])
