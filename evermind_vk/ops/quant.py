@@ -8,7 +8,8 @@ import numpy as np
 
 from ..errors import ShapeError, UnsupportedError
 from ..runtime import kernels
-from ..runtime.select.quant import BLOCK, DX_ROWS_PER_LAUNCH, QUANT_TYPES, pick_qmatmul, qmatmul_groups
+from ..runtime.select import quant as select_quant
+from ..runtime.select.quant import BLOCK, QUANT_TYPES
 from ..runtime.tensor import Tensor, empty, tensor
 from ._util import one_variant, want
 
@@ -64,31 +65,27 @@ def qmatmul(x: Tensor, w: QuantWeight, out: Tensor | None = None, variant=None) 
     want(out, "out", shape=(M, N), dtype="f32")
     if M == 0:
         return out
-    dev = x.device
-    v = variant or pick_qmatmul(kernels.usable("qmatmul", "f32", dev), w.qtype, M, dev.info.type,
-                                kernels.usable("qgemv", "f32", dev))
-    if v.op not in ("qmatmul", "qgemv") or w.qtype not in v.flags:
-        raise UnsupportedError(f"qmatmul: variant {v.name} does not multiply {w.qtype} blocks")
-    kernels.dispatch(v, [x, w.data, out], dict(M=M, N=N, K=K), kernels.grid(qmatmul_groups(v, M, N)))
+    _run(select_quant.plan(select_quant.Launch("qmatmul", w.qtype, M, N, K), x.device, variant), [x, w.data, out])
     return out
+
+
+def _run(plan, tensors: list) -> None:
+    """Execute a quantized product's plan (runtime.select.quant.plan) over its tensors."""
+    for d in plan.dispatches:
+        kernels.dispatch(d.variant, tensors, d.push, d.groups)
 
 
 def qmatmul_backward(dy: Tensor, w: QuantWeight) -> Tensor:
     """dX [M, K] = dY [M, N] . W of qmatmul (the weight is frozen: no dW). W's rows run in chunks of
     runtime.select.quant.DX_ROWS_PER_LAUNCH (each thread loops over a chunk: lavapipe's loop cap), each
-    later chunk added into dX."""
+    later chunk added into dX (runtime.select.quant.plan)."""
     want(dy, "dy", ndim=2, dtype="f32")
     M, N = dy.shape
     if N != w.shape[0]:
         raise ShapeError(f"qmatmul_backward: dY {dy.shape} against W {w.shape}")
     K = w.shape[1]
     dx = empty((M, K), "f32", dy.device)
-    v = one_variant("qmatmul_dx", "f32", dy.device, w.qtype)
-    threads = M * (K // BLOCK)
-    for n0 in range(0, N, DX_ROWS_PER_LAUNCH):
-        n1 = min(N, n0 + DX_ROWS_PER_LAUNCH)
-        kernels.dispatch(v, [dy, w.data, dx], dict(M=M, N=N, K=K, n0=n0, n1=n1, beta=0.0 if n0 == 0 else 1.0),
-                         kernels.grid(-(-threads // v.spec["WG"])))
+    _run(select_quant.plan(select_quant.Launch("qmatmul_dx", w.qtype, M, N, K), dy.device), [dy, w.data, dx])
     return dx
 
 

@@ -55,7 +55,7 @@ def test_qembedding(device, qtype, T, V, kb, seed):
 
 def test_dx_chunks_add_up(device, monkeypatch):
     """W's rows in several launches (lavapipe's loop cap) add up to the one-launch product."""
-    import evermind_vk.ops.quant as q
+    import evermind_vk.runtime.select.quant as q
     rng = np.random.default_rng(0)
     blocks, W = quantized(rng, 50, 64, "q8_0")
     qw = ops.QuantWeight.from_blocks(blocks, "q8_0", (50, 64), device)

@@ -6,7 +6,10 @@ The quant type is a flag (it changes the code: the block's layout); TM, the rows
 multiplies by one block, and qgemv's TN, the columns one thread computes, are specialization constants (the tile)."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ...errors import UnsupportedError
+from ..manifest import grid, usable
 from .table import Row, Tuned
 
 # bytes per block of 32 weights, by quant type (GGUF / ggml: Q4_0, Q4_1, Q8_0)
@@ -58,3 +61,48 @@ def qmatmul_groups(v, M: int, N: int) -> int:
     if v.op == "qgemv":
         return -(-N // (v.spec["WG"] * v.spec["TN"])) * M
     return -(-N // v.spec["WG"]) * -(-M // v.spec["TM"])
+
+
+@dataclass(frozen=True)
+class Launch:
+    """Y [M, N] = X [M, K] . W^T with W [N, K] in blocks of `qtype` (op "qmatmul"), or its input gradient
+    dX = dY . W (op "qmatmul_dx")."""
+    op: str
+    qtype: str
+    M: int
+    N: int
+    K: int
+
+
+@dataclass(frozen=True)
+class Dispatch:
+    """One dispatch: the variant, its push constants and workgroups."""
+    variant: object
+    push: dict
+    groups: tuple
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What a launch runs, in order (qmatmul_dx: a dispatch per chunk of W's rows, each later one adding)."""
+    dispatches: tuple
+
+
+def plan(launch: Launch, device, variant=None) -> Plan:
+    """The dispatches of a quantized product on `device`: the product on pick_qmatmul's variant (or
+    `variant`, which must multiply the launch's quant type), the input gradient in chunks of
+    DX_ROWS_PER_LAUNCH rows of W (lavapipe's loop cap)."""
+    M, N, K, q = launch.M, launch.N, launch.K, launch.qtype
+    if launch.op == "qmatmul":
+        v = variant or pick_qmatmul(usable("qmatmul", "f32", device), q, M, device.info.type,
+                                    usable("qgemv", "f32", device))
+        if v.op not in ("qmatmul", "qgemv") or q not in v.flags:
+            raise UnsupportedError(f"qmatmul: variant {v.name} does not multiply {q} blocks")
+        return Plan((Dispatch(v, dict(M=M, N=N, K=K), grid(qmatmul_groups(v, M, N))),))
+    mine = [v for v in usable("qmatmul_dx", "f32", device) if q in v.flags]
+    if not mine:
+        raise UnsupportedError(f"no qmatmul_dx kernel for quant type {q}")
+    v, threads = mine[0], M * (K // BLOCK)
+    return Plan(tuple(Dispatch(v, dict(M=M, N=N, K=K, n0=n0, n1=min(N, n0 + DX_ROWS_PER_LAUNCH),
+                                        beta=0.0 if n0 == 0 else 1.0), grid(-(-threads // v.spec["WG"])))
+                      for n0 in range(0, N, DX_ROWS_PER_LAUNCH)))
