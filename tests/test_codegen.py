@@ -26,8 +26,8 @@ def test_names_are_derived_from_the_table():
         spec = dict(v["spec_constants"])
         tile = (f"t{spec['BM']}x{spec['BN']}" if "BM" in spec else f"t{spec['WG']}x{spec['VEC']}" if "VEC" in spec
                 else f"r{spec['ROWS']}x{spec['TILE']}" if "TILE" in spec
+                else f"n{spec['TN']}" + (f"m{spec['TM']}" if spec["TM"] > 1 else "") if "TN" in spec  # qgemv
                 else f"m{spec['TM']}" if "TM" in spec  # qmatmul: rows of X a thread multiplies per block
-                else f"n{spec['TN']}" if "TN" in spec  # qgemv: columns a thread computes
                 else (f"r{spec['ROWS']}" if spec["ROWS"] > 1 else None) if "ROWS" in spec  # softmax rows a workgroup
                 else f"wg{spec['WG']}" if set(spec) == {"WG"} and v["name"].endswith(f"_wg{spec['WG']}")  # CPU row sizes
                 else None)

@@ -4,6 +4,7 @@
 // qgemv on q4_1 blocks (20 bytes per 32 weights).
 layout(constant_id = 0) const uint WG = 8;
 layout(constant_id = 1) const uint TN = 8;
+layout(constant_id = 2) const uint TM = 1;
 layout(std430, binding = 0) readonly buffer Buf_x { vec4 x[]; };
 layout(std430, binding = 1) readonly buffer Buf_w { uint w[]; };
 layout(std430, binding = 2) writeonly buffer Buf_y { float y[]; };
@@ -82,27 +83,34 @@ float block_term(uint o, const uint u[5], const vec4 xv[8], float sx) {
 void main() {
     const uint i = (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * WG + gl_LocalInvocationID.x;
     const uint nb = p.K / 32u, row_bytes = nb * 20u;
-    // workgroup g: row m = g / nblocks of X, columns ((g % nblocks) WG + thread) TN ..: X's loads are the
+    // workgroup g: rows (g / nblocks) TM.. of X, columns ((g % nblocks) WG + thread) TN ..: X's loads are the
     // same in every invocation of a workgroup (a CPU driver runs them once per SIMD group, not per lane)
     const uint gi = (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x), nblocks = (p.N + WG * TN - 1u) / (WG * TN);
-    if (gi >= nblocks * p.M) return;  // uniform per workgroup
-    const uint m = gi / nblocks, n0 = ((gi % nblocks) * WG + gl_LocalInvocationID.x) * TN;
+    if (gi >= nblocks * ((p.M + TM - 1u) / TM)) return;  // uniform per workgroup
+    const uint m0 = (gi / nblocks) * TM, n0 = ((gi % nblocks) * WG + gl_LocalInvocationID.x) * TN;
     if (n0 >= p.N) return;
-    float acc[TN];
-    uint row[TN];  // columns past N repeat the last (not stored)
-    [[unroll]] for (uint t = 0; t < TN; t++) { acc[t] = 0.0; row[t] = min(n0 + t, p.N - 1u) * row_bytes; }
+    float acc[TM][TN];
+    uint row[TN];  // columns past N repeat the last, rows past M the last (neither stored)
+    [[unroll]] for (uint t = 0; t < TN; t++) {
+        row[t] = min(n0 + t, p.N - 1u) * row_bytes;
+        [[unroll]] for (uint r = 0; r < TM; r++) acc[r][t] = 0.0;
+    }
     uint u[5];
-    vec4 xv[8];
+    vec4 xv[TM][8];
+    float sx[TM];
     for (uint b = 0; b < nb; b++) {
-        const uint xo = (m * p.K + b * 32u) / 4u;
-        [[unroll]] for (uint i = 0; i < 8; i++) xv[i] = x[xo + i];
-        const float sx = x_sum(xv);
+        [[unroll]] for (uint r = 0; r < TM; r++) {
+            const uint xo = (min(m0 + r, p.M - 1u) * p.K + b * 32u) / 4u;
+            [[unroll]] for (uint i = 0; i < 8; i++) xv[r][i] = x[xo + i];
+            sx[r] = x_sum(xv[r]);
+        }
         [[unroll]] for (uint t = 0; t < TN; t++) {
             const uint o = row[t] + b * 20u;
             block_words(o, u);
-            acc[t] += block_term(o, u, xv, sx);
+            [[unroll]] for (uint r = 0; r < TM; r++) acc[r][t] += block_term(o, u, xv[r], sx[r]);
         }
     }
-    [[unroll]] for (uint t = 0; t < TN; t++)
-        if (n0 + t < p.N) y[m * p.N + n0 + t] = float(acc[t]);
+    [[unroll]] for (uint r = 0; r < TM; r++)
+        [[unroll]] for (uint t = 0; t < TN; t++)
+            if (m0 + r < p.M && n0 + t < p.N) y[(m0 + r) * p.N + n0 + t] = float(acc[r][t]);
 }

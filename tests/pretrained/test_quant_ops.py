@@ -108,9 +108,10 @@ def test_cpu_devices_pick_qgemv():
     def v(op, flags, **spec):
         return SimpleNamespace(op=op, flags=flags, spec=spec)
     mm = [v("qmatmul", ("q4_1",), WG=64, TM=1), v("qmatmul", ("q4_1",), WG=64, TM=4)]
-    gv = [v("qgemv", ("q4_1",), WG=8, TN=8)]
-    assert pick_qmatmul(mm, "q4_1", 1, "cpu", gv).op == "qgemv"
-    assert pick_qmatmul(mm, "q4_1", 64, "cpu", gv).op == "qgemv"
+    gv = [v("qgemv", ("q4_1",), WG=8, TN=8, TM=1), v("qgemv", ("q4_1",), WG=8, TN=8, TM=4)]
+    assert pick_qmatmul(mm, "q4_1", 1, "cpu", gv).spec == {"WG": 8, "TN": 8, "TM": 1}
+    assert pick_qmatmul(mm, "q4_1", 3, "cpu", gv).spec == {"WG": 8, "TN": 8, "TM": 1}
+    assert pick_qmatmul(mm, "q4_1", 64, "cpu", gv).spec == {"WG": 8, "TN": 8, "TM": 4}
     assert pick_qmatmul(mm, "q4_1", 1, "discrete_gpu", gv).spec == {"WG": 64, "TM": 1}
     assert pick_qmatmul(mm, "q4_1", 9, "discrete_gpu", gv).spec == {"WG": 64, "TM": 4}
     with pytest.raises(UnsupportedError):

@@ -17,11 +17,11 @@ QUANT_TYPES = {"q4_0": 18, "q4_1": 20, "q8_0": 34}
 BLOCK = 32
 # qmatmul's tiles: TM = 1 for matrix-vector products (decoding, M = 1), 4 for matrices (prefill, training)
 QMATMUL_TM = (1, 4)
-# qgemv's tile: WG threads of TN columns each (TN columns share each load of X's row)
-QGEMV_TILE = (("WG", 8), ("TN", 8))
+# qgemv's tiles: WG threads of TN columns x TM rows each (TN columns share each load of X, TM rows each block of W)
+QGEMV_TILES = ((("WG", 8), ("TN", 8), ("TM", 1)), (("WG", 8), ("TN", 8), ("TM", 4)))
 TUNED = {
     "QGEMV_DEVICES": Tuned(("cpu",), "device types whose products run on qgemv at every row count: on lavapipe "
-                                     "1.5-4x qmatmul's tiles for M = 1..32 (X's loads shared by 8 columns)",
+                                     "2-5x qmatmul's tiles for M = 1..32 (its TM = 4 tile from 4 rows)",
                            "bench/results/qmatmul_bench-lavapipe.txt"),
 }
 # lavapipe ends a shader loop after 65,535 iterations: qmatmul_dx's loop over W's rows runs in chunks of this
@@ -33,10 +33,15 @@ def variant_rows() -> list[tuple]:
     rows = []
     for q in QUANT_TYPES:
         rows += [("qmatmul", "qmatmul", "f32", (("WG", 64), ("TM", tm)), (q,), f"m{tm}") for tm in QMATMUL_TM]
-        rows.append(("qmatmul", "qgemv", "f32", QGEMV_TILE, (q,), f"n{dict(QGEMV_TILE)['TN']}"))
+        rows += [("qmatmul", "qgemv", "f32", t, (q,), _gemv_tile(dict(t))) for t in QGEMV_TILES]
         rows.append(("qmatmul", "qmatmul_dx", "f32", (("WG", 64),), (q,), ""))
         rows.append(("qmatmul", "qembedding", "f32", (("WG", 256),), (q,), ""))
     return rows
+
+
+def _gemv_tile(spec: dict) -> str:
+    """qgemv's tile name: nTN, then mTM where a thread multiplies more than one row."""
+    return f"n{spec['TN']}" + (f"m{spec['TM']}" if spec["TM"] > 1 else "")
 
 
 ROWS = [Row(*row) for row in variant_rows()]  # tools/codegen.py collects every family's ROWS
@@ -44,23 +49,27 @@ ROWS = [Row(*row) for row in variant_rows()]  # tools/codegen.py collects every 
 
 def pick_qmatmul(cands: list, qtype: str, M: int, device_type: str = "cpu", gemv: list = ()):
     """The variant for Y = X W^T with a quant type and M rows of X: qgemv (`gemv`, its usable variants) on the
-    device types of TUNED QGEMV_DEVICES; else qmatmul (`cands`), TM = 1 for one row, else the largest
-    TM <= M. Every one computes each output the same way (the template's block_term): the same bits."""
+    device types of TUNED QGEMV_DEVICES, else qmatmul (`cands`); of either, TM = 1 for one row, else the
+    largest TM <= M. Every one computes each output the same way (the template's block_term): the same bits."""
     few = [v for v in gemv if qtype in v.flags]
     if device_type in TUNED["QGEMV_DEVICES"].value and few:
-        return few[0]
+        return _rows_tile(few, M)
     mine = [v for v in cands if qtype in v.flags]
     if not mine:
         raise UnsupportedError(f"no qmatmul kernel for quant type {qtype}")
-    fit = [v for v in mine if v.spec["TM"] <= max(1, M)]
-    return max(fit or mine, key=lambda v: v.spec["TM"]) if M > 1 else min(mine, key=lambda v: v.spec["TM"])
+    return _rows_tile(mine, M)
+
+
+def _rows_tile(cands: list, M: int):
+    """TM = 1 for one row of X, else the largest TM <= M (the smallest where none fits)."""
+    fit = [v for v in cands if v.spec["TM"] <= max(1, M)]
+    return max(fit or cands, key=lambda v: v.spec["TM"]) if M > 1 else min(cands, key=lambda v: v.spec["TM"])
 
 
 def qmatmul_groups(v, M: int, N: int) -> int:
     """Workgroups of a qmatmul or qgemv launch (the template's order: column blocks x row groups)."""
-    if v.op == "qgemv":
-        return -(-N // (v.spec["WG"] * v.spec["TN"])) * M
-    return -(-N // v.spec["WG"]) * -(-M // v.spec["TM"])
+    cols = v.spec["WG"] * (v.spec["TN"] if v.op == "qgemv" else 1)
+    return -(-N // cols) * -(-M // v.spec["TM"])
 
 
 @dataclass(frozen=True)
