@@ -95,6 +95,7 @@ class Decoder(_Sampling):
         self._step = None  # (program or None, ids, hyper, score)
         self._prefill: dict[tuple, tuple] = {}  # (sequences, bucket) -> (program or None, ids, hyper)
         self.length = [0] * self.slots  # positions in each slot's cache
+        self.cached: list[list[int]] = [[] for _ in range(self.slots)]  # the token of each cached position
 
     # -- prefill --------------------------------------------------------------------------------
     def prefill(self, slots, ctxs, step: int) -> dict:
@@ -142,16 +143,19 @@ class Decoder(_Sampling):
         return prog
 
     # -- one token of every slot ----------------------------------------------------------------
-    def step(self, tokens, positions, active, step: int) -> np.ndarray:
+    def step(self, tokens, positions, active, step: int, marks=None) -> np.ndarray:
         """Feed tokens[b] at positions[b] of slot b (its cache holds positions 0..positions[b]-1) and
         choose each slot's next token; active[b] False: slot b's result is ignored and nothing of its
-        state that a later prefill does not rewrite changes. Returns picked: ids, then stop flags."""
+        state that a later prefill does not rewrite changes. marks[b] (default active[b]): the chosen id is
+        marked seen (the repetition penalty). Returns picked: ids, then stop flags."""
         B, dev = self.slots, self.model.device
         if self._step is None:
             self._step = (None, empty((B,), "u32", dev, host_visible=True),
                           empty((HEADER + ITEM * B + MAX_STOPS,), "u32", dev, host_visible=True),
                           empty((B * self.model.config.n_heads * self.L,), "f32", dev))
-        words = self._words([(int(positions[b]) if active[b] else 0, b, b, bool(active[b])) for b in range(B)], step)
+        marks = active if marks is None else marks
+        words = self._words([(int(positions[b]) if active[b] else 0, b, b, bool(active[b] and marks[b]))
+                             for b in range(B)], step)
 
         def build():
             self._step = (self._record_step(*self._step[1:]),) + self._step[1:]
@@ -185,13 +189,17 @@ class Decoder(_Sampling):
         return None if self._step is None else self._step[0]
 
     # -- one generation step -------------------------------------------------------------------
-    def advance(self, seqs, live, step: int) -> dict:
+    def advance(self, seqs, live, step: int, keep: bool = False) -> dict:
         """Choose the next token of each live sequence (seqs: each one's ids so far): {b: (id, is stop)}.
-        Step 0 runs the prompts' prefills; later steps one decode replay for all, and a prefill of the last
-        max_seq_len tokens for each sequence whose cache is full."""
+        Step 0 runs the prompts' prefills (keep, one slot: only the prompt's tokens past the positions its
+        cache already holds, see _continue); later steps one decode replay for all, and a prefill of the
+        last max_seq_len tokens for each sequence whose cache is full."""
         B, L, res = self.slots, self.L, {}
         if step == 0:
+            if keep and B == 1 and self._kept(seqs[0]):
+                return self._continue(seqs[0])
             self.length = [min(len(q), L) for q in seqs]
+            self.cached = [list(q[-L:]) for q in seqs]
             self.prefill_tokens = sum(self.length)
             return self.prefill(list(range(B)), [q[-L:] for q in seqs], 0)
         refill = [live[b] and self.length[b] + 1 > L for b in range(B)]
@@ -202,10 +210,40 @@ class Decoder(_Sampling):
                 if feed[b]:
                     res[b] = (int(pk[b]), bool(pk[B + b]))
                     self.length[b] += 1
+                    self.cached[b].append(int(seqs[b][-1]))
         if any(refill):
+            for b in range(B):
+                if refill[b]:
+                    self.length[b], self.cached[b] = L, list(seqs[b][-L:])
             res.update(self.prefill([b for b in range(B) if refill[b]], [seqs[b][-L:] for b in range(B) if refill[b]],
                                     step))
         return res
+
+    def _kept(self, prompt) -> int:
+        """Positions of slot 0's cache that begin `prompt` (at most all but its last token; 0 where the
+        prompt does not fit the cache)."""
+        if len(prompt) > self.L:
+            return 0
+        n, cached = 0, self.cached[0][:self.length[0]]
+        for a, b in zip(cached, prompt[:-1]):
+            if a != b:
+                break
+            n += 1
+        return n
+
+    def _continue(self, prompt) -> dict:
+        """Keep slot 0's cached positions that begin the prompt and feed the rest of it through the decode
+        step, one token a replay (each position's keys and values depend on the tokens up to it only: the
+        same numbers as a prefill of the whole prompt); the last token's pick is the next token."""
+        n = self._kept(prompt)
+        self.length, self.cached = [n], [list(prompt[:n])]
+        self.prefill_tokens = len(prompt) - n
+        for j in range(n, len(prompt)):
+            last = j == len(prompt) - 1
+            pk = self.step([prompt[j]], [j], [True], 0, marks=[last])
+            self.length[0] += 1
+            self.cached[0].append(int(prompt[j]))
+        return {0: (int(pk[0]), bool(pk[1]))}
 
     # -- shared pieces --------------------------------------------------------------------------
     def _mlp(self, x, a, i: int):
@@ -399,6 +437,11 @@ def decoder(model, slots: int) -> Decoder:
             del cache[k]
         d = cache[key] = KINDS[type(model).__name__](model, slots)
     return d
+
+
+def keeps_prefix(model) -> bool:
+    """Whether the model's decoder continues a cached prefix (generate's keep_prefix): the KV-cache Decoder."""
+    return KINDS.get(type(model).__name__) is Decoder
 
 
 def supports(model) -> bool:

@@ -67,9 +67,10 @@ def generate(model, prompt, max_new_tokens: int = 64, temperature: float = 0.0, 
     sampled on the device (ops.sample); when a context reaches max_seq_len its cache is refilled with the
     last max_seq_len tokens (the context the uncached path sees, so greedy output is the same). Other
     models, and use_cache=False: a forward per token (of each prompt) and the host sampler.
-    keep_prefix (a chat's later turns, one prompt, host KV-cache path): the model's reused cache keeps the
-    positions whose tokens begin the prompt, and only the rest of the prompt is run (the same numbers: each
-    position's keys and values depend on the tokens up to it only)."""
+    keep_prefix (a chat's later turns, one prompt): the cache keeps the positions whose tokens begin the
+    prompt, and only the rest of the prompt is run (the same numbers: each position's keys and values depend
+    on the tokens up to it only); TransformerLM and LlamaLM through the recorded decode step, other models
+    through the host KV-cache path."""
     prompts, single, text = _prompts(prompt, model.config.vocab_size)
     _check_sampling(max_new_tokens, temperature, top_k, top_p, repetition_penalty)
     stop = set(check_ids(list(stop_tokens), model.config.vocab_size, "generate: stop_tokens"))
@@ -77,13 +78,13 @@ def generate(model, prompt, max_new_tokens: int = 64, temperature: float = 0.0, 
     stats.update(prefill_tokens=0, prefill_s=0.0, decode_tokens=0, decode_s=0.0)
     if keep_prefix and not single:
         raise TokenError("generate: keep_prefix continues one conversation, not a batch")
-    if use_cache and decode.supports(model) and not keep_prefix:
+    if use_cache and decode.supports(model) and (not keep_prefix or decode.keeps_prefix(model)):
         if seed is None:
             seed = int(np.random.default_rng().integers(2**63))
         outs = _generate_device(model, prompts, int(max_new_tokens), dict(
             temperature=float(temperature), top_k=top_k, top_p=top_p, repetition_penalty=float(repetition_penalty),
             stop_tokens=stop, seed=int(seed) & (2**64 - 1)), on_token if not single or on_token is None
-            else (lambda b, t: on_token(t)), stats)
+            else (lambda b, t: on_token(t)), stats, keep_prefix)
     else:
         outs = []
         for b, ids in enumerate(prompts):
@@ -133,8 +134,9 @@ def _check_sampling(max_new_tokens, temperature, top_k, top_p, repetition_penalt
         raise ConfigError(f"generate: repetition_penalty must be > 0 and top_p in (0, 1], got {repetition_penalty}, {top_p}")
 
 
-def _generate_device(model, prompts, n_new: int, sampling: dict, on_token, stats: dict) -> list:
-    """Decode all prompts together with the recorded programs of train/decode.py."""
+def _generate_device(model, prompts, n_new: int, sampling: dict, on_token, stats: dict, keep: bool = False) -> list:
+    """Decode all prompts together with the recorded programs of train/decode.py (keep: one prompt that may
+    begin with the positions the decoder's cache holds, Decoder.advance)."""
     B = len(prompts)
     dec = decode.decoder(model, B)
     seqs = [list(p) for p in prompts]
@@ -143,7 +145,7 @@ def _generate_device(model, prompts, n_new: int, sampling: dict, on_token, stats
     live = [n_new > 0] * B
     for step in range(n_new):
         t0 = time.perf_counter()
-        res = dec.advance(seqs, live, step)
+        res = dec.advance(seqs, live, step, keep) if keep else dec.advance(seqs, live, step)
         kind = "prefill" if step == 0 else "decode"
         stats[kind + "_s"] += time.perf_counter() - t0
         stats[kind + "_tokens"] += dec.prefill_tokens if step == 0 else len(res)

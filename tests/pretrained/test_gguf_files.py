@@ -38,6 +38,7 @@ def test_hyper_parameters_come_from_the_metadata(tiny, device):
 
 def test_kept_prefix_gives_the_same_continuation(tiny, device):
     """A chat's later turn run over the cached earlier turns (keep_prefix) equals running it from scratch."""
+    from evermind_vk.train.decode import decoder
     from evermind_vk.train.generate import generate
     model, tok = ev.load(tiny, device=device)
     turn1 = tok.encode(tok.apply_chat_template([{"role": "user", "content": "the theme"}]))
@@ -45,9 +46,12 @@ def test_kept_prefix_gives_the_same_continuation(tiny, device):
     msgs = [{"role": "user", "content": "the theme"}, {"role": "assistant", "content": tok.decode(reply)},
             {"role": "user", "content": "the thesis"}]
     turn2 = tok.encode(tok.apply_chat_template(msgs))
-    cache = model.kv_cache(reuse=True, keep=True)
-    assert cache.length > 0 and cache.tokens == (turn1 + reply)[: cache.length]
-    kept = generate(model, turn2, 6, keep_prefix=True)
+    dec = decoder(model, 1)  # the recorded decoder's cache holds the first turn's fed tokens
+    n = dec.length[0]
+    assert n > 0 and dec.cached[0] == (turn1 + reply)[:n]
+    stats = {}
+    kept = generate(model, turn2, 6, keep_prefix=True, stats=stats)
+    assert 0 < stats["prefill_tokens"] < len(turn2)  # only the positions past the kept prefix were run
     assert kept == generate(model, turn2, 6)
 
 

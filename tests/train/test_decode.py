@@ -75,6 +75,28 @@ def test_prompt_forms(device, model):
         generate(model, [[1], []], max_new_tokens=2)
 
 
+def test_kept_prefix_runs_only_the_new_tokens(device, model):
+    """generate(keep_prefix=True), a chat's later turn: the decoder's cache keeps the positions whose tokens
+    begin the prompt and feeds only the rest through the decode step; the tokens equal the uncached path's,
+    with a repetition penalty too; a prompt that does not begin with the cache runs a whole prefill."""
+    first = [1, 2, 3]
+    reply = generate(model, first, max_new_tokens=3, keep_prefix=True, repetition_penalty=2.0)
+    turn = first + reply + [5, 6]
+    st = {}
+    kept = generate(model, turn, max_new_tokens=3, keep_prefix=True, repetition_penalty=2.0, stats=st)
+    assert kept == generate(model, turn, max_new_tokens=3, use_cache=False, repetition_penalty=2.0)
+    assert st["prefill_tokens"] == len(turn) - (len(first) + len(reply) - 1)  # the last reply token was never fed
+    dec = decoder(model, 1)
+    kv = [t.numpy()[0, :len(turn)] for t in dec.k + dec.v]  # the prompt's keys and values, kept + fed
+    generate(model, turn, max_new_tokens=1)  # a whole prefill of the same prompt
+    for a, b in zip(kv, [t.numpy()[0, :len(turn)] for t in dec.k + dec.v]):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    other = [4, 4, 2, 7]
+    assert generate(model, other, max_new_tokens=3, keep_prefix=True, stats=st) == \
+        generate(model, other, max_new_tokens=3, use_cache=False)
+    assert st["prefill_tokens"] == len(other)
+
+
 def test_bucket():
     assert [bucket(n, 100) for n in (1, 16, 17, 64, 65, 99)] == [16, 16, 32, 64, 100, 100]
 
