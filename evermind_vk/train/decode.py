@@ -94,8 +94,12 @@ class Decoder(_Sampling):
         self.v = [zeros(shape, "f32", dev) for _ in range(c.n_layers)]
         self._step = None  # (program or None, ids, hyper, score)
         self._prefill: dict[tuple, tuple] = {}  # (sequences, bucket) -> (program or None, ids, hyper)
-        self.length = [0] * self.slots  # positions in each slot's cache
         self.cached: list[list[int]] = [[] for _ in range(self.slots)]  # the token of each cached position
+
+    @property
+    def length(self) -> list[int]:
+        """Positions in each slot's cache."""
+        return [len(c) for c in self.cached]
 
     # -- prefill --------------------------------------------------------------------------------
     def prefill(self, slots, ctxs, step: int) -> dict:
@@ -196,25 +200,25 @@ class Decoder(_Sampling):
         last max_seq_len tokens for each sequence whose cache is full."""
         B, L, res = self.slots, self.L, {}
         if step == 0:
-            if keep and B == 1 and self._kept(seqs[0]):
-                return self._continue(seqs[0])
-            self.length = [min(len(q), L) for q in seqs]
+            kept = self._kept(seqs[0]) if keep and B == 1 else 0
+            if kept:
+                return self._continue(seqs[0], kept)
             self.cached = [list(q[-L:]) for q in seqs]
             self.prefill_tokens = sum(self.length)
             return self.prefill(list(range(B)), [q[-L:] for q in seqs], 0)
-        refill = [live[b] and self.length[b] + 1 > L for b in range(B)]
+        length = self.length
+        refill = [live[b] and length[b] + 1 > L for b in range(B)]
         feed = [live[b] and not refill[b] for b in range(B)]
         if any(feed):
-            pk = self.step([seqs[b][-1] if feed[b] else 0 for b in range(B)], self.length, feed, step)
+            pk = self.step([seqs[b][-1] if feed[b] else 0 for b in range(B)], length, feed, step)
             for b in range(B):
                 if feed[b]:
                     res[b] = (int(pk[b]), bool(pk[B + b]))
-                    self.length[b] += 1
                     self.cached[b].append(int(seqs[b][-1]))
         if any(refill):
             for b in range(B):
                 if refill[b]:
-                    self.length[b], self.cached[b] = L, list(seqs[b][-L:])
+                    self.cached[b] = list(seqs[b][-L:])
             res.update(self.prefill([b for b in range(B) if refill[b]], [seqs[b][-L:] for b in range(B) if refill[b]],
                                     step))
         return res
@@ -224,24 +228,23 @@ class Decoder(_Sampling):
         prompt does not fit the cache)."""
         if len(prompt) > self.L:
             return 0
-        n, cached = 0, self.cached[0][:self.length[0]]
-        for a, b in zip(cached, prompt[:-1]):
+        n = 0
+        for a, b in zip(self.cached[0], prompt[:-1]):
             if a != b:
                 break
             n += 1
         return n
 
-    def _continue(self, prompt) -> dict:
-        """Keep slot 0's cached positions that begin the prompt and feed the rest of it through the decode
-        step, one token a replay (each position's keys and values depend on the tokens up to it only: the
-        same numbers as a prefill of the whole prompt); the last token's pick is the next token."""
-        n = self._kept(prompt)
-        self.length, self.cached = [n], [list(prompt[:n])]
+    def _continue(self, prompt, n: int) -> dict:
+        """Keep slot 0's first n cached positions (they begin the prompt, _kept) and feed the rest of the
+        prompt through the decode step, one token a replay (each position's keys and values depend on the
+        tokens up to it only: the same numbers as a prefill of the whole prompt); the last token's pick is
+        the next token."""
+        self.cached = [list(prompt[:n])]
         self.prefill_tokens = len(prompt) - n
         for j in range(n, len(prompt)):
             last = j == len(prompt) - 1
             pk = self.step([prompt[j]], [j], [True], 0, marks=[last])
-            self.length[0] += 1
             self.cached[0].append(int(prompt[j]))
         return {0: (int(pk[0]), bool(pk[1]))}
 
