@@ -82,25 +82,35 @@ float block_term(uint o, const uint u[5], const vec4 xv[8], float sx) {
 void main() {
     const uint i = (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * WG + gl_LocalInvocationID.x;
     const uint nb = p.K / 32u, row_bytes = nb * 20u;
-    // workgroup g: columns (g % nblocks) WG + thread, rows (g / nblocks) TM..: m0 is the same in every
-    // invocation of a workgroup, so X's loads are too (a CPU driver loads each once, not once a lane)
-    const uint gi = (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x), nblocks = (p.N + WG - 1u) / WG;
+    const uint TN = 1u;  // qmatmul: one column a thread
+    // workgroup g: rows (g / nblocks) TM.. of X, columns ((g % nblocks) WG + thread) TN ..: X's loads are the
+    // same in every invocation of a workgroup (a CPU driver runs them once per SIMD group, not per lane)
+    const uint gi = (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x), nblocks = (p.N + WG * TN - 1u) / (WG * TN);
     if (gi >= nblocks * ((p.M + TM - 1u) / TM)) return;  // uniform per workgroup
-    const uint n = (gi % nblocks) * WG + gl_LocalInvocationID.x, m0 = (gi / nblocks) * TM;
-    if (n >= p.N) return;
-    float acc[TM];
-    [[unroll]] for (uint t = 0; t < TM; t++) acc[t] = 0.0;
+    const uint m0 = (gi / nblocks) * TM, n0 = ((gi % nblocks) * WG + gl_LocalInvocationID.x) * TN;
+    if (n0 >= p.N) return;
+    float acc[TM][TN];
+    uint row[TN];  // columns past N repeat the last, rows past M the last (neither stored)
+    [[unroll]] for (uint t = 0; t < TN; t++) {
+        row[t] = min(n0 + t, p.N - 1u) * row_bytes;
+        [[unroll]] for (uint r = 0; r < TM; r++) acc[r][t] = 0.0;
+    }
     uint u[5];
-    vec4 xv[8];
+    vec4 xv[TM][8];
+    float sx[TM];
     for (uint b = 0; b < nb; b++) {
-        const uint o = n * row_bytes + b * 20u;
-        block_words(o, u);
-        [[unroll]] for (uint t = 0; t < TM; t++) {
-            const uint xo = (min(m0 + t, p.M - 1u) * p.K + b * 32u) / 4u;  // rows past M repeat the last
-            [[unroll]] for (uint i = 0; i < 8; i++) xv[i] = x[xo + i];
-            acc[t] += block_term(o, u, xv, x_sum(xv));
+        [[unroll]] for (uint r = 0; r < TM; r++) {
+            const uint xo = (min(m0 + r, p.M - 1u) * p.K + b * 32u) / 4u;
+            [[unroll]] for (uint i = 0; i < 8; i++) xv[r][i] = x[xo + i];
+            sx[r] = x_sum(xv[r]);
+        }
+        [[unroll]] for (uint t = 0; t < TN; t++) {
+            const uint o = row[t] + b * 20u;
+            block_words(o, u);
+            [[unroll]] for (uint r = 0; r < TM; r++) acc[r][t] += block_term(o, u, xv[r], sx[r]);
         }
     }
-    [[unroll]] for (uint t = 0; t < TM; t++)
-        if (m0 + t < p.M) y[(m0 + t) * p.N + n] = float(acc[t]);
+    [[unroll]] for (uint r = 0; r < TM; r++)
+        [[unroll]] for (uint t = 0; t < TN; t++)
+            if (m0 + r < p.M && n0 + t < p.N) y[(m0 + r) * p.N + n0 + t] = float(acc[r][t]);
 }

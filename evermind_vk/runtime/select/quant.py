@@ -68,8 +68,7 @@ def _rows_tile(cands: list, M: int):
 
 def qmatmul_groups(v, M: int, N: int) -> int:
     """Workgroups of a qmatmul or qgemv launch (the template's order: column blocks x row groups)."""
-    cols = v.spec["WG"] * (v.spec["TN"] if v.op == "qgemv" else 1)
-    return -(-N // cols) * -(-M // v.spec["TM"])
+    return -(-N // (v.spec["WG"] * v.spec.get("TN", 1))) * -(-M // v.spec["TM"])  # qmatmul: one column a thread
 
 
 @dataclass(frozen=True)
