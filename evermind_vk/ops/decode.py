@@ -14,11 +14,17 @@ import numpy as np
 
 from ..errors import BindingLimitError, ShapeError, UnsupportedError
 from ..runtime import kernels
+from ..runtime.select import decode as select_decode
 from ..runtime.select.decode import pick_decode_wg, pick_sample_wg
-from ..runtime.tensor import Tensor
-from ._util import FLOATS, like, per_thread, want
+from ..runtime.tensor import Tensor, empty
+from ._util import FLOATS, knob, like, per_thread, want
 
-__all__ = ["HEADER", "ITEM", "hyper_words", "rope_at", "kv_write", "rope_kv_at", "attention_decode", "sample"]
+__all__ = ["HEADER", "ITEM", "hyper_words", "rope_at", "kv_write", "rope_kv_at", "attention_decode", "sample",
+           "LAYER_WEIGHTS", "decode_layer", "decode_step_plan"]
+
+# decode_layer's weights, in its binding order (TransformerLM's names after "layers.{i}.")
+LAYER_WEIGHTS = ("attn_norm.weight", "attn.wq", "attn.wk", "attn.wv", "attn.wo", "mlp_norm.weight",
+                 "mlp.w_gate_up", "mlp.w_down")
 
 HEADER = 8
 ITEM = 4
@@ -146,3 +152,64 @@ def sample(logits: Tensor, hyper: Tensor, seen: Tensor, picked: Tensor, items: i
     _check_hyper(hyper, items)
     v = pick_sample_wg(kernels.usable("sample", logits.dtype, logits.device), logits.device.info.type)
     kernels.dispatch(v, [logits, hyper, seen, picked], dict(items=items, cols=V, slots=slots), kernels.grid(items))
+
+
+def decode_step_plan(launch: select_decode.Launch, device) -> select_decode.Plan:
+    """Whether a decode step runs on decode_layer (plan.variant) or on the per-op kernels (None): the rule
+    runtime.select.decode.plan with EVERMIND_VK_DECODE_FUSED."""
+    return select_decode.plan(launch, device, select_decode.Knobs(knob("EVERMIND_VK_DECODE_FUSED")))
+
+
+def decode_layer(x: Tensor, hyper: Tensor, k_cache: Tensor, v_cache: Tensor, weights, next_norm: Tensor, *,
+                 eps: float = 1e-6, theta: float = 10000.0, limit: float = 0.0, ids: Tensor | None = None,
+                 table: Tensor | None = None, out: Tensor | None = None) -> Tensor:
+    """One TransformerLM block (models/transformer.py) for the newest token of each of R sequences, in one
+    dispatch (templates/decode.comp.j2, one workgroup a sequence): x [R, d] is the residual stream in and out
+    (updated in place; with ids and table, layer 0: x is written from the embedding rows table[ids[r]], ids
+    >= V give zero rows, and its old contents are not read). The token of item r is at position hyper[8 + 4r]
+    of cache slot hyper[8 + 4r + 1]; its key and value are written there (caches [slots, L, KVH, D]) and it
+    attends to positions 0..position. weights: the block's eight tensors in LAYER_WEIGHTS order (norm gains
+    [d], wq [H*D, d], wk and wv [KVH*D, d], wo [d, H*D], w_gate_up [2*ff, d] rows [gate | up], w_down [d, ff]).
+    Returns y = rms_norm(x, next_norm) [R, d] (into `out` when given); the SwiGLU is clamped to +-limit when
+    limit > 0 (ops.glu). Raises UnsupportedError where decode_layer cannot run the launch
+    (select.decode.layer_errors: shapes, shared memory, loop count, f32 only)."""
+    wn1, wq, wk, wv, wo, wn2, wgu, wd = weights
+    want(x, "x", ndim=2, dtype="f32")
+    R, d = x.shape
+    for t, name in ((wn1, "attn norm"), (wn2, "mlp norm"), (next_norm, "next norm")):
+        want(t, name, shape=(d,), dtype="f32")
+    want(wq, "wq", ndim=2, dtype="f32")
+    HD = wq.shape[0]
+    if k_cache.ndim != 4 or k_cache.shape != v_cache.shape or k_cache.dtype != "f32" or v_cache.dtype != "f32":
+        raise ShapeError(f"decode_layer: caches {k_cache.shape}/{k_cache.dtype}, {v_cache.shape}/{v_cache.dtype}")
+    slots, L, KVH, D = k_cache.shape
+    if D < 2 or D % 2 or HD % D or (HD // D) % KVH:
+        raise ShapeError(f"decode_layer: wq {wq.shape} is not whole heads of {D} (even) over {KVH} kv heads")
+    H = HD // D
+    want(wq, "wq", shape=(HD, d))
+    want(wk, "wk", shape=(KVH * D, d), dtype="f32")
+    want(wv, "wv", shape=(KVH * D, d), dtype="f32")
+    want(wo, "wo", shape=(d, HD), dtype="f32")
+    want(wgu, "w_gate_up", ndim=2, dtype="f32")
+    if wgu.shape[0] % 2 or wgu.shape[1] != d:
+        raise ShapeError(f"decode_layer: w_gate_up {wgu.shape} is not [2 ff, {d}]")
+    ff = wgu.shape[0] // 2
+    want(wd, "w_down", shape=(d, ff), dtype="f32")
+    _check_hyper(hyper, R)
+    if (ids is None) != (table is None):
+        raise ShapeError("decode_layer: ids and table come together (layer 0's embedding) or not at all")
+    if ids is not None:
+        want(ids, "ids", ndim=1, dtype="u32")
+        want(table, "table", ndim=2, dtype="f32")
+        if ids.numel < R or table.shape[1] != d:
+            raise ShapeError(f"decode_layer: {ids.numel} ids for {R} items, table {table.shape} for width {d}")
+    launch = select_decode.Launch(d, H, KVH, D, ff, L)
+    plan = select_decode.plan(launch, x.device, select_decode.Knobs("1"))
+    y = empty((R, d), "f32", x.device) if out is None else out
+    want(y, "out", shape=(R, d), dtype="f32")
+    push = select_decode.layer_push(launch, R, ids is not None, 0 if table is None else table.shape[0], eps, theta,
+                                    limit)
+    kernels.dispatch(plan.variant, [x, hyper if ids is None else ids, x if table is None else table, wn1, wq, wk, wv,
+                                    wo, wn2, wgu, wd, next_norm, k_cache, v_cache, hyper, y],
+                     push, kernels.grid(R))
+    return y

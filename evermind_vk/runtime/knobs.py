@@ -78,6 +78,11 @@ KNOBS: tuple[Knob, ...] = (
     Knob("EVERMIND_VK_ATTENTION", "choice", "",
          "Attention path: `matmul` or `fused`; unset: fused on CPU devices where a fused variant fits, else "
          "matmul.", "kernel selection", choices=("", "matmul", "fused")),
+    Knob("EVERMIND_VK_DECODE_FUSED", "choice", "",
+         "Recorded decode step of a TransformerLM: `0` runs the per-op kernels, `1` one `decode_layer` dispatch a "
+         "block wherever it can run (an error where it cannot); unset: `decode_layer` on CPU devices where it can "
+         "run (f32, no unmerged LoRA adapters, no quantized weights, small enough for one workgroup a sequence).",
+         "kernel selection", choices=("", "0", "1")),
     Knob("EVERMIND_VK_ATTENTION_VARIANT", "text", "",
          "Force one fused attention configuration by the tail of its name (e.g. `d64_p2_r64x64`).", "kernel selection"),
     Knob("EVERMIND_VK_ROW_WG", "count", 0,

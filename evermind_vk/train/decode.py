@@ -19,7 +19,8 @@ from ..errors import ConfigError
 from ..models.lora import lora_linear
 from ..runtime import empty, record, zeros
 from ..runtime.kernels import fill_words
-from ..ops.decode import HEADER, ITEM, hyper_words
+from ..ops.decode import HEADER, ITEM, LAYER_WEIGHTS, decode_step_plan, hyper_words
+from ..runtime.select import decode as select_decode
 
 MIN_BUCKET = 16
 MAX_STOPS = 256  # stop tokens the hyper buffer has room for
@@ -166,7 +167,17 @@ class Decoder(_Sampling):
             return self.picked.read_staging()
         return self._replay(self._step, np.asarray(tokens, np.uint32), words, build)
 
+    def step_launch(self) -> select_decode.Launch:
+        """What the decode step's path rule (ops.decode_step_plan) needs to know of the model."""
+        m, c = self.model, self.model.config
+        return select_decode.Launch(c.d_model, c.n_heads, c.n_kv_heads, c.head_dim, c.d_ff, self.L,
+                                    adapters=bool(getattr(m, "lora", None)) and not getattr(m, "lora_merged", False),
+                                    quantized=bool(getattr(m, "qweights", None)))
+
     def _record_step(self, ids, hyper, score):
+        plan = decode_step_plan(self.step_launch(), self.model.device)
+        if plan.variant is not None:
+            return self._record_fused_step(ids, hyper)
         m, dev = self.model, self.model.device
         c, B = m.config, self.slots
         H, KVH, hd = c.n_heads, c.n_kv_heads, c.head_dim
@@ -183,6 +194,28 @@ class Decoder(_Sampling):
                                    hyper, self.k[i], self.v[i], 1, c.rope_theta)
                 a = ops.attention_decode(q, self.k[i], self.v[i], hyper, score)
                 x, h = self._mlp(x, a.reshape(B, H * hd), i)
+            logits = m._head(h)
+            ops.sample(logits, hyper, self.seen, self.picked, B)
+            dev.sync_local(self.picked)
+        return prog
+
+    def _record_fused_step(self, ids, hyper):
+        """The decode step on decode_layer: one dispatch a block (layer 0 also looks up the embedding rows,
+        each block ends with the next block's attention norm or the final norm), then the head and the sampler."""
+        m, dev = self.model, self.model.device
+        c, B, Pm = m.config, self.slots, m.params
+        with record(dev) as prog:
+            dev.upload(ids)
+            dev.upload(hyper)
+            x = empty((B, c.d_model), "f32", dev)  # the residual stream (layer 0 writes it)
+            h = empty((B, c.d_model), "f32", dev)
+            for i in range(c.n_layers):
+                L = f"layers.{i}."
+                nxt = f"layers.{i + 1}.attn_norm.weight" if i + 1 < c.n_layers else "norm.weight"
+                ops.decode_layer(x, hyper, self.k[i], self.v[i], [Pm[L + n] for n in LAYER_WEIGHTS], Pm[nxt],
+                                 eps=c.norm_eps, theta=c.rope_theta, limit=c.swiglu_limit,
+                                 ids=ids if i == 0 else None, table=Pm["embed.weight"] if i == 0 else None,
+                                 out=h)
             logits = m._head(h)
             ops.sample(logits, hyper, self.seen, self.picked, B)
             dev.sync_local(self.picked)

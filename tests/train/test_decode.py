@@ -10,22 +10,37 @@ from evermind_vk.train import generate
 from evermind_vk.train.decode import bucket, decoder
 
 CFG = LMConfig(vocab_size=17, d_model=16, n_layers=2, n_heads=4, n_kv_heads=2, d_ff=24, max_seq_len=12, seed=2)
+# a model whose decode step runs on decode_layer (head dim 8; CFG's 4 runs the per-op step)
+CFG_FUSED = LMConfig(vocab_size=17, d_model=32, n_layers=2, n_heads=4, n_kv_heads=2, d_ff=24, max_seq_len=12, seed=2)
 
 
-@pytest.fixture(scope="module")
-def model():
-    m = TransformerLM(CFG)
+def _model(cfg):
+    m = TransformerLM(cfg)
     # larger weights than the init's, so that the next token depends on the whole context
     m.load_state_dict({k: (v * 10 if v.ndim == 2 else v) for k, v in m.state_dict().items()})
     return m
 
 
-def test_greedy_identical_to_uncached(device, model):
+@pytest.fixture(scope="module")
+def model():
+    return _model(CFG)
+
+
+@pytest.mark.parametrize("path", ["per-op", "fused", "per-op forced"])
+def test_greedy_identical_to_uncached(device, model, path, monkeypatch):
+    if path != "per-op":
+        model = _model(CFG_FUSED)
+    if path == "per-op forced":
+        monkeypatch.setenv("EVERMIND_VK_DECODE_FUSED", "0")
     for prompt, n in (([3], 6), ([1, 2, 3, 4, 5], 14)):  # the second runs past max_seq_len (cache refills)
         plain = generate(model, prompt, max_new_tokens=n, use_cache=False, repetition_penalty=3.0)
         streamed = []
         fast = generate(model, prompt, max_new_tokens=n, on_token=streamed.append, repetition_penalty=3.0)
         assert fast == plain == streamed and len(plain) == n and len(set(plain)) > 3
+    labels = decoder(model, 1).step_program().labels
+    assert (sum(lb.startswith("decode_layer") for lb in labels) == model.config.n_layers) == (path == "fused"), (path, labels)
+    if path == "fused":  # uploads, one dispatch a block, the head's product, the sampler, the download
+        assert len(labels) == 2 + model.config.n_layers + 3, labels
 
 
 def test_batch_equals_each_alone(device, model):

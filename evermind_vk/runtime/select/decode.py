@@ -1,17 +1,171 @@
 """Recorded decoding's kernels (evermind_vk.train.decode): positions read from a device buffer (rope_at,
 kv_write, attention_decode) and the device sampler (sample). attention_decode comes in workgroups of 16 to
 128 threads, one (sequence, head) each: pick_decode_wg chooses; the sampler in workgroups of 64 or 256 threads,
-one item each: pick_sample_wg chooses."""
+one item each: pick_sample_wg chooses.
+
+decode_layer is a whole transformer block for one new token of each sequence in one dispatch (one workgroup
+a sequence): `plan` is the one rule that says whether a decode step runs on it (the fused step) or on the
+per-op kernels (the unfused step)."""
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
+
 from ...errors import UnsupportedError
-from .table import F, Row, simple
+from ..manifest import usable
+from .bindings import binding_errors, max_bindings
+from .loops import MAX_LOOP
+from .table import F, Row, Tuned, simple
 
 ROWS = [
     *(simple("decode", op, dt, 256) for op in ("rope_at", "kv_write", "rope_kv_at") for dt in F),
     *(Row("decode", "attention_decode", dt, (("WG", wg),), tile=f"wg{wg}") for wg in (16, 32, 64, 128) for dt in F),
     *(Row("sample", "sample", dt, (("WG", wg),), tile=f"wg{wg}") for wg in (64, 256) for dt in F),
+    # One transformer block per sequence and dispatch (f32 only: the decoder's caches and weights are f32).
+    # SW: its shared memory in vec4s (24 KiB: the default model's block needs 364 at 256 positions).
+    Row("decode", "decode_layer", "f32", (("WG", 64), ("SW", 1536))),
 ]
+
+TUNED = {
+    "LAYER_DEVICE_TYPES": Tuned(("cpu",), "unforced, the fused decode step runs on CPU devices only: lavapipe pays "
+                                          "~23 us a dispatch, and one workgroup a sequence leaves a GPU idle",
+                                "bench/results/generate_bench-lavapipe.txt"),
+    "CPU_MAX_LAYER_WEIGHTS": Tuned(1 << 19, "unforced, CPU devices run decode_layer for blocks of at most this many "
+                                             "weights: one workgroup (one core) a sequence reads them all, and past "
+                                             "~590k (d 256) the per-op step's products on every core win",
+                                   "bench/results/generate_bench-lavapipe.txt"),
+}
+LAYER_DEVICE_TYPES = TUNED["LAYER_DEVICE_TYPES"].value
+CPU_MAX_LAYER_WEIGHTS = TUNED["CPU_MAX_LAYER_WEIGHTS"].value
+LAYER_PATHS = ("", "0", "1")
+
+
+@dataclass(frozen=True)
+class Launch:
+    """A decode step of a TransformerLM: its shapes, the dtype of its caches and weights, and what of the model
+    the fused kernel cannot run (unmerged LoRA adapters, quantized weights)."""
+    d: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    d_ff: int
+    max_len: int
+    dtype: str = "f32"
+    adapters: bool = False
+    quantized: bool = False
+
+    @property
+    def layer_weights(self) -> int:
+        """Weight elements of one block: wq, wk, wv, wo, w_gate_up, w_down."""
+        return self.d * (2 * (self.heads + self.kv_heads) * self.head_dim + 3 * self.d_ff)
+
+
+@dataclass(frozen=True)
+class Knobs:
+    """EVERMIND_VK_DECODE_FUSED: '' (the rule), '0' (never), '1' (wherever decode_layer can run; an error
+    where it cannot)."""
+    fused: str = ""
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The decode step's path: variant is decode_layer's variant (fused) or None (the per-op kernels);
+    why: the reasons it is not fused (empty when fused or turned off)."""
+    variant: object
+    why: tuple = ()
+
+
+def layer_loop_count(push: dict, wg: int) -> int:
+    """The most loop iterations one invocation of decode_layer runs, all its loops together (push: its
+    push constants; the attention loops at the longest context, L positions)."""
+    c = lambda n: -(-n // wg)  # noqa: E731  a thread's share of n items
+    d4, H, KVH, D, F4, L4 = push["d"] // 4, push["H"], push["KVH"], push["D"], push["F"] // 4, -(-push["L"] // 4)
+    HD4, KD4, D4 = H * D // 4, KVH * D // 4, D // 4
+    red = 3 * (wg.bit_length() + 1)  # the three norms' reductions
+    return (2 * c(d4) + c(HD4) * d4 + c(KD4) * d4 + c((H + KVH) * (D // 8))  # norm, q, k and v, RoPE
+            + c(H * L4) * D4 + c(H) * 2 * L4 + c(HD4) * L4  # scores, softmax, outputs
+            + c(d4) * (HD4 + 1) + c(F4) * d4 + c(d4) * (F4 + 1) + red)  # wo + norm, gate/up, down + norm
+
+
+def shared_vec4s(launch: Launch) -> int:
+    """decode_layer's shared vec4s for a launch: h, x, q, k, the attention output and g, then each head's
+    scores and softmax sum (templates/decode.comp.j2)."""
+    H, KVH, D = launch.heads, launch.kv_heads, launch.head_dim
+    return (2 * launch.d + 2 * H * D + KVH * D + launch.d_ff) // 4 + H * (-(-launch.max_len // 4) + 1)
+
+
+def layer_errors(launch: Launch, v, device) -> list[str]:
+    """Why decode_layer's variant v cannot run a launch on a device (empty: it can)."""
+    why = []
+    if launch.dtype != v.dtype:
+        why.append(f"decode_layer computes {v.dtype}, the step is {launch.dtype}")
+    if launch.adapters:
+        why.append("unmerged LoRA adapters (decode_layer has no adapter products)")
+    if launch.quantized:
+        why.append("quantized weights (decode_layer reads f32 weights)")
+    if launch.d % 4 or launch.d_ff % 4 or launch.head_dim % 8 or launch.heads % launch.kv_heads:
+        why.append(f"shapes: d {launch.d} and d_ff {launch.d_ff} must be multiples of 4, the head dim "
+                   f"{launch.head_dim} of 8 (vec4 loads), heads {launch.heads} a multiple of kv heads {launch.kv_heads}")
+    n = layer_loop_count(layer_push(launch, 1, 0, 0), v.spec["WG"])
+    if n > MAX_LOOP:
+        why.append(f"{n} loop iterations an invocation > MAX_LOOP = {MAX_LOOP} (one workgroup a sequence: "
+                   "too large a model)")
+    need = shared_vec4s(launch)
+    if need > v.spec["SW"]:
+        why.append(f"{need} vec4s of shared memory > the variant's {v.spec['SW']} (too large a model or context)")
+    if 16 * v.spec["SW"] + 4 * v.spec["WG"] > device.info.shared_memory:
+        why.append(f"{v.name} uses {16 * v.spec['SW'] + 4 * v.spec['WG']} bytes of shared memory, the device has "
+                   f"{device.info.shared_memory}")
+    why += binding_errors(v, max_bindings(device.info))
+    return why
+
+
+def layer_push(launch: Launch, items: int, embed: int, vocab: int, eps: float = 1e-6, theta: float = 10000.0,
+               limit: float = 0.0) -> dict:
+    """decode_layer's push constants for `items` sequences (embed: the layer reads the embedding rows of
+    `vocab` ids instead of x)."""
+    H, D = launch.heads, launch.head_dim
+    return dict(R=items, d=launch.d, H=H, KVH=launch.kv_heads, D=D, F=launch.d_ff, L=launch.max_len, V=int(vocab),
+                embed=int(embed), eps=float(eps), scale=1.0 / math.sqrt(D), log2_theta=math.log2(theta),
+                limit=float(limit))
+
+
+def plan(launch: Launch, device, knobs: Knobs) -> Plan:
+    """The decode step's path, the one rule: decode_layer where every precondition holds (layer_errors) and,
+    unforced, on the device types of LAYER_DEVICE_TYPES for blocks of at most CPU_MAX_LAYER_WEIGHTS weights;
+    else the per-op kernels. EVERMIND_VK_DECODE_FUSED=0 turns it off; =1 runs it wherever it can run (any
+    device type, any size) and raises UnsupportedError (with the reasons) where it cannot."""
+    if knobs.fused not in LAYER_PATHS:
+        raise UnsupportedError(f"EVERMIND_VK_DECODE_FUSED={knobs.fused!r}: want 0 or 1 (or unset)")
+    if knobs.fused == "0":
+        return Plan(None)
+    try:
+        cands = sorted(usable("decode_layer", launch.dtype, device), key=lambda v: v.spec["WG"])
+    except UnsupportedError as e:  # no variant of this dtype, none with the features or the bindings
+        cands, why = [], [str(e)]
+    else:
+        why = []
+    for v in cands:
+        why = layer_errors(launch, v, device)
+        if not why:
+            break
+    else:
+        why = why or [f"no decode_layer kernel for {launch.dtype} on this device"]
+    if why:
+        if knobs.fused == "1":
+            raise UnsupportedError("EVERMIND_VK_DECODE_FUSED=1, but decode_layer cannot run this step: " + "; ".join(why))
+        return Plan(None, tuple(why))
+    if knobs.fused != "1" and device.info.type not in LAYER_DEVICE_TYPES:
+        return Plan(None, (f"{device.info.type} devices run the per-op step unless forced",))
+    if knobs.fused != "1" and launch.layer_weights > CPU_MAX_LAYER_WEIGHTS:
+        return Plan(None, (f"{launch.layer_weights} weights a block > {CPU_MAX_LAYER_WEIGHTS}: the per-op step's "
+                           "products use every core",))
+    return Plan(v)
+
+
+def loop_count(op: str, spec: dict, flags, push: dict) -> int | None:
+    """decode_layer's loop count (layer_loop_count); None for the other ops."""
+    return layer_loop_count(push, spec["WG"]) if op == "decode_layer" else None
 
 
 def pick_decode_wg(cands, D: int, device_type: str):

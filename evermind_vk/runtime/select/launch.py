@@ -2,11 +2,11 @@
 dispatch."""
 from __future__ import annotations
 
-from . import embedding, matmul, reduce, rows, scan
+from . import decode, embedding, matmul, reduce, rows, scan
 from .loops import DEVICE_LOOP_CAP
 
 # The families whose kernels loop over the problem: each has loop_count(op, spec, flags, push) -> int | None.
-FAMILIES = (rows, reduce, embedding, matmul, scan)
+FAMILIES = (rows, reduce, embedding, matmul, scan, decode)
 
 
 def launch_loop_count(op: str, spec: dict, flags, push: dict) -> int | None:

@@ -1,0 +1,236 @@
+#version 450
+#extension GL_EXT_control_flow_attributes : enable
+
+// One transformer block (models/transformer.py) for the newest token of each item r (a sequence at position
+// pos = hyper[8 + 4r], cache slot hyper[8 + 4r + 1]), the whole block in one workgroup of WG threads per item:
+//   x (or, embed != 0, the embedding row of ids[r]; ids >= V give 0) -> h = rms_norm(x, wn1)
+//   -> q, k, v = h Wq^T, h Wk^T, h Wv^T -> RoPE of q and k at pos (rope_kv_at's arithmetic), k and v into the
+//   cache row (slot, pos) -> softmax(q k^T scale) v over positions 0..pos (GQA: head h reads kv head
+//   h / (H / KVH)) -> x += a Wo^T -> h = rms_norm(x, wn2) -> g = act(h Wg^T) * (h Wu^T) (glu: SiLU,
+//   clamped to +-limit when limit > 0) -> x += g Wd^T, written back to x -> y = rms_norm(x, wn3) (the next
+//   block's attention norm or the final norm).
+// The vectors between phases (h, x, q, k, the attention output, g, each head's scores and softmax sum) live
+// in shared memory; phases are separated by barriers. Everything moves as vec4 (d, F multiples of 4, head
+// dim of 8: select.decode.layer_errors): lavapipe runs every buffer or shared load as a loop over the SIMD
+// lanes, so one vec4 load costs about what one float does. A thread computes four neighbouring outputs of a
+// product (four rows of W share each load of h), each a dot product in k order of vec4 steps; four
+// neighbouring positions of a head's scores; four dimensions of a head's output. f32 arithmetic throughout.
+layout(constant_id = 0) const uint WG = 64;
+layout(constant_id = 1) const uint SW = 1536;
+layout(std430, binding = 0) buffer Buf_x { vec4 x[]; };
+layout(std430, binding = 1) readonly buffer Buf_ids { uint ids[]; };
+layout(std430, binding = 2) readonly buffer Buf_emb { vec4 emb[]; };
+layout(std430, binding = 3) readonly buffer Buf_wn1 { vec4 wn1[]; };
+layout(std430, binding = 4) readonly buffer Buf_wq { vec4 wq[]; };
+layout(std430, binding = 5) readonly buffer Buf_wk { vec4 wk[]; };
+layout(std430, binding = 6) readonly buffer Buf_wv { vec4 wv[]; };
+layout(std430, binding = 7) readonly buffer Buf_wo { vec4 wo[]; };
+layout(std430, binding = 8) readonly buffer Buf_wn2 { vec4 wn2[]; };
+layout(std430, binding = 9) readonly buffer Buf_wgu { vec4 wgu[]; };
+layout(std430, binding = 10) readonly buffer Buf_wd { vec4 wd[]; };
+layout(std430, binding = 11) readonly buffer Buf_wn3 { vec4 wn3[]; };
+layout(std430, binding = 12) buffer Buf_kc { vec4 kc[]; };
+layout(std430, binding = 13) buffer Buf_vc { vec4 vc[]; };
+layout(std430, binding = 14) readonly buffer Buf_hyper { uint hyper[]; };
+layout(std430, binding = 15) writeonly buffer Buf_y { vec4 y[]; };
+layout(push_constant) uniform Push {
+    uint R;
+    uint d;
+    uint H;
+    uint KVH;
+    uint D;
+    uint F;
+    uint L;
+    uint V;
+    uint embed;
+    float eps;
+    float scale;
+    float log2_theta;
+    float limit;
+} p;
+layout(local_size_x_id = 0) in;
+// Activations: the sigmoid and tanh arguments are clamped to +-15, as builderforce's kernels do
+// (the derivatives silu_d and gelu_d use the same clamped arguments).
+float sigmoid_c(float x) { return 1.0 / (1.0 + exp(-clamp(x, -15.0, 15.0))); }
+float silu_f(float x) { return x * sigmoid_c(x); }
+float silu_d(float x) { float s = sigmoid_c(x); return s * (1.0 + x * (1.0 - s)); }
+const float GELU_C = 0.7978845608;
+// GELU (tanh form) through 0.5 (1 + tanh u) = 1 / (1 + exp(-2u)): where tanh u is near -1 the tanh form
+// loses the small 1 + tanh u to cancellation (2.6e-5 relative error at gelu'(x) ~ 1.6e-3, hypothesis found).
+float gelu_u(float x) { return clamp(GELU_C * (x + 0.044715 * x * x * x), -15.0, 15.0); }
+float gelu_f(float x) { return x / (1.0 + exp(-2.0 * gelu_u(x))); }
+float gelu_d(float x) {
+    float e = exp(-2.0 * gelu_u(x));
+    float s = 1.0 / (1.0 + e);  // 0.5 (1 + t); 1 - s = e s and 1 - t^2 = 4 s (1 - s), both without cancellation
+    return s * (1.0 + 2.0 * x * (e * s) * GELU_C * (1.0 + 3.0 * 0.044715 * x * x));
+}
+shared float red_wg_sum[WG];
+float wg_sum(float v) {
+    uint t = gl_LocalInvocationID.x;
+    red_wg_sum[t] = v;
+    barrier();
+    for (uint s = WG / 2; s > 0; s >>= 1) {
+        if (t < s) { float a = red_wg_sum[t]; float b = red_wg_sum[t + s]; red_wg_sum[t] = a + b; }
+        barrier();
+    }
+    float r = red_wg_sum[0];
+    barrier();
+    return r;
+}
+shared vec4 sm[SW];
+const float NEG = -3.402823466e38;
+
+
+void main() {
+    const uint r = (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x);
+    if (r >= p.R) return;  // uniform per workgroup
+    const uint t = gl_LocalInvocationID.x;
+    const uint pos = hyper[8 + 4 * r], slot = hyper[8 + 4 * r + 1], kv = pos + 1, kv4 = (kv + 3) / 4;
+    const uint d4 = p.d / 4, HD4 = p.H * p.D / 4, KD4 = p.KVH * p.D / 4, F4 = p.F / 4, D4 = p.D / 4;
+    const uint G = p.H / p.KVH, L4 = (p.L + 3) / 4 + 1;  // a head's row: its scores, then its softmax sum
+    const uint oh = 0, ox = d4, oq = ox + d4, ok = oq + HD4, oa = ok + KD4, og = oa + HD4, os = og + F4;
+    const uint xb = r * d4, cb = slot * p.L * KD4, cp = cb + pos * KD4;
+    // x and the attention norm
+    const uint id = p.embed != 0 ? ids[r] : 0;
+    float s = 0.0;
+    for (uint j = t; j < d4; j += WG) {
+        vec4 v = p.embed != 0 ? (id < p.V ? emb[id * d4 + j] : vec4(0.0)) : x[xb + j];
+        sm[ox + j] = v;
+        s += dot(v, v);
+    }
+    float rs = inversesqrt(wg_sum(s) / float(p.d) + p.eps);
+    for (uint j = t; j < d4; j += WG) sm[oh + j] = sm[ox + j] * rs * wn1[j];
+    barrier();
+    // q, k, v (v straight into its cache row)
+    for (uint m = t; m < HD4; m += WG) {
+        vec4 acc = vec4(0.0);
+        for (uint k = 0; k < d4; ++k) {
+            const vec4 hv = sm[oh + k];
+            acc += vec4(dot(hv, wq[(4 * m) * d4 + k]), dot(hv, wq[(4 * m + 1) * d4 + k]),
+                        dot(hv, wq[(4 * m + 2) * d4 + k]), dot(hv, wq[(4 * m + 3) * d4 + k]));
+        }
+        sm[oq + m] = acc;
+    }
+    for (uint m = t; m < KD4; m += WG) {
+        vec4 ak = vec4(0.0), av = vec4(0.0);
+        for (uint k = 0; k < d4; ++k) {
+            const vec4 hv = sm[oh + k];
+            ak += vec4(dot(hv, wk[4 * m * d4 + k]), dot(hv, wk[(4 * m + 1) * d4 + k]),
+                       dot(hv, wk[(4 * m + 2) * d4 + k]), dot(hv, wk[(4 * m + 3) * d4 + k]));
+            av += vec4(dot(hv, wv[4 * m * d4 + k]), dot(hv, wv[(4 * m + 1) * d4 + k]),
+                       dot(hv, wv[(4 * m + 2) * d4 + k]), dot(hv, wv[(4 * m + 3) * d4 + k]));
+        }
+        sm[ok + m] = ak;
+        vc[cp + m] = av;
+    }
+    barrier();
+    // RoPE of q (in place) and of k (into its cache row): four pairs a thread
+    const uint hd4 = p.D / 8;
+    for (uint i = t; i < (p.H + p.KVH) * hd4; i += WG) {
+        const uint hh = i / hd4, c = i % hd4;
+        const bool isq = hh < p.H;
+        const uint o = (isq ? oq + hh * D4 : ok + (hh - p.H) * D4) + c;
+        const vec4 a = sm[o], b = sm[o + hd4];
+        vec4 freq = exp2(-2.0 * vec4(4 * c, 4 * c + 1, 4 * c + 2, 4 * c + 3) / float(p.D) * p.log2_theta);
+        vec4 ang = float(pos) * freq;
+        vec4 cs = cos(ang), sn = sin(ang);
+        vec4 ya = a * cs - b * sn, yb = a * sn + b * cs;
+        if (isq) {
+            sm[o] = ya;
+            sm[o + hd4] = yb;
+        } else {
+            kc[cp + (hh - p.H) * D4 + c] = ya;
+            kc[cp + (hh - p.H) * D4 + c + hd4] = yb;
+        }
+    }
+    memoryBarrierBuffer();  // the cache rows written above are read by other threads below
+    barrier();
+    // scores: four positions of a head a thread (positions past pos read row pos and score NEG)
+    for (uint e = t; e < p.H * kv4; e += WG) {
+        const uint hh = e / kv4, j0 = 4 * (e % kv4), qb = oq + hh * D4, kb = cb + (hh / G) * D4;
+        const uvec4 jj = min(uvec4(j0, j0 + 1, j0 + 2, j0 + 3), uvec4(kv - 1)) * KD4 + kb;
+        vec4 sc = vec4(0.0);
+        for (uint dd = 0; dd < D4; ++dd) {
+            const vec4 qv = sm[qb + dd];
+            sc += vec4(dot(qv, kc[jj.x + dd]), dot(qv, kc[jj.y + dd]), dot(qv, kc[jj.z + dd]), dot(qv, kc[jj.w + dd]));
+        }
+        sc *= p.scale;
+        sm[os + hh * L4 + e % kv4] = mix(sc, vec4(NEG), greaterThanEqual(uvec4(j0, j0 + 1, j0 + 2, j0 + 3), uvec4(kv)));
+    }
+    barrier();
+    // each head's softmax (one thread a head): exp(score - max) in place, their sum after the row
+    for (uint hh = t; hh < p.H; hh += WG) {
+        const uint sb = os + hh * L4;
+        vec4 m4 = vec4(NEG);
+        for (uint j = 0; j < kv4; ++j) m4 = max(m4, sm[sb + j]);
+        const float m = max(max(m4.x, m4.y), max(m4.z, m4.w));
+        vec4 l4 = vec4(0.0);
+        for (uint j = 0; j < kv4; ++j) {
+            vec4 ex = exp(sm[sb + j] - m);
+            sm[sb + j] = ex;
+            l4 += ex;
+        }
+        sm[sb + L4 - 1] = vec4((l4.x + l4.y) + (l4.z + l4.w));
+    }
+    barrier();
+    // the attention output: four dimensions of a head a thread
+    for (uint e = t; e < HD4; e += WG) {
+        const uint hh = e / D4, sb = os + hh * L4, vb = cb + (hh / G) * D4 + e % D4;
+        vec4 acc = vec4(0.0);
+        for (uint j = 0; j < kv4; ++j) {
+            const vec4 pr = sm[sb + j];
+            const uvec4 jj = min(uvec4(4 * j, 4 * j + 1, 4 * j + 2, 4 * j + 3), uvec4(kv - 1)) * KD4 + vb;
+            acc += pr.x * vc[jj.x] + pr.y * vc[jj.y] + pr.z * vc[jj.z] + pr.w * vc[jj.w];
+        }
+        sm[oa + e] = acc / sm[sb + L4 - 1].x;
+    }
+    barrier();
+    // x += a Wo^T, the MLP norm
+    s = 0.0;
+    for (uint m = t; m < d4; m += WG) {
+        vec4 acc = vec4(0.0);
+        for (uint k = 0; k < HD4; ++k) {
+            const vec4 hv = sm[oa + k];
+            acc += vec4(dot(hv, wo[(4 * m) * HD4 + k]), dot(hv, wo[(4 * m + 1) * HD4 + k]),
+                        dot(hv, wo[(4 * m + 2) * HD4 + k]), dot(hv, wo[(4 * m + 3) * HD4 + k]));
+        }
+        vec4 v = sm[ox + m] + acc;
+        sm[ox + m] = v;
+        s += dot(v, v);
+    }
+    rs = inversesqrt(wg_sum(s) / float(p.d) + p.eps);
+    for (uint m = t; m < d4; m += WG) sm[oh + m] = sm[ox + m] * rs * wn2[m];
+    barrier();
+    // g = act(gate) * up: rows [gate | up] of w_gate_up
+    for (uint m = t; m < F4; m += WG) {
+        vec4 ga = vec4(0.0), up = vec4(0.0);
+        for (uint k = 0; k < d4; ++k) {
+            const vec4 hv = sm[oh + k];
+            ga += vec4(dot(hv, wgu[4 * m * d4 + k]), dot(hv, wgu[(4 * m + 1) * d4 + k]),
+                       dot(hv, wgu[(4 * m + 2) * d4 + k]), dot(hv, wgu[(4 * m + 3) * d4 + k]));
+            const uint u0 = p.F + 4 * m;
+            up += vec4(dot(hv, wgu[u0 * d4 + k]), dot(hv, wgu[(u0 + 1) * d4 + k]),
+                       dot(hv, wgu[(u0 + 2) * d4 + k]), dot(hv, wgu[(u0 + 3) * d4 + k]));
+        }
+        vec4 o = vec4(silu_f(ga.x) * up.x, silu_f(ga.y) * up.y, silu_f(ga.z) * up.z, silu_f(ga.w) * up.w);
+        if (p.limit > 0.0) o = clamp(o, -p.limit, p.limit);
+        sm[og + m] = o;
+    }
+    barrier();
+    // x += g Wd^T, then the next norm
+    s = 0.0;
+    for (uint m = t; m < d4; m += WG) {
+        vec4 acc = vec4(0.0);
+        for (uint k = 0; k < F4; ++k) {
+            const vec4 hv = sm[og + k];
+            acc += vec4(dot(hv, wd[(4 * m) * F4 + k]), dot(hv, wd[(4 * m + 1) * F4 + k]),
+                        dot(hv, wd[(4 * m + 2) * F4 + k]), dot(hv, wd[(4 * m + 3) * F4 + k]));
+        }
+        vec4 v = sm[ox + m] + acc;
+        sm[ox + m] = v;
+        x[xb + m] = v;
+        s += dot(v, v);
+    }
+    rs = inversesqrt(wg_sum(s) / float(p.d) + p.eps);
+    for (uint m = t; m < d4; m += WG) y[xb + m] = sm[ox + m] * rs * wn3[m];
+}
