@@ -162,7 +162,8 @@ def decode_step_plan(launch: select_decode.Launch, device) -> select_decode.Plan
 
 def decode_layer(x: Tensor, hyper: Tensor, k_cache: Tensor, v_cache: Tensor, weights, next_norm: Tensor, *,
                  eps: float = 1e-6, theta: float = 10000.0, limit: float = 0.0, ids: Tensor | None = None,
-                 table: Tensor | None = None, out: Tensor | None = None) -> Tensor:
+                 table: Tensor | None = None, out: Tensor | None = None, head: Tensor | None = None,
+                 logits: Tensor | None = None) -> Tensor:
     """One TransformerLM block (models/transformer.py) for the newest token of each of R sequences, in one
     dispatch (templates/decode.comp.j2, one workgroup a sequence): x [R, d] is the residual stream in and out
     (updated in place; with ids and table, layer 0: x is written from the embedding rows table[ids[r]], ids
@@ -171,7 +172,8 @@ def decode_layer(x: Tensor, hyper: Tensor, k_cache: Tensor, v_cache: Tensor, wei
     attends to positions 0..position. weights: the block's eight tensors in LAYER_WEIGHTS order (norm gains
     [d], wq [H*D, d], wk and wv [KVH*D, d], wo [d, H*D], w_gate_up [2*ff, d] rows [gate | up], w_down [d, ff]).
     Returns y = rms_norm(x, next_norm) [R, d] (into `out` when given); the SwiGLU is clamped to +-limit when
-    limit > 0 (ops.glu). Raises UnsupportedError where decode_layer cannot run the launch
+    limit > 0 (ops.glu). With head ([V, d], the last block) and logits ([R, V]), the same dispatch also writes
+    logits = y head^T. Raises UnsupportedError where decode_layer cannot run the launch
     (select.decode.layer_errors: shapes, shared memory, loop count, f32 only)."""
     wn1, wq, wk, wv, wo, wn2, wgu, wd = weights
     want(x, "x", ndim=2, dtype="f32")
@@ -203,13 +205,27 @@ def decode_layer(x: Tensor, hyper: Tensor, k_cache: Tensor, v_cache: Tensor, wei
         want(table, "table", ndim=2, dtype="f32")
         if ids.numel < R or table.shape[1] != d:
             raise ShapeError(f"decode_layer: {ids.numel} ids for {R} items, table {table.shape} for width {d}")
-    launch = select_decode.Launch(d, H, KVH, D, ff, L)
+    if (head is None) != (logits is None):
+        raise ShapeError("decode_layer: head and logits come together (the last block) or not at all")
+    V = 0 if table is None else table.shape[0]
+    if head is not None:
+        want(head, "head", ndim=2, dtype="f32")
+        want(logits, "logits", shape=(R, head.shape[0]), dtype="f32")
+        if head.shape[1] != d or (table is not None and table.shape[0] != head.shape[0]):
+            raise ShapeError(f"decode_layer: head {head.shape} for width {d} (and table {None if table is None else table.shape})")
+        V = head.shape[0]
+    launch = select_decode.Launch(d, H, KVH, D, ff, L, vocab=V)
     plan = select_decode.plan(launch, x.device, select_decode.Knobs("1"))
+
     y = empty((R, d), "f32", x.device) if out is None else out
     want(y, "out", shape=(R, d), dtype="f32")
-    push = select_decode.layer_push(launch, R, ids is not None, 0 if table is None else table.shape[0], eps, theta,
-                                    limit)
+    push = select_decode.layer_push(launch, R, ids is not None, V, eps, theta, limit, head is not None)
+    n = select_decode.layer_loop_count(push, plan.variant.spec["WG"])
+    if head is not None and n > select_decode.MAX_LOOP:
+        raise UnsupportedError(f"decode_layer: {n} loop iterations an invocation with a head of {V} rows > MAX_LOOP = "
+                               f"{select_decode.MAX_LOOP}, the loop cap (run the head's product apart)")
     kernels.dispatch(plan.variant, [x, hyper if ids is None else ids, x if table is None else table, wn1, wq, wk, wv,
-                                    wo, wn2, wgu, wd, next_norm, k_cache, v_cache, hyper, y],
+                                    wo, wn2, wgu, wd, next_norm, k_cache, v_cache, hyper, y,
+                                    x if head is None else head, y if logits is None else logits],
                      push, kernels.grid(R))
     return y

@@ -172,12 +172,12 @@ class Decoder(_Sampling):
         m, c = self.model, self.model.config
         return select_decode.Launch(c.d_model, c.n_heads, c.n_kv_heads, c.head_dim, c.d_ff, self.L,
                                     adapters=bool(getattr(m, "lora", None)) and not getattr(m, "lora_merged", False),
-                                    quantized=bool(getattr(m, "qweights", None)))
+                                    quantized=bool(getattr(m, "qweights", None)), vocab=c.vocab_size)
 
     def _record_step(self, ids, hyper, score):
         plan = decode_step_plan(self.step_launch(), self.model.device)
         if plan.variant is not None:
-            return self._record_fused_step(ids, hyper)
+            return self._record_fused_step(ids, hyper, plan.head)
         m, dev = self.model, self.model.device
         c, B = m.config, self.slots
         H, KVH, hd = c.n_heads, c.n_kv_heads, c.head_dim
@@ -199,9 +199,10 @@ class Decoder(_Sampling):
             dev.sync_local(self.picked)
         return prog
 
-    def _record_fused_step(self, ids, hyper):
+    def _record_fused_step(self, ids, hyper, head: bool):
         """The decode step on decode_layer: one dispatch a block (layer 0 also looks up the embedding rows,
-        each block ends with the next block's attention norm or the final norm), then the head and the sampler."""
+        each block ends with the next block's attention norm or the final norm, the last with the head's logits
+        where `head`, else the head's product follows), then the sampler."""
         m, dev = self.model, self.model.device
         c, B, Pm = m.config, self.slots, m.params
         with record(dev) as prog:
@@ -209,14 +210,17 @@ class Decoder(_Sampling):
             dev.upload(hyper)
             x = empty((B, c.d_model), "f32", dev)  # the residual stream (layer 0 writes it)
             h = empty((B, c.d_model), "f32", dev)
+            W = Pm["embed.weight"] if c.tie_embeddings else Pm["head.weight"]
+            logits = empty((B, c.vocab_size), "f32", dev) if head else None
             for i in range(c.n_layers):
-                L = f"layers.{i}."
-                nxt = f"layers.{i + 1}.attn_norm.weight" if i + 1 < c.n_layers else "norm.weight"
+                L, last = f"layers.{i}.", i + 1 == c.n_layers
+                nxt = "norm.weight" if last else f"layers.{i + 1}.attn_norm.weight"
                 ops.decode_layer(x, hyper, self.k[i], self.v[i], [Pm[L + n] for n in LAYER_WEIGHTS], Pm[nxt],
                                  eps=c.norm_eps, theta=c.rope_theta, limit=c.swiglu_limit,
                                  ids=ids if i == 0 else None, table=Pm["embed.weight"] if i == 0 else None,
-                                 out=h)
-            logits = m._head(h)
+                                 out=h, head=W if head and last else None, logits=logits if last else None)
+            if not head:
+                logits = m._head(h)
             ops.sample(logits, hyper, self.seen, self.picked, B)
             dev.sync_local(self.picked)
         return prog

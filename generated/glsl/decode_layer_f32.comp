@@ -8,7 +8,7 @@
 //   cache row (slot, pos) -> softmax(q k^T scale) v over positions 0..pos (GQA: head h reads kv head
 //   h / (H / KVH)) -> x += a Wo^T -> h = rms_norm(x, wn2) -> g = act(h Wg^T) * (h Wu^T) (glu: SiLU,
 //   clamped to +-limit when limit > 0) -> x += g Wd^T, written back to x -> y = rms_norm(x, wn3) (the next
-//   block's attention norm or the final norm).
+//   block's attention norm or the final norm); head != 0 (the last block): logits = y Wh^T, V of them.
 // The vectors between phases (h, x, q, k, the attention output, g, each head's scores and softmax sum) live
 // in shared memory; phases are separated by barriers. Everything moves as vec4 (d, F multiples of 4, head
 // dim of 8: select.decode.layer_errors): lavapipe runs every buffer or shared load as a loop over the SIMD
@@ -33,6 +33,8 @@ layout(std430, binding = 12) buffer Buf_kc { vec4 kc[]; };
 layout(std430, binding = 13) buffer Buf_vc { vec4 vc[]; };
 layout(std430, binding = 14) readonly buffer Buf_hyper { uint hyper[]; };
 layout(std430, binding = 15) writeonly buffer Buf_y { vec4 y[]; };
+layout(std430, binding = 16) readonly buffer Buf_wh { vec4 wh[]; };
+layout(std430, binding = 17) writeonly buffer Buf_logits { float logits[]; };
 layout(push_constant) uniform Push {
     uint R;
     uint d;
@@ -47,6 +49,7 @@ layout(push_constant) uniform Push {
     float scale;
     float log2_theta;
     float limit;
+    uint head;
 } p;
 layout(local_size_x_id = 0) in;
 // Activations: the sigmoid and tanh arguments are clamped to +-15, as builderforce's kernels do
@@ -232,5 +235,27 @@ void main() {
         s += dot(v, v);
     }
     rs = inversesqrt(wg_sum(s) / float(p.d) + p.eps);
-    for (uint m = t; m < d4; m += WG) y[xb + m] = sm[ox + m] * rs * wn3[m];
+    for (uint m = t; m < d4; m += WG) {
+        const vec4 v = sm[ox + m] * rs * wn3[m];
+        y[xb + m] = v;
+        sm[oh + m] = v;
+    }
+    if (p.head != 0) {  // the last block: logits = y Wh^T (wh [V, d]), four rows a thread (rows past V read V - 1)
+        barrier();
+        for (uint m = t; 4 * m < p.V; m += WG) {
+            const uint r0 = min(4 * m, p.V - 1), r1 = min(4 * m + 1, p.V - 1), r2 = min(4 * m + 2, p.V - 1),
+                       r3 = min(4 * m + 3, p.V - 1);
+            vec4 acc = vec4(0.0);
+            for (uint k = 0; k < d4; ++k) {
+                const vec4 hv = sm[oh + k];
+                acc += vec4(dot(hv, wh[r0 * d4 + k]), dot(hv, wh[r1 * d4 + k]), dot(hv, wh[r2 * d4 + k]),
+                            dot(hv, wh[r3 * d4 + k]));
+            }
+            const uint lb = r * p.V + 4 * m;
+            logits[lb] = acc.x;
+            if (4 * m + 1 < p.V) logits[lb + 1] = acc.y;
+            if (4 * m + 2 < p.V) logits[lb + 2] = acc.z;
+            if (4 * m + 3 < p.V) logits[lb + 3] = acc.w;
+        }
+    }
 }

@@ -75,19 +75,21 @@ def oracle(x, w, kc, vc, items, eps, theta, limit):
     return xo, yo
 
 
-def run(x, w, kc, vc, items, eps, theta, limit, ids=None, table=None):
-    """decode_layer on the device: (x out, y, k cache, v cache) as numpy."""
+def run(x, w, kc, vc, items, eps, theta, limit, ids=None, table=None, head=None):
+    """decode_layer on the device: (x out, y, k cache, v cache, logits or None) as numpy."""
     xt, kct, vct = ev.tensor(x), ev.tensor(kc), ev.tensor(vc)
+    logits = None if head is None else ev.empty((x.shape[0], head.shape[0]), "f32")
     y = ops.decode_layer(xt, ev.tensor(hyper_words(items)), kct, vct, [ev.tensor(w[k]) for k in NAMES],
                          ev.tensor(w["wn3"]), eps=eps, theta=theta, limit=limit,
-                         ids=None if ids is None else ev.tensor(ids), table=None if table is None else ev.tensor(table))
-    return xt.numpy(), y.numpy(), kct.numpy(), vct.numpy()
+                         ids=None if ids is None else ev.tensor(ids), table=None if table is None else ev.tensor(table),
+                         head=None if head is None else ev.tensor(head), logits=logits)
+    return xt.numpy(), y.numpy(), kct.numpy(), vct.numpy(), None if logits is None else logits.numpy()
 
 
 @given(R=st.integers(1, 3), heads=st.sampled_from([(1, 1), (2, 1), (4, 2), (3, 3)]), D=st.sampled_from([8, 16]),
        d=st.sampled_from([4, 8, 32, 36]), F=st.sampled_from([4, 12, 20]), L=st.integers(1, 19),
-       limit=st.sampled_from([0.0, 0.05]), embed=st.booleans(), seed=st.integers(0, 2**31))
-def test_decode_layer_matches_oracle(device, R, heads, D, d, F, L, limit, embed, seed):
+       limit=st.sampled_from([0.0, 0.05]), embed=st.booleans(), head=st.booleans(), seed=st.integers(0, 2**31))
+def test_decode_layer_matches_oracle(device, R, heads, D, d, F, L, limit, embed, head, seed):
     H, KVH = heads
     rng = np.random.default_rng(seed)
     slots, eps, theta = 4, 1e-5, 500.0
@@ -98,9 +100,10 @@ def test_decode_layer_matches_oracle(device, R, heads, D, d, F, L, limit, embed,
     for pos, slot, _, _ in items:  # rows past the position hold garbage the kernel must not read
         kc0[slot, pos + 1:] = vc0[slot, pos + 1:] = 1e4
     ids = table = None
+    V = 5  # the vocabulary of the embedding and the head: not a multiple of 4
+    wh = rng.standard_normal((V, d)).astype(np.float32) if head else None
     if embed:
-        V = 5
-        table = rng.standard_normal((V, d)).astype(np.float32)
+        table = wh if head else rng.standard_normal((V, d)).astype(np.float32)
         ids = rng.integers(0, V + 2, R).astype(np.uint32)  # ids >= V give zero rows
         x_in = np.where((ids < V)[:, None], table[np.minimum(ids, V - 1)], 0.0)
         x = np.full_like(x, np.nan)  # not read
@@ -108,11 +111,14 @@ def test_decode_layer_matches_oracle(device, R, heads, D, d, F, L, limit, embed,
         x_in = x.astype(np.float64)
     kc, vc = kc0.astype(np.float64), vc0.astype(np.float64)
     want_x, want_y = oracle(x_in, w, kc, vc, items, eps, theta, limit)
-    got_x, got_y, got_k, got_v = run(x, w, kc0, vc0, items, eps, theta, limit, ids, table)
+    got_x, got_y, got_k, got_v, got_l = run(x, w, kc0, vc0, items, eps, theta, limit, ids, table, wh)
     n = d + F + H * D + L  # the longest chain of reductions a value passes through, roughly
     tol = 64 * n * U32
     assert_within(got_x, want_x, tol * (np.abs(want_x) + np.abs(want_x).max()) + 1e-30, "x")
     assert_within(got_y, want_y, tol * (np.abs(want_y) + np.abs(want_y).max()) + 1e-30, "y")
+    if head:
+        want_l = want_y @ wh.T.astype(np.float64)
+        assert_within(got_l, want_l, tol * (np.abs(want_l) + np.abs(want_l).max()) + 1e-30, "logits")
     assert_within(got_k, kc, tol * (np.abs(kc) + 1), "k cache")
     assert_within(got_v, vc, tol * (np.abs(vc) + 1), "v cache")
     touched = np.zeros((slots, L), bool)
@@ -148,9 +154,11 @@ def test_decode_layer_equals_the_unfused_ops(device, limit):
     x = rng.standard_normal((3, d)).astype(np.float32)
     kc, vc = (rng.standard_normal((slots, L, KVH, D)).astype(np.float32) for _ in range(2))
     items = [(0, 2, 0, 0), (17, 0, 0, 0), (39, 1, 0, 0)]
-    got = run(x, w, kc, vc, items, 1e-6, 10000.0, limit)
+    table = rng.standard_normal((256, d)).astype(np.float32)
+    got = run(x, w, kc, vc, items, 1e-6, 10000.0, limit, head=table)
     want = unfused(x, w, kc, vc, items, 1e-6, 10000.0, limit)
-    for g, e, what in zip(got, want, ("x", "y", "k cache", "v cache")):
+    want = want + (ops.matmul(ev.tensor(want[1]), ev.tensor(table), transpose_b=True).numpy(),)
+    for g, e, what in zip(got, want, ("x", "y", "k cache", "v cache", "logits")):
         assert np.allclose(g, e, rtol=2e-5, atol=2e-5 * np.abs(e).max()), what
 
 
@@ -168,6 +176,11 @@ def test_decode_layer_refusals(device):
     hyper = ev.tensor(hyper_words([(0, 0, 0, 0)]))
     with pytest.raises(ShapeError, match="together"):
         ops.decode_layer(x, hyper, cache, cache, ws, ev.tensor(w["wn3"]), ids=ev.tensor(np.zeros(1, np.uint32)))
+    with pytest.raises(ShapeError, match="together"):
+        ops.decode_layer(x, hyper, cache, cache, ws, ev.tensor(w["wn3"]), head=ev.zeros((5, 16)))
+    with pytest.raises(UnsupportedError, match="loop cap"):  # a head too long for one workgroup's loops
+        ops.decode_layer(x, hyper, cache, cache, ws, ev.tensor(w["wn3"]), head=ev.zeros((300000, 16)),
+                         logits=ev.zeros((1, 300000)))
     with pytest.raises(ShapeError):
         ops.decode_layer(x, hyper, ev.zeros((1, 4, 2, 8)), ev.zeros((1, 4, 2, 8)), ws, ev.tensor(w["wn3"]))
     with pytest.raises(ShapeError):
@@ -183,7 +196,9 @@ def test_decode_path_rule(device):
     dev = ev.get_device()
     small = select_decode.Launch(64, 4, 2, 16, 128, 256)
     p = select_decode.plan(small, dev, select_decode.Knobs())
-    assert p.variant.op == "decode_layer" and not p.why
+    assert p.variant.op == "decode_layer" and not p.why and not p.head  # no vocabulary: no head to fold
+    assert select_decode.plan(dataclasses.replace(small, vocab=256), dev, select_decode.Knobs()).head
+    assert not select_decode.plan(dataclasses.replace(small, vocab=50000), dev, select_decode.Knobs()).head
     assert select_decode.plan(small, dev, select_decode.Knobs("0")).variant is None  # the kill switch
     gpu = gpu_like(dev)
     assert select_decode.plan(small, gpu, select_decode.Knobs()).variant is None  # CPU devices only, unforced

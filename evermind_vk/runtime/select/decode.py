@@ -53,6 +53,7 @@ class Launch:
     dtype: str = "f32"
     adapters: bool = False
     quantized: bool = False
+    vocab: int = 0  # the head's rows (0: no head to fold into the last block)
 
     @property
     def layer_weights(self) -> int:
@@ -70,9 +71,11 @@ class Knobs:
 @dataclass(frozen=True)
 class Plan:
     """The decode step's path: variant is decode_layer's variant (fused) or None (the per-op kernels);
-    why: the reasons it is not fused (empty when fused or turned off)."""
+    why: the reasons it is not fused (empty when fused or turned off); head: the last block also computes the
+    logits (the head's product within the loop cap), else the head runs as its own product."""
     variant: object
     why: tuple = ()
+    head: bool = False
 
 
 def layer_loop_count(push: dict, wg: int) -> int:
@@ -82,9 +85,10 @@ def layer_loop_count(push: dict, wg: int) -> int:
     d4, H, KVH, D, F4, L4 = push["d"] // 4, push["H"], push["KVH"], push["D"], push["F"] // 4, -(-push["L"] // 4)
     HD4, KD4, D4 = H * D // 4, KVH * D // 4, D // 4
     red = 3 * (wg.bit_length() + 1)  # the three norms' reductions
+    head = c(-(-push["V"] // 4)) * d4 if push["head"] else 0  # the logits (the last block)
     return (2 * c(d4) + c(HD4) * d4 + c(KD4) * d4 + c((H + KVH) * (D // 8))  # norm, q, k and v, RoPE
             + c(H * L4) * D4 + c(H) * 2 * L4 + c(HD4) * L4  # scores, softmax, outputs
-            + c(d4) * (HD4 + 1) + c(F4) * d4 + c(d4) * (F4 + 1) + red)  # wo + norm, gate/up, down + norm
+            + c(d4) * (HD4 + 1) + c(F4) * d4 + c(d4) * (F4 + 1) + red + head)  # wo + norm, gate/up, down + norm
 
 
 def shared_vec4s(launch: Launch) -> int:
@@ -121,13 +125,13 @@ def layer_errors(launch: Launch, v, device) -> list[str]:
 
 
 def layer_push(launch: Launch, items: int, embed: int, vocab: int, eps: float = 1e-6, theta: float = 10000.0,
-               limit: float = 0.0) -> dict:
+               limit: float = 0.0, head: int = 0) -> dict:
     """decode_layer's push constants for `items` sequences (embed: the layer reads the embedding rows of
-    `vocab` ids instead of x)."""
+    `vocab` ids instead of x; head: it ends with the logits, `vocab` of them)."""
     H, D = launch.heads, launch.head_dim
     return dict(R=items, d=launch.d, H=H, KVH=launch.kv_heads, D=D, F=launch.d_ff, L=launch.max_len, V=int(vocab),
                 embed=int(embed), eps=float(eps), scale=1.0 / math.sqrt(D), log2_theta=math.log2(theta),
-                limit=float(limit))
+                limit=float(limit), head=int(head))
 
 
 def plan(launch: Launch, device, knobs: Knobs) -> Plan:
@@ -160,7 +164,11 @@ def plan(launch: Launch, device, knobs: Knobs) -> Plan:
     if knobs.fused != "1" and launch.layer_weights > CPU_MAX_LAYER_WEIGHTS:
         return Plan(None, (f"{launch.layer_weights} weights a block > {CPU_MAX_LAYER_WEIGHTS}: the per-op step's "
                            "products use every core",))
-    return Plan(v)
+    # the head's product joins the last block where it is as small as a block may be (one core reads it) and
+    # within the loop cap
+    with_head = layer_push(launch, 1, 1, launch.vocab, head=1)
+    return Plan(v, head=0 < launch.vocab * launch.d <= CPU_MAX_LAYER_WEIGHTS
+                and layer_loop_count(with_head, v.spec["WG"]) <= MAX_LOOP)
 
 
 def loop_count(op: str, spec: dict, flags, push: dict) -> int | None:
