@@ -90,10 +90,14 @@ def test_prompt_forms(device, model):
         generate(model, [[1], []], max_new_tokens=2)
 
 
-def test_kept_prefix_runs_only_the_new_tokens(device, model):
+@pytest.mark.parametrize("fused", [False, True])
+def test_kept_prefix_runs_only_the_new_tokens(device, model, fused):
     """generate(keep_prefix=True), a chat's later turn: the decoder's cache keeps the positions whose tokens
-    begin the prompt and feeds only the rest through the decode step; the tokens equal the uncached path's,
-    with a repetition penalty too; a prompt that does not begin with the cache runs a whole prefill."""
+    begin the prompt and feeds only the rest through the decode step (the per-op step, or decode_layer); the
+    tokens equal the uncached path's, with a repetition penalty too; a prompt that does not begin with the
+    cache runs a whole prefill."""
+    if fused:
+        model = _model(CFG_FUSED)
     first = [1, 2, 3]
     reply = generate(model, first, max_new_tokens=3, keep_prefix=True, repetition_penalty=2.0)
     turn = first + reply + [5, 6]
@@ -185,3 +189,25 @@ def test_mamba_batch_decode_is_one_program_per_step(device, layers):
     assert got == [a[:a.index(stop)] if stop in a else a for a in alone]
     sampled = generate(m, prompts, max_new_tokens=4, temperature=1.0, top_k=5, seed=3)
     assert generate(m, prompts[0], max_new_tokens=4, temperature=1.0, top_k=5, seed=3) == sampled[0]
+
+
+def test_fused_step_only_without_adapters(device):
+    """The decode step runs decode_layer for a model it can run, and the per-op step once LoRA adapters are
+    attached (decode_layer has no adapter products) and again once they are merged; greedy tokens equal the
+    uncached path's every time."""
+    from evermind_vk.models.lora import LoRAConfig, add_lora, merge_lora
+    m = _model(CFG_FUSED)
+
+    def check(fused):
+        prompt = [1, 2, 3]
+        assert generate(m, prompt, max_new_tokens=5) == generate(m, prompt, max_new_tokens=5, use_cache=False)
+        labels = decoder(m, 1).step_program().labels
+        assert any(lb.startswith("decode_layer") for lb in labels) == fused, labels
+
+    check(True)
+    add_lora(m, LoRAConfig(rank=2, targets=("layers.*.attn.wq", "layers.*.mlp.w_down")))
+    for n in [k for k in m.params if k.endswith(".lora_B")]:  # nonzero adapters: they change the tokens' logits
+        m.params[n].copy_(np.full(m.params[n].shape, 0.5, np.float32))
+    check(False)
+    merge_lora(m)
+    check(True)
