@@ -214,12 +214,12 @@ def decode_layer(x: Tensor, hyper: Tensor, k_cache: Tensor, v_cache: Tensor, wei
         if head.shape[1] != d or (table is not None and table.shape[0] != head.shape[0]):
             raise ShapeError(f"decode_layer: head {head.shape} for width {d} (and table {None if table is None else table.shape})")
         V = head.shape[0]
-    launch = select_decode.Launch(d, H, KVH, D, ff, L, vocab=V)
+    launch = select_decode.Launch(d, H, KVH, D, ff, L, vocab=V, items=R)
     plan = select_decode.plan(launch, x.device, select_decode.Knobs("1"))
 
     y = empty((R, d), "f32", x.device) if out is None else out
     want(y, "out", shape=(R, d), dtype="f32")
-    push = select_decode.layer_push(launch, R, ids is not None, V, eps, theta, limit, head is not None)
+    push = select_decode.layer_push(launch, R, ids is not None, V, eps, theta, limit, head is not None, plan.seqs)
     n = select_decode.layer_loop_count(push, plan.variant.spec["WG"])
     if head is not None and n > select_decode.MAX_LOOP:
         raise UnsupportedError(f"decode_layer: {n} loop iterations an invocation with a head of {V} rows > MAX_LOOP = "
@@ -227,5 +227,5 @@ def decode_layer(x: Tensor, hyper: Tensor, k_cache: Tensor, v_cache: Tensor, wei
     kernels.dispatch(plan.variant, [x, hyper if ids is None else ids, x if table is None else table, wn1, wq, wk, wv,
                                     wo, wn2, wgu, wd, next_norm, k_cache, v_cache, hyper, y,
                                     x if head is None else head, y if logits is None else logits],
-                     push, kernels.grid(R))
+                     push, kernels.grid(-(-R // plan.seqs)))
     return y

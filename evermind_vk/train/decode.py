@@ -172,7 +172,8 @@ class Decoder(_Sampling):
         m, c = self.model, self.model.config
         return select_decode.Launch(c.d_model, c.n_heads, c.n_kv_heads, c.head_dim, c.d_ff, self.L,
                                     adapters=bool(getattr(m, "lora", None)) and not getattr(m, "lora_merged", False),
-                                    quantized=bool(getattr(m, "qweights", None)), vocab=c.vocab_size)
+                                    quantized=bool(getattr(m, "qweights", None)), vocab=c.vocab_size,
+                                    items=self.slots)
 
     def _record_step(self, ids, hyper, score):
         plan = decode_step_plan(self.step_launch(), self.model.device)

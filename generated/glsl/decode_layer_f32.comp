@@ -2,7 +2,8 @@
 #extension GL_EXT_control_flow_attributes : enable
 
 // One transformer block (models/transformer.py) for the newest token of each item r (a sequence at position
-// pos = hyper[8 + 4r], cache slot hyper[8 + 4r + 1]), the whole block in one workgroup of WG threads per item:
+// pos = hyper[8 + 4r], cache slot hyper[8 + 4r + 1]), the whole block in one workgroup of WG threads for S
+// consecutive items (S <= SQ; each load of a weight serves all S):
 //   x (or, embed != 0, the embedding row of ids[r]; ids >= V give 0) -> h = rms_norm(x, wn1)
 //   -> q, k, v = h Wq^T, h Wk^T, h Wv^T -> RoPE of q and k at pos (rope_kv_at's arithmetic), k and v into the
 //   cache row (slot, pos) -> softmax(q k^T scale) v over positions 0..pos (GQA: head h reads kv head
@@ -10,7 +11,7 @@
 //   clamped to +-limit when limit > 0) -> x += g Wd^T, written back to x -> y = rms_norm(x, wn3) (the next
 //   block's attention norm or the final norm); head != 0 (the last block): logits = y Wh^T, V of them.
 // The vectors between phases (h, x, q, k, the attention output, g, each head's scores and softmax sum) live
-// in shared memory; phases are separated by barriers. Everything moves as vec4 (d, F multiples of 4, head
+// in shared memory, one region an item; phases are separated by barriers. Everything moves as vec4 (d, F multiples of 4, head
 // dim of 8: select.decode.layer_errors): lavapipe runs every buffer or shared load as a loop over the SIMD
 // lanes, so one vec4 load costs about what one float does. A thread computes four neighbouring outputs of a
 // product (four rows of W share each load of h), each a dot product in k order of vec4 steps; four
@@ -50,6 +51,7 @@ layout(push_constant) uniform Push {
     float log2_theta;
     float limit;
     uint head;
+    uint S;
 } p;
 layout(local_size_x_id = 0) in;
 // Activations: the sigmoid and tanh arguments are clamped to +-15, as builderforce's kernels do
@@ -67,103 +69,141 @@ float gelu_d(float x) {
     float s = 1.0 / (1.0 + e);  // 0.5 (1 + t); 1 - s = e s and 1 - t^2 = 4 s (1 - s), both without cancellation
     return s * (1.0 + 2.0 * x * (e * s) * GELU_C * (1.0 + 3.0 * 0.044715 * x * x));
 }
-shared float red_wg_sum[WG];
-float wg_sum(float v) {
-    uint t = gl_LocalInvocationID.x;
-    red_wg_sum[t] = v;
+const uint SQ = 4;  // the most sequences a workgroup runs (push S: 1..SQ)
+shared vec4 sm[SW];  // SQ regions of P vec4s, one a sequence
+shared vec4 red4[WG];
+const float NEG = -3.402823466e38;
+
+// A workgroup sum of each component (component s: sequence s).
+vec4 wg_sum4(vec4 v) {
+    const uint t = gl_LocalInvocationID.x;
+    red4[t] = v;
     barrier();
     for (uint s = WG / 2; s > 0; s >>= 1) {
-        if (t < s) { float a = red_wg_sum[t]; float b = red_wg_sum[t + s]; red_wg_sum[t] = a + b; }
+        if (t < s) red4[t] += red4[t + s];
         barrier();
     }
-    float r = red_wg_sum[0];
+    const vec4 r = red4[0];
     barrier();
     return r;
 }
-shared vec4 sm[SW];
-const float NEG = -3.402823466e38;
 
 
 void main() {
-    const uint r = (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x);
-    if (r >= p.R) return;  // uniform per workgroup
-    const uint t = gl_LocalInvocationID.x;
-    const uint pos = hyper[8 + 4 * r], slot = hyper[8 + 4 * r + 1], kv = pos + 1, kv4 = (kv + 3) / 4;
+    const uint r0 = (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * p.S;
+    if (r0 >= p.R) return;  // uniform per workgroup
+    const uint ns = min(p.S, p.R - r0), t = gl_LocalInvocationID.x;
     const uint d4 = p.d / 4, HD4 = p.H * p.D / 4, KD4 = p.KVH * p.D / 4, F4 = p.F / 4, D4 = p.D / 4;
     const uint G = p.H / p.KVH, L4 = (p.L + 3) / 4 + 1;  // a head's row: its scores, then its softmax sum
+    // a sequence's region: h, x, q, k, the attention output, g, the heads' score rows
     const uint oh = 0, ox = d4, oq = ox + d4, ok = oq + HD4, oa = ok + KD4, og = oa + HD4, os = og + F4;
-    const uint xb = r * d4, cb = slot * p.L * KD4, cp = cb + pos * KD4;
-    // x and the attention norm
-    const uint id = p.embed != 0 ? ids[r] : 0;
-    float s = 0.0;
-    for (uint j = t; j < d4; j += WG) {
-        vec4 v = p.embed != 0 ? (id < p.V ? emb[id * d4 + j] : vec4(0.0)) : x[xb + j];
-        sm[ox + j] = v;
-        s += dot(v, v);
+    const uint P = os + p.H * L4;
+    uint cpos[SQ];  // each sequence's cache row of its new position, in vec4s
+    [[unroll]] for (uint s = 0; s < SQ; ++s) {
+        const uint rr = min(r0 + s, p.R - 1);
+        cpos[s] = (hyper[8 + 4 * rr + 1] * p.L + hyper[8 + 4 * rr]) * KD4;
     }
-    float rs = inversesqrt(wg_sum(s) / float(p.d) + p.eps);
-    for (uint j = t; j < d4; j += WG) sm[oh + j] = sm[ox + j] * rs * wn1[j];
+    // x and the attention norm
+    vec4 ss = vec4(0.0);
+    for (uint j = t; j < d4; j += WG) {
+        [[unroll]] for (uint s = 0; s < SQ; ++s) {
+            if (s < ns) {
+                vec4 v;
+                if (p.embed != 0) {
+                    const uint id = ids[r0 + s];
+                    v = id < p.V ? emb[id * d4 + j] : vec4(0.0);
+                } else {
+                    v = x[(r0 + s) * d4 + j];
+                }
+                sm[s * P + ox + j] = v;
+                ss[s] += dot(v, v);
+            }
+        }
+    }
+    vec4 rs = inversesqrt(wg_sum4(ss) / float(p.d) + p.eps);
+    for (uint j = t; j < d4; j += WG) {
+        const vec4 w = wn1[j];
+        [[unroll]] for (uint s = 0; s < SQ; ++s) if (s < ns) sm[s * P + oh + j] = sm[s * P + ox + j] * rs[s] * w;
+    }
     barrier();
     // q, k, v (v straight into its cache row)
     for (uint m = t; m < HD4; m += WG) {
-        vec4 acc = vec4(0.0);
+        vec4 acc[SQ];
+        [[unroll]] for (uint s = 0; s < SQ; ++s) acc[s] = vec4(0.0);
         for (uint k = 0; k < d4; ++k) {
-            const vec4 hv = sm[oh + k];
-            acc += vec4(dot(hv, wq[(4 * m) * d4 + k]), dot(hv, wq[(4 * m + 1) * d4 + k]),
-                        dot(hv, wq[(4 * m + 2) * d4 + k]), dot(hv, wq[(4 * m + 3) * d4 + k]));
+            const vec4 w0 = wq[(4 * m) * d4 + k], w1 = wq[(4 * m + 1) * d4 + k], w2 = wq[(4 * m + 2) * d4 + k], w3 = wq[(4 * m + 3) * d4 + k];
+            [[unroll]] for (uint s = 0; s < SQ; ++s) {
+                if (s < ns) {
+                    const vec4 hv = sm[s * P + oh + k];
+                    acc[s] += vec4(dot(hv, w0), dot(hv, w1), dot(hv, w2), dot(hv, w3));
+                }
+            }
         }
-        sm[oq + m] = acc;
+        [[unroll]] for (uint s = 0; s < SQ; ++s) if (s < ns) sm[s * P + oq + m] = acc[s];
     }
     for (uint m = t; m < KD4; m += WG) {
-        vec4 ak = vec4(0.0), av = vec4(0.0);
+        vec4 ak[SQ], av[SQ];
+        [[unroll]] for (uint s = 0; s < SQ; ++s) ak[s] = av[s] = vec4(0.0);
         for (uint k = 0; k < d4; ++k) {
-            const vec4 hv = sm[oh + k];
-            ak += vec4(dot(hv, wk[4 * m * d4 + k]), dot(hv, wk[(4 * m + 1) * d4 + k]),
-                       dot(hv, wk[(4 * m + 2) * d4 + k]), dot(hv, wk[(4 * m + 3) * d4 + k]));
-            av += vec4(dot(hv, wv[4 * m * d4 + k]), dot(hv, wv[(4 * m + 1) * d4 + k]),
-                       dot(hv, wv[(4 * m + 2) * d4 + k]), dot(hv, wv[(4 * m + 3) * d4 + k]));
+            const vec4 w0 = wk[(4 * m) * d4 + k], w1 = wk[(4 * m + 1) * d4 + k], w2 = wk[(4 * m + 2) * d4 + k], w3 = wk[(4 * m + 3) * d4 + k];
+            const vec4 u0 = wv[(4 * m) * d4 + k], u1 = wv[(4 * m + 1) * d4 + k], u2 = wv[(4 * m + 2) * d4 + k], u3 = wv[(4 * m + 3) * d4 + k];
+            [[unroll]] for (uint s = 0; s < SQ; ++s) {
+                if (s < ns) {
+                    const vec4 hv = sm[s * P + oh + k];
+                    ak[s] += vec4(dot(hv, w0), dot(hv, w1), dot(hv, w2), dot(hv, w3));
+                    av[s] += vec4(dot(hv, u0), dot(hv, u1), dot(hv, u2), dot(hv, u3));
+                }
+            }
         }
-        sm[ok + m] = ak;
-        vc[cp + m] = av;
+        [[unroll]] for (uint s = 0; s < SQ; ++s) {
+            if (s < ns) {
+                sm[s * P + ok + m] = ak[s];
+                vc[cpos[s] + m] = av[s];
+            }
+        }
     }
     barrier();
     // RoPE of q (in place) and of k (into its cache row): four pairs a thread
-    const uint hd4 = p.D / 8;
-    for (uint i = t; i < (p.H + p.KVH) * hd4; i += WG) {
-        const uint hh = i / hd4, c = i % hd4;
+    const uint hd4 = p.D / 8, per = (p.H + p.KVH) * hd4;
+    for (uint i = t; i < ns * per; i += WG) {
+        const uint s = i / per, hh = (i % per) / hd4, c = i % hd4;
         const bool isq = hh < p.H;
-        const uint o = (isq ? oq + hh * D4 : ok + (hh - p.H) * D4) + c;
+        const uint o = s * P + (isq ? oq + hh * D4 : ok + (hh - p.H) * D4) + c;
         const vec4 a = sm[o], b = sm[o + hd4];
         vec4 freq = exp2(-2.0 * vec4(4 * c, 4 * c + 1, 4 * c + 2, 4 * c + 3) / float(p.D) * p.log2_theta);
-        vec4 ang = float(pos) * freq;
+        vec4 ang = float(hyper[8 + 4 * (r0 + s)]) * freq;
         vec4 cs = cos(ang), sn = sin(ang);
         vec4 ya = a * cs - b * sn, yb = a * sn + b * cs;
         if (isq) {
             sm[o] = ya;
             sm[o + hd4] = yb;
         } else {
-            kc[cp + (hh - p.H) * D4 + c] = ya;
-            kc[cp + (hh - p.H) * D4 + c + hd4] = yb;
+            const uint dst = (hyper[8 + 4 * (r0 + s) + 1] * p.L + hyper[8 + 4 * (r0 + s)]) * KD4 + (hh - p.H) * D4 + c;
+            kc[dst] = ya;
+            kc[dst + hd4] = yb;
         }
     }
     memoryBarrierBuffer();  // the cache rows written above are read by other threads below
     barrier();
     // scores: four positions of a head a thread (positions past pos read row pos and score NEG)
-    for (uint e = t; e < p.H * kv4; e += WG) {
-        const uint hh = e / kv4, j0 = 4 * (e % kv4), qb = oq + hh * D4, kb = cb + (hh / G) * D4;
-        const uvec4 jj = min(uvec4(j0, j0 + 1, j0 + 2, j0 + 3), uvec4(kv - 1)) * KD4 + kb;
-        vec4 sc = vec4(0.0);
-        for (uint dd = 0; dd < D4; ++dd) {
-            const vec4 qv = sm[qb + dd];
-            sc += vec4(dot(qv, kc[jj.x + dd]), dot(qv, kc[jj.y + dd]), dot(qv, kc[jj.z + dd]), dot(qv, kc[jj.w + dd]));
+    for (uint s = 0; s < ns; ++s) {
+        const uint kv = hyper[8 + 4 * (r0 + s)] + 1, kv4 = (kv + 3) / 4, cb = hyper[8 + 4 * (r0 + s) + 1] * p.L * KD4;
+        for (uint e = t; e < p.H * kv4; e += WG) {
+            const uint hh = e / kv4, j0 = 4 * (e % kv4), qb = s * P + oq + hh * D4, kb = cb + (hh / G) * D4;
+            const uvec4 jj = min(uvec4(j0, j0 + 1, j0 + 2, j0 + 3), uvec4(kv - 1)) * KD4 + kb;
+            vec4 sc = vec4(0.0);
+            for (uint dd = 0; dd < D4; ++dd) {
+                const vec4 qv = sm[qb + dd];
+                sc += vec4(dot(qv, kc[jj.x + dd]), dot(qv, kc[jj.y + dd]), dot(qv, kc[jj.z + dd]), dot(qv, kc[jj.w + dd]));
+            }
+            sc *= p.scale;
+            sm[s * P + os + hh * L4 + e % kv4] = mix(sc, vec4(NEG), greaterThanEqual(uvec4(j0, j0 + 1, j0 + 2, j0 + 3), uvec4(kv)));
         }
-        sc *= p.scale;
-        sm[os + hh * L4 + e % kv4] = mix(sc, vec4(NEG), greaterThanEqual(uvec4(j0, j0 + 1, j0 + 2, j0 + 3), uvec4(kv)));
     }
     barrier();
-    // each head's softmax (one thread a head): exp(score - max) in place, their sum after the row
-    for (uint hh = t; hh < p.H; hh += WG) {
-        const uint sb = os + hh * L4;
+    // each head's softmax (one thread a head of a sequence): exp(score - max) in place, their sum after the row
+    for (uint i = t; i < ns * p.H; i += WG) {
+        const uint s = i / p.H, sb = s * P + os + (i % p.H) * L4, kv4 = (hyper[8 + 4 * (r0 + s)] + 4) / 4;
         vec4 m4 = vec4(NEG);
         for (uint j = 0; j < kv4; ++j) m4 = max(m4, sm[sb + j]);
         const float m = max(max(m4.x, m4.y), max(m4.z, m4.w));
@@ -177,85 +217,130 @@ void main() {
     }
     barrier();
     // the attention output: four dimensions of a head a thread
-    for (uint e = t; e < HD4; e += WG) {
-        const uint hh = e / D4, sb = os + hh * L4, vb = cb + (hh / G) * D4 + e % D4;
-        vec4 acc = vec4(0.0);
-        for (uint j = 0; j < kv4; ++j) {
-            const vec4 pr = sm[sb + j];
-            const uvec4 jj = min(uvec4(4 * j, 4 * j + 1, 4 * j + 2, 4 * j + 3), uvec4(kv - 1)) * KD4 + vb;
-            acc += pr.x * vc[jj.x] + pr.y * vc[jj.y] + pr.z * vc[jj.z] + pr.w * vc[jj.w];
+    for (uint s = 0; s < ns; ++s) {
+        const uint kv = hyper[8 + 4 * (r0 + s)] + 1, kv4 = (kv + 3) / 4, cb = hyper[8 + 4 * (r0 + s) + 1] * p.L * KD4;
+        for (uint e = t; e < HD4; e += WG) {
+            const uint hh = e / D4, sb = s * P + os + hh * L4, vb = cb + (hh / G) * D4 + e % D4;
+            vec4 acc = vec4(0.0);
+            for (uint j = 0; j < kv4; ++j) {
+                const vec4 pr = sm[sb + j];
+                const uvec4 jj = min(uvec4(4 * j, 4 * j + 1, 4 * j + 2, 4 * j + 3), uvec4(kv - 1)) * KD4 + vb;
+                acc += pr.x * vc[jj.x] + pr.y * vc[jj.y] + pr.z * vc[jj.z] + pr.w * vc[jj.w];
+            }
+            sm[s * P + oa + e] = acc / sm[sb + L4 - 1].x;
         }
-        sm[oa + e] = acc / sm[sb + L4 - 1].x;
     }
     barrier();
     // x += a Wo^T, the MLP norm
-    s = 0.0;
+    ss = vec4(0.0);
     for (uint m = t; m < d4; m += WG) {
-        vec4 acc = vec4(0.0);
+        vec4 acc[SQ];
+        [[unroll]] for (uint s = 0; s < SQ; ++s) acc[s] = vec4(0.0);
         for (uint k = 0; k < HD4; ++k) {
-            const vec4 hv = sm[oa + k];
-            acc += vec4(dot(hv, wo[(4 * m) * HD4 + k]), dot(hv, wo[(4 * m + 1) * HD4 + k]),
-                        dot(hv, wo[(4 * m + 2) * HD4 + k]), dot(hv, wo[(4 * m + 3) * HD4 + k]));
+            const vec4 w0 = wo[(4 * m) * HD4 + k], w1 = wo[(4 * m + 1) * HD4 + k], w2 = wo[(4 * m + 2) * HD4 + k], w3 = wo[(4 * m + 3) * HD4 + k];
+            [[unroll]] for (uint s = 0; s < SQ; ++s) {
+                if (s < ns) {
+                    const vec4 hv = sm[s * P + oa + k];
+                    acc[s] += vec4(dot(hv, w0), dot(hv, w1), dot(hv, w2), dot(hv, w3));
+                }
+            }
         }
-        vec4 v = sm[ox + m] + acc;
-        sm[ox + m] = v;
-        s += dot(v, v);
+        [[unroll]] for (uint s = 0; s < SQ; ++s) {
+            if (s < ns) {
+                const vec4 v = sm[s * P + ox + m] + acc[s];
+                sm[s * P + ox + m] = v;
+                ss[s] += dot(v, v);
+            }
+        }
     }
-    rs = inversesqrt(wg_sum(s) / float(p.d) + p.eps);
-    for (uint m = t; m < d4; m += WG) sm[oh + m] = sm[ox + m] * rs * wn2[m];
+    rs = inversesqrt(wg_sum4(ss) / float(p.d) + p.eps);
+    for (uint m = t; m < d4; m += WG) {
+        const vec4 w = wn2[m];
+        [[unroll]] for (uint s = 0; s < SQ; ++s) if (s < ns) sm[s * P + oh + m] = sm[s * P + ox + m] * rs[s] * w;
+    }
     barrier();
     // g = act(gate) * up: rows [gate | up] of w_gate_up
     for (uint m = t; m < F4; m += WG) {
-        vec4 ga = vec4(0.0), up = vec4(0.0);
+        vec4 ga[SQ], up[SQ];
+        [[unroll]] for (uint s = 0; s < SQ; ++s) ga[s] = up[s] = vec4(0.0);
         for (uint k = 0; k < d4; ++k) {
-            const vec4 hv = sm[oh + k];
-            ga += vec4(dot(hv, wgu[4 * m * d4 + k]), dot(hv, wgu[(4 * m + 1) * d4 + k]),
-                       dot(hv, wgu[(4 * m + 2) * d4 + k]), dot(hv, wgu[(4 * m + 3) * d4 + k]));
-            const uint u0 = p.F + 4 * m;
-            up += vec4(dot(hv, wgu[u0 * d4 + k]), dot(hv, wgu[(u0 + 1) * d4 + k]),
-                       dot(hv, wgu[(u0 + 2) * d4 + k]), dot(hv, wgu[(u0 + 3) * d4 + k]));
+            const vec4 w0 = wgu[(4 * m) * d4 + k], w1 = wgu[(4 * m + 1) * d4 + k], w2 = wgu[(4 * m + 2) * d4 + k], w3 = wgu[(4 * m + 3) * d4 + k];
+            const vec4 u0 = wgu[(p.F + 4 * m) * d4 + k], u1 = wgu[(p.F + 4 * m + 1) * d4 + k], u2 = wgu[(p.F + 4 * m + 2) * d4 + k], u3 = wgu[(p.F + 4 * m + 3) * d4 + k];
+            [[unroll]] for (uint s = 0; s < SQ; ++s) {
+                if (s < ns) {
+                    const vec4 hv = sm[s * P + oh + k];
+                    ga[s] += vec4(dot(hv, w0), dot(hv, w1), dot(hv, w2), dot(hv, w3));
+                    up[s] += vec4(dot(hv, u0), dot(hv, u1), dot(hv, u2), dot(hv, u3));
+                }
+            }
         }
-        vec4 o = vec4(silu_f(ga.x) * up.x, silu_f(ga.y) * up.y, silu_f(ga.z) * up.z, silu_f(ga.w) * up.w);
-        if (p.limit > 0.0) o = clamp(o, -p.limit, p.limit);
-        sm[og + m] = o;
+        [[unroll]] for (uint s = 0; s < SQ; ++s) {
+            if (s < ns) {
+                vec4 o = vec4(silu_f(ga[s].x) * up[s].x, silu_f(ga[s].y) * up[s].y, silu_f(ga[s].z) * up[s].z,
+                              silu_f(ga[s].w) * up[s].w);
+                if (p.limit > 0.0) o = clamp(o, -p.limit, p.limit);
+                sm[s * P + og + m] = o;
+            }
+        }
     }
     barrier();
     // x += g Wd^T, then the next norm
-    s = 0.0;
+    ss = vec4(0.0);
     for (uint m = t; m < d4; m += WG) {
-        vec4 acc = vec4(0.0);
+        vec4 acc[SQ];
+        [[unroll]] for (uint s = 0; s < SQ; ++s) acc[s] = vec4(0.0);
         for (uint k = 0; k < F4; ++k) {
-            const vec4 hv = sm[og + k];
-            acc += vec4(dot(hv, wd[(4 * m) * F4 + k]), dot(hv, wd[(4 * m + 1) * F4 + k]),
-                        dot(hv, wd[(4 * m + 2) * F4 + k]), dot(hv, wd[(4 * m + 3) * F4 + k]));
+            const vec4 w0 = wd[(4 * m) * F4 + k], w1 = wd[(4 * m + 1) * F4 + k], w2 = wd[(4 * m + 2) * F4 + k], w3 = wd[(4 * m + 3) * F4 + k];
+            [[unroll]] for (uint s = 0; s < SQ; ++s) {
+                if (s < ns) {
+                    const vec4 hv = sm[s * P + og + k];
+                    acc[s] += vec4(dot(hv, w0), dot(hv, w1), dot(hv, w2), dot(hv, w3));
+                }
+            }
         }
-        vec4 v = sm[ox + m] + acc;
-        sm[ox + m] = v;
-        x[xb + m] = v;
-        s += dot(v, v);
+        [[unroll]] for (uint s = 0; s < SQ; ++s) {
+            if (s < ns) {
+                const vec4 v = sm[s * P + ox + m] + acc[s];
+                sm[s * P + ox + m] = v;
+                x[(r0 + s) * d4 + m] = v;
+                ss[s] += dot(v, v);
+            }
+        }
     }
-    rs = inversesqrt(wg_sum(s) / float(p.d) + p.eps);
+    rs = inversesqrt(wg_sum4(ss) / float(p.d) + p.eps);
     for (uint m = t; m < d4; m += WG) {
-        const vec4 v = sm[ox + m] * rs * wn3[m];
-        y[xb + m] = v;
-        sm[oh + m] = v;
+        const vec4 w = wn3[m];
+        [[unroll]] for (uint s = 0; s < SQ; ++s) {
+            if (s < ns) {
+                const vec4 v = sm[s * P + ox + m] * rs[s] * w;
+                y[(r0 + s) * d4 + m] = v;
+                sm[s * P + oh + m] = v;
+            }
+        }
     }
     if (p.head != 0) {  // the last block: logits = y Wh^T (wh [V, d]), four rows a thread (rows past V read V - 1)
         barrier();
         for (uint m = t; 4 * m < p.V; m += WG) {
-            const uint r0 = min(4 * m, p.V - 1), r1 = min(4 * m + 1, p.V - 1), r2 = min(4 * m + 2, p.V - 1),
-                       r3 = min(4 * m + 3, p.V - 1);
-            vec4 acc = vec4(0.0);
-            for (uint k = 0; k < d4; ++k) {
-                const vec4 hv = sm[oh + k];
-                acc += vec4(dot(hv, wh[r0 * d4 + k]), dot(hv, wh[r1 * d4 + k]), dot(hv, wh[r2 * d4 + k]),
-                            dot(hv, wh[r3 * d4 + k]));
+            vec4 acc[SQ];
+            [[unroll]] for (uint s = 0; s < SQ; ++s) acc[s] = vec4(0.0);
+        for (uint k = 0; k < d4; ++k) {
+            const vec4 w0 = wh[(min(4 * m, p.V - 1)) * d4 + k], w1 = wh[(min(4 * m + 1, p.V - 1)) * d4 + k], w2 = wh[(min(4 * m + 2, p.V - 1)) * d4 + k], w3 = wh[(min(4 * m + 3, p.V - 1)) * d4 + k];
+            [[unroll]] for (uint s = 0; s < SQ; ++s) {
+                if (s < ns) {
+                    const vec4 hv = sm[s * P + oh + k];
+                    acc[s] += vec4(dot(hv, w0), dot(hv, w1), dot(hv, w2), dot(hv, w3));
+                }
             }
-            const uint lb = r * p.V + 4 * m;
-            logits[lb] = acc.x;
-            if (4 * m + 1 < p.V) logits[lb + 1] = acc.y;
-            if (4 * m + 2 < p.V) logits[lb + 2] = acc.z;
-            if (4 * m + 3 < p.V) logits[lb + 3] = acc.w;
+        }
+            [[unroll]] for (uint s = 0; s < SQ; ++s) {
+                if (s < ns) {
+                    const uint lb = (r0 + s) * p.V + 4 * m;
+                    logits[lb] = acc[s].x;
+                    if (4 * m + 1 < p.V) logits[lb + 1] = acc[s].y;
+                    if (4 * m + 2 < p.V) logits[lb + 2] = acc[s].z;
+                    if (4 * m + 3 < p.V) logits[lb + 3] = acc[s].w;
+                }
+            }
         }
     }
 }

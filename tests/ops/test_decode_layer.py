@@ -86,13 +86,13 @@ def run(x, w, kc, vc, items, eps, theta, limit, ids=None, table=None, head=None)
     return xt.numpy(), y.numpy(), kct.numpy(), vct.numpy(), None if logits is None else logits.numpy()
 
 
-@given(R=st.integers(1, 3), heads=st.sampled_from([(1, 1), (2, 1), (4, 2), (3, 3)]), D=st.sampled_from([8, 16]),
+@given(R=st.integers(1, 9), heads=st.sampled_from([(1, 1), (2, 1), (4, 2), (3, 3)]), D=st.sampled_from([8, 16]),
        d=st.sampled_from([4, 8, 32, 36]), F=st.sampled_from([4, 12, 20]), L=st.integers(1, 19),
        limit=st.sampled_from([0.0, 0.05]), embed=st.booleans(), head=st.booleans(), seed=st.integers(0, 2**31))
 def test_decode_layer_matches_oracle(device, R, heads, D, d, F, L, limit, embed, head, seed):
     H, KVH = heads
     rng = np.random.default_rng(seed)
-    slots, eps, theta = 4, 1e-5, 500.0
+    slots, eps, theta = 9, 1e-5, 500.0  # R > 2: several sequences a workgroup on CPU devices (select.decode.layer_seqs)
     w = make(rng, d, H, KVH, D, F)
     x = rng.standard_normal((R, d)).astype(np.float32)
     kc0, vc0 = (rng.standard_normal((slots, L, KVH, D)).astype(np.float32) for _ in range(2))
@@ -147,13 +147,14 @@ def unfused(x, w, kc, vc, items, eps, theta, limit):
 
 @pytest.mark.parametrize("limit", [0.0, 0.02])
 def test_decode_layer_equals_the_unfused_ops(device, limit):
-    """The default model's block shape (d 64, 4/2 heads of 16, ff 128) at several positions and slots."""
+    """The default model's block shape (d 64, 4/2 heads of 16, ff 128) at several positions and slots, 7
+    sequences (four, then three, a workgroup on CPU devices)."""
     rng = np.random.default_rng(7)
-    d, H, KVH, D, F, L, slots = 64, 4, 2, 16, 128, 40, 3
+    d, H, KVH, D, F, L, slots = 64, 4, 2, 16, 128, 40, 8
     w = make(rng, d, H, KVH, D, F, scale=0.1)
-    x = rng.standard_normal((3, d)).astype(np.float32)
+    x = rng.standard_normal((7, d)).astype(np.float32)
     kc, vc = (rng.standard_normal((slots, L, KVH, D)).astype(np.float32) for _ in range(2))
-    items = [(0, 2, 0, 0), (17, 0, 0, 0), (39, 1, 0, 0)]
+    items = [(0, 2, 0, 0), (17, 0, 0, 0), (39, 1, 0, 0), (5, 7, 0, 0), (38, 3, 0, 0), (1, 4, 0, 0), (22, 6, 0, 0)]
     table = rng.standard_normal((256, d)).astype(np.float32)
     got = run(x, w, kc, vc, items, 1e-6, 10000.0, limit, head=table)
     want = unfused(x, w, kc, vc, items, 1e-6, 10000.0, limit)
@@ -198,6 +199,10 @@ def test_decode_path_rule(device):
     p = select_decode.plan(small, dev, select_decode.Knobs())
     assert p.variant.op == "decode_layer" and not p.why and not p.head  # no vocabulary: no head to fold
     assert select_decode.plan(dataclasses.replace(small, vocab=256), dev, select_decode.Knobs()).head
+    # sequences a workgroup: the batch over CPU_GROUPS workgroups, at most SEQS_MAX; one on GPUs
+    assert [select_decode.plan(dataclasses.replace(small, items=b), dev, select_decode.Knobs()).seqs
+            for b in (1, 2, 3, 8, 32)] == [1, 1, 2, 4, 4]
+    assert select_decode.plan(dataclasses.replace(small, items=8), gpu_like(dev), select_decode.Knobs("1")).seqs == 1
     assert not select_decode.plan(dataclasses.replace(small, vocab=50000), dev, select_decode.Knobs()).head
     assert select_decode.plan(small, dev, select_decode.Knobs("0")).variant is None  # the kill switch
     gpu = gpu_like(dev)

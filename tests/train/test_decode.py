@@ -43,7 +43,10 @@ def test_greedy_identical_to_uncached(device, model, path, monkeypatch):
         assert len(labels) == 2 + model.config.n_layers + 2, labels
 
 
-def test_batch_equals_each_alone(device, model):
+@pytest.mark.parametrize("fused", [False, True])
+def test_batch_equals_each_alone(device, model, fused):
+    if fused:  # decode_layer, two sequences a workgroup
+        model = _model(CFG_FUSED)
     prompts = [[3], [1, 2, 3, 4, 5, 6, 7], [9, 9, 4]]
     alone = [generate(model, p, max_new_tokens=9, repetition_penalty=2.0) for p in prompts]
     seen = []

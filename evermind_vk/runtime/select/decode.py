@@ -30,12 +30,17 @@ TUNED = {
     "LAYER_DEVICE_TYPES": Tuned(("cpu",), "unforced, the fused decode step runs on CPU devices only: lavapipe pays "
                                           "~23 us a dispatch, and one workgroup a sequence leaves a GPU idle",
                                 "bench/results/generate_bench-lavapipe.txt"),
+    "CPU_GROUPS": Tuned(2, "CPU devices: workgroups a fused step keeps busy (lavapipe's threads: one a core of the "
+                           "2-core machine); the batch's sequences are shared among them, up to SEQS_MAX a workgroup",
+                        "bench/results/generate_bench-lavapipe.txt"),
     "CPU_MAX_LAYER_WEIGHTS": Tuned(1 << 19, "unforced, CPU devices run decode_layer for blocks of at most this many "
                                              "weights: one workgroup (one core) a sequence reads them all, and past "
                                              "~590k (d 256) the per-op step's products on every core win",
                                    "bench/results/generate_bench-lavapipe.txt"),
 }
 LAYER_DEVICE_TYPES = TUNED["LAYER_DEVICE_TYPES"].value
+CPU_GROUPS = TUNED["CPU_GROUPS"].value
+SEQS_MAX = 4  # the template's SQ: accumulators a thread keeps for each product output
 CPU_MAX_LAYER_WEIGHTS = TUNED["CPU_MAX_LAYER_WEIGHTS"].value
 LAYER_PATHS = ("", "0", "1")
 
@@ -54,6 +59,7 @@ class Launch:
     adapters: bool = False
     quantized: bool = False
     vocab: int = 0  # the head's rows (0: no head to fold into the last block)
+    items: int = 1  # sequences a step feeds
 
     @property
     def layer_weights(self) -> int:
@@ -76,6 +82,7 @@ class Plan:
     variant: object
     why: tuple = ()
     head: bool = False
+    seqs: int = 1  # sequences a workgroup runs (each load of a weight serves them all)
 
 
 def layer_loop_count(push: dict, wg: int) -> int:
@@ -83,11 +90,11 @@ def layer_loop_count(push: dict, wg: int) -> int:
     push constants; the attention loops at the longest context, L positions)."""
     c = lambda n: -(-n // wg)  # noqa: E731  a thread's share of n items
     d4, H, KVH, D, F4, L4 = push["d"] // 4, push["H"], push["KVH"], push["D"], push["F"] // 4, -(-push["L"] // 4)
-    HD4, KD4, D4 = H * D // 4, KVH * D // 4, D // 4
+    HD4, KD4, D4, S = H * D // 4, KVH * D // 4, D // 4, push["S"]
     red = 3 * (wg.bit_length() + 1)  # the three norms' reductions
     head = c(-(-push["V"] // 4)) * d4 if push["head"] else 0  # the logits (the last block)
-    return (2 * c(d4) + c(HD4) * d4 + c(KD4) * d4 + c((H + KVH) * (D // 8))  # norm, q, k and v, RoPE
-            + c(H * L4) * D4 + c(H) * 2 * L4 + c(HD4) * L4  # scores, softmax, outputs
+    return (2 * c(d4) + c(HD4) * d4 + c(KD4) * d4 + c(S * (H + KVH) * (D // 8))  # norm, q, k and v, RoPE
+            + S * (c(H * L4) * D4 + 1) + c(S * H) * 2 * L4 + S * (c(HD4) * L4 + 1)  # scores, softmax, outputs
             + c(d4) * (HD4 + 1) + c(F4) * d4 + c(d4) * (F4 + 1) + red + head)  # wo + norm, gate/up, down + norm
 
 
@@ -117,21 +124,21 @@ def layer_errors(launch: Launch, v, device) -> list[str]:
     need = shared_vec4s(launch)
     if need > v.spec["SW"]:
         why.append(f"{need} vec4s of shared memory > the variant's {v.spec['SW']} (too large a model or context)")
-    if 16 * v.spec["SW"] + 4 * v.spec["WG"] > device.info.shared_memory:
-        why.append(f"{v.name} uses {16 * v.spec['SW'] + 4 * v.spec['WG']} bytes of shared memory, the device has "
+    if 16 * (v.spec["SW"] + v.spec["WG"]) > device.info.shared_memory:
+        why.append(f"{v.name} uses {16 * (v.spec['SW'] + v.spec['WG'])} bytes of shared memory, the device has "
                    f"{device.info.shared_memory}")
     why += binding_errors(v, max_bindings(device.info))
     return why
 
 
 def layer_push(launch: Launch, items: int, embed: int, vocab: int, eps: float = 1e-6, theta: float = 10000.0,
-               limit: float = 0.0, head: int = 0) -> dict:
+               limit: float = 0.0, head: int = 0, seqs: int = 1) -> dict:
     """decode_layer's push constants for `items` sequences (embed: the layer reads the embedding rows of
-    `vocab` ids instead of x; head: it ends with the logits, `vocab` of them)."""
+    `vocab` ids instead of x; head: it ends with the logits, `vocab` of them; seqs: sequences a workgroup)."""
     H, D = launch.heads, launch.head_dim
     return dict(R=items, d=launch.d, H=H, KVH=launch.kv_heads, D=D, F=launch.d_ff, L=launch.max_len, V=int(vocab),
                 embed=int(embed), eps=float(eps), scale=1.0 / math.sqrt(D), log2_theta=math.log2(theta),
-                limit=float(limit), head=int(head))
+                limit=float(limit), head=int(head), S=int(seqs))
 
 
 def plan(launch: Launch, device, knobs: Knobs) -> Plan:
@@ -166,9 +173,22 @@ def plan(launch: Launch, device, knobs: Knobs) -> Plan:
                            "products use every core",))
     # the head's product joins the last block where it is as small as a block may be (one core reads it) and
     # within the loop cap
-    with_head = layer_push(launch, 1, 1, launch.vocab, head=1)
+    seqs = layer_seqs(launch, v, device.info.type)
+    with_head = layer_push(launch, 1, 1, launch.vocab, head=1, seqs=seqs)
     return Plan(v, head=0 < launch.vocab * launch.d <= CPU_MAX_LAYER_WEIGHTS
-                and layer_loop_count(with_head, v.spec["WG"]) <= MAX_LOOP)
+                and layer_loop_count(with_head, v.spec["WG"]) <= MAX_LOOP, seqs=seqs)
+
+
+def layer_seqs(launch: Launch, v, device_type: str) -> int:
+    """Sequences a decode_layer workgroup runs: on CPU devices the batch shared among CPU_GROUPS workgroups,
+    at most SEQS_MAX and as many as the variant's shared memory and the loop cap allow; one on GPUs (more
+    workgroups)."""
+    if device_type != "cpu":
+        return 1
+    s = max(1, min(SEQS_MAX, -(-launch.items // CPU_GROUPS), v.spec["SW"] // shared_vec4s(launch)))
+    while s > 1 and layer_loop_count(layer_push(launch, 1, 1, launch.vocab, head=1, seqs=s), v.spec["WG"]) > MAX_LOOP:
+        s -= 1
+    return s
 
 
 def loop_count(op: str, spec: dict, flags, push: dict) -> int | None:
