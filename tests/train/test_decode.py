@@ -1,6 +1,8 @@
 """Recorded decoding (train/decode.py): greedy output equals the uncached path (also past max_seq_len,
 with a repetition penalty), batches of prompts of different lengths decode as each alone, the programs are
 recorded once and replayed (one submit per token), sampling is reproducible, and generate's prompt forms."""
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -26,10 +28,10 @@ def model():
     return _model(CFG)
 
 
-@pytest.mark.parametrize("path", ["per-op", "fused", "per-op forced"])
+@pytest.mark.parametrize("path", ["per-op", "fused", "fused untied", "per-op forced"])
 def test_greedy_identical_to_uncached(device, model, path, monkeypatch):
     if path != "per-op":
-        model = _model(CFG_FUSED)
+        model = _model(dataclasses.replace(CFG_FUSED, tie_embeddings=path != "fused untied"))
     if path == "per-op forced":
         monkeypatch.setenv("EVERMIND_VK_DECODE_FUSED", "0")
     for prompt, n in (([3], 6), ([1, 2, 3, 4, 5], 14)):  # the second runs past max_seq_len (cache refills)
@@ -38,8 +40,9 @@ def test_greedy_identical_to_uncached(device, model, path, monkeypatch):
         fast = generate(model, prompt, max_new_tokens=n, on_token=streamed.append, repetition_penalty=3.0)
         assert fast == plain == streamed and len(plain) == n and len(set(plain)) > 3
     labels = decoder(model, 1).step_program().labels
-    assert (sum(lb.startswith("decode_layer") for lb in labels) == model.config.n_layers) == (path == "fused"), (path, labels)
-    if path == "fused":  # uploads, one dispatch a block (the last also the head's logits), the sampler, the download
+    fused = path.startswith("fused")
+    assert (sum(lb.startswith("decode_layer") for lb in labels) == model.config.n_layers) == fused, (path, labels)
+    if fused:  # uploads, one dispatch a block (the last also the head's logits), the sampler, the download
         assert len(labels) == 2 + model.config.n_layers + 2, labels
 
 
