@@ -163,11 +163,12 @@ def decode_step_plan(launch: select_decode.Launch, device) -> select_decode.Plan
 def decode_layer(x: Tensor, hyper: Tensor, k_cache: Tensor, v_cache: Tensor, weights, next_norm: Tensor, *,
                  eps: float = 1e-6, theta: float = 10000.0, limit: float = 0.0, ids: Tensor | None = None,
                  table: Tensor | None = None, out: Tensor | None = None, head: Tensor | None = None,
-                 logits: Tensor | None = None) -> Tensor:
+                 logits: Tensor | None = None, ids_offset: int = 0) -> Tensor:
     """One TransformerLM block (models/transformer.py) for the newest token of each of R sequences, in one
     dispatch (templates/decode.comp.j2, one workgroup a sequence): x [R, d] is the residual stream in and out
-    (updated in place; with ids and table, layer 0: x is written from the embedding rows table[ids[r]], ids
-    >= V give zero rows, and its old contents are not read). The token of item r is at position hyper[8 + 4r]
+    (updated in place; with ids and table, layer 0: x is written from the embedding rows
+    table[ids[ids_offset + r]], ids >= V give zero rows, and its old contents are not read; ids may be the hyper
+    buffer itself, the ids in words past its items and stops, which saves the decode step an upload). The token of item r is at position hyper[8 + 4r]
     of cache slot hyper[8 + 4r + 1]; its key and value are written there (caches [slots, L, KVH, D]) and it
     attends to positions 0..position. weights: the block's eight tensors in LAYER_WEIGHTS order (norm gains
     [d], wq [H*D, d], wk and wv [KVH*D, d], wo [d, H*D], w_gate_up [2*ff, d] rows [gate | up], w_down [d, ff]).
@@ -203,8 +204,9 @@ def decode_layer(x: Tensor, hyper: Tensor, k_cache: Tensor, v_cache: Tensor, wei
     if ids is not None:
         want(ids, "ids", ndim=1, dtype="u32")
         want(table, "table", ndim=2, dtype="f32")
-        if ids.numel < R or table.shape[1] != d:
-            raise ShapeError(f"decode_layer: {ids.numel} ids for {R} items, table {table.shape} for width {d}")
+        if ids_offset < 0 or ids.numel < ids_offset + R or table.shape[1] != d:
+            raise ShapeError(f"decode_layer: {ids.numel} ids (from {ids_offset}) for {R} items, table {table.shape} "
+                             f"for width {d}")
     if (head is None) != (logits is None):
         raise ShapeError("decode_layer: head and logits come together (the last block) or not at all")
     V = 0 if table is None else table.shape[0]
@@ -219,7 +221,8 @@ def decode_layer(x: Tensor, hyper: Tensor, k_cache: Tensor, v_cache: Tensor, wei
 
     y = empty((R, d), "f32", x.device) if out is None else out
     want(y, "out", shape=(R, d), dtype="f32")
-    push = select_decode.layer_push(launch, R, ids is not None, V, eps, theta, limit, head is not None, plan.seqs)
+    push = select_decode.layer_push(launch, R, ids is not None, V, eps, theta, limit, head is not None, plan.seqs,
+                                    ids_offset)
     n = select_decode.layer_loop_count(push, plan.variant.spec["WG"])
     if head is not None and n > select_decode.MAX_LOOP:
         raise UnsupportedError(f"decode_layer: {n} loop iterations an invocation with a head of {V} rows > MAX_LOOP = "

@@ -154,13 +154,16 @@ class Decoder(_Sampling):
         state that a later prefill does not rewrite changes. marks[b] (default active[b]): the chosen id is
         marked seen (the repetition penalty). Returns picked: ids, then stop flags."""
         B, dev = self.slots, self.model.device
-        if self._step is None:
+        if self._step is None:  # hyper: the step's words, then (the fused step's ids) the tokens
             self._step = (None, empty((B,), "u32", dev, host_visible=True),
-                          empty((HEADER + ITEM * B + MAX_STOPS,), "u32", dev, host_visible=True),
+                          empty((HEADER + ITEM * B + MAX_STOPS + B,), "u32", dev, host_visible=True),
                           empty((B * self.model.config.n_heads * self.L,), "f32", dev))
         marks = active if marks is None else marks
-        words = self._words([(int(positions[b]) if active[b] else 0, b, b, bool(active[b] and marks[b]))
-                             for b in range(B)], step)
+        words = np.zeros(HEADER + ITEM * B + MAX_STOPS + B, np.uint32)
+        w = self._words([(int(positions[b]) if active[b] else 0, b, b, bool(active[b] and marks[b]))
+                         for b in range(B)], step)
+        words[:w.size] = w
+        words[-B:] = tokens
 
         def build():
             self._step = (self._record_step(*self._step[1:]),) + self._step[1:]
@@ -207,8 +210,7 @@ class Decoder(_Sampling):
         m, dev = self.model, self.model.device
         c, B, Pm = m.config, self.slots, m.params
         with record(dev) as prog:
-            dev.upload(ids)
-            dev.upload(hyper)
+            dev.upload(hyper)  # the ids ride at its end (step): one upload
             x = empty((B, c.d_model), "f32", dev)  # the residual stream (layer 0 writes it)
             h = empty((B, c.d_model), "f32", dev)
             W = Pm["embed.weight"] if c.tie_embeddings else Pm["head.weight"]
@@ -218,8 +220,9 @@ class Decoder(_Sampling):
                 nxt = "norm.weight" if last else f"layers.{i + 1}.attn_norm.weight"
                 ops.decode_layer(x, hyper, self.k[i], self.v[i], [Pm[L + n] for n in LAYER_WEIGHTS], Pm[nxt],
                                  eps=c.norm_eps, theta=c.rope_theta, limit=c.swiglu_limit,
-                                 ids=ids if i == 0 else None, table=Pm["embed.weight"] if i == 0 else None,
-                                 out=h, head=W if head and last else None, logits=logits if last else None)
+                                 ids=hyper if i == 0 else None, table=Pm["embed.weight"] if i == 0 else None,
+                                 out=h, head=W if head and last else None, logits=logits if last else None,
+                                 ids_offset=HEADER + ITEM * B + MAX_STOPS)
             if not head:
                 logits = m._head(h)
             ops.sample(logits, hyper, self.seen, self.picked, B)

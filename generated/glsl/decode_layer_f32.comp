@@ -4,7 +4,7 @@
 // One transformer block (models/transformer.py) for the newest token of each item r (a sequence at position
 // pos = hyper[8 + 4r], cache slot hyper[8 + 4r + 1]), the whole block in one workgroup of WG threads for S
 // consecutive items (S <= SQ; each load of a weight serves all S):
-//   x (or, embed != 0, the embedding row of ids[r]; ids >= V give 0) -> h = rms_norm(x, wn1)
+//   x (or, embed != 0, the embedding row of ids[ids_at + r]; ids >= V give 0) -> h = rms_norm(x, wn1)
 //   -> q, k, v = h Wq^T, h Wk^T, h Wv^T -> RoPE of q and k at pos (rope_kv_at's arithmetic), k and v into the
 //   cache row (slot, pos) -> softmax(q k^T scale) v over positions 0..pos (GQA: head h reads kv head
 //   h / (H / KVH)) -> x += a Wo^T -> h = rms_norm(x, wn2) -> g = act(h Wg^T) * (h Wu^T) (glu: SiLU,
@@ -52,6 +52,7 @@ layout(push_constant) uniform Push {
     float limit;
     uint head;
     uint S;
+    uint ids_at;
 } p;
 layout(local_size_x_id = 0) in;
 // Activations: the sigmoid and tanh arguments are clamped to +-15, as builderforce's kernels do
@@ -110,7 +111,7 @@ void main() {
             if (s < ns) {
                 vec4 v;
                 if (p.embed != 0) {
-                    const uint id = ids[r0 + s];
+                    const uint id = ids[p.ids_at + r0 + s];
                     v = id < p.V ? emb[id * d4 + j] : vec4(0.0);
                 } else {
                     v = x[(r0 + s) * d4 + j];

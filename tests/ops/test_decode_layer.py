@@ -81,8 +81,9 @@ def run(x, w, kc, vc, items, eps, theta, limit, ids=None, table=None, head=None)
     logits = None if head is None else ev.empty((x.shape[0], head.shape[0]), "f32")
     y = ops.decode_layer(xt, ev.tensor(hyper_words(items)), kct, vct, [ev.tensor(w[k]) for k in NAMES],
                          ev.tensor(w["wn3"]), eps=eps, theta=theta, limit=limit,
-                         ids=None if ids is None else ev.tensor(ids), table=None if table is None else ev.tensor(table),
-                         head=None if head is None else ev.tensor(head), logits=logits)
+                         ids=None if ids is None else ev.tensor(np.concatenate([[3, 1, 4], ids]).astype(np.uint32)),
+                         table=None if table is None else ev.tensor(table), ids_offset=0 if ids is None else 3,
+                         head=None if head is None else ev.tensor(head), logits=logits)  # ids after 3 other words
     return xt.numpy(), y.numpy(), kct.numpy(), vct.numpy(), None if logits is None else logits.numpy()
 
 

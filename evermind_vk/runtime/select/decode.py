@@ -132,13 +132,14 @@ def layer_errors(launch: Launch, v, device) -> list[str]:
 
 
 def layer_push(launch: Launch, items: int, embed: int, vocab: int, eps: float = 1e-6, theta: float = 10000.0,
-               limit: float = 0.0, head: int = 0, seqs: int = 1) -> dict:
+               limit: float = 0.0, head: int = 0, seqs: int = 1, ids_at: int = 0) -> dict:
     """decode_layer's push constants for `items` sequences (embed: the layer reads the embedding rows of
-    `vocab` ids instead of x; head: it ends with the logits, `vocab` of them; seqs: sequences a workgroup)."""
+    `vocab` ids, from word ids_at of its ids binding, instead of x; head: it ends with the logits, `vocab` of
+    them; seqs: sequences a workgroup)."""
     H, D = launch.heads, launch.head_dim
     return dict(R=items, d=launch.d, H=H, KVH=launch.kv_heads, D=D, F=launch.d_ff, L=launch.max_len, V=int(vocab),
                 embed=int(embed), eps=float(eps), scale=1.0 / math.sqrt(D), log2_theta=math.log2(theta),
-                limit=float(limit), head=int(head), S=int(seqs))
+                limit=float(limit), head=int(head), S=int(seqs), ids_at=int(ids_at))
 
 
 def plan(launch: Launch, device, knobs: Knobs) -> Plan:
