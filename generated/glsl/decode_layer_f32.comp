@@ -70,7 +70,7 @@ float gelu_d(float x) {
     float s = 1.0 / (1.0 + e);  // 0.5 (1 + t); 1 - s = e s and 1 - t^2 = 4 s (1 - s), both without cancellation
     return s * (1.0 + 2.0 * x * (e * s) * GELU_C * (1.0 + 3.0 * 0.044715 * x * x));
 }
-const uint SQ = 4;  // the most sequences a workgroup runs (push S: 1..SQ)
+const uint SQ = 1;  // the most sequences a workgroup runs (push S: 1..SQ; flag q4: 4, else 1)
 shared vec4 sm[SW];  // SQ regions of P vec4s, one a sequence
 shared vec4 red4[WG];
 const float NEG = -3.402823466e38;
@@ -108,7 +108,7 @@ void main() {
     vec4 ss = vec4(0.0);
     for (uint j = t; j < d4; j += WG) {
         [[unroll]] for (uint s = 0; s < SQ; ++s) {
-            if (s < ns) {
+            {
                 vec4 v;
                 if (p.embed != 0) {
                     const uint id = ids[p.ids_at + r0 + s];
@@ -124,7 +124,7 @@ void main() {
     vec4 rs = inversesqrt(wg_sum4(ss) / float(p.d) + p.eps);
     for (uint j = t; j < d4; j += WG) {
         const vec4 w = wn1[j];
-        [[unroll]] for (uint s = 0; s < SQ; ++s) if (s < ns) sm[s * P + oh + j] = sm[s * P + ox + j] * rs[s] * w;
+        [[unroll]] for (uint s = 0; s < SQ; ++s) sm[s * P + oh + j] = sm[s * P + ox + j] * rs[s] * w;
     }
     barrier();
     // q, k, v (v straight into its cache row)
@@ -134,13 +134,13 @@ void main() {
         for (uint k = 0; k < d4; ++k) {
             const vec4 w0 = wq[(4 * m) * d4 + k], w1 = wq[(4 * m + 1) * d4 + k], w2 = wq[(4 * m + 2) * d4 + k], w3 = wq[(4 * m + 3) * d4 + k];
             [[unroll]] for (uint s = 0; s < SQ; ++s) {
-                if (s < ns) {
+                {
                     const vec4 hv = sm[s * P + oh + k];
                     acc[s] += vec4(dot(hv, w0), dot(hv, w1), dot(hv, w2), dot(hv, w3));
                 }
             }
         }
-        [[unroll]] for (uint s = 0; s < SQ; ++s) if (s < ns) sm[s * P + oq + m] = acc[s];
+        [[unroll]] for (uint s = 0; s < SQ; ++s) sm[s * P + oq + m] = acc[s];
     }
     for (uint m = t; m < KD4; m += WG) {
         vec4 ak[SQ], av[SQ];
@@ -149,7 +149,7 @@ void main() {
             const vec4 w0 = wk[(4 * m) * d4 + k], w1 = wk[(4 * m + 1) * d4 + k], w2 = wk[(4 * m + 2) * d4 + k], w3 = wk[(4 * m + 3) * d4 + k];
             const vec4 u0 = wv[(4 * m) * d4 + k], u1 = wv[(4 * m + 1) * d4 + k], u2 = wv[(4 * m + 2) * d4 + k], u3 = wv[(4 * m + 3) * d4 + k];
             [[unroll]] for (uint s = 0; s < SQ; ++s) {
-                if (s < ns) {
+                {
                     const vec4 hv = sm[s * P + oh + k];
                     ak[s] += vec4(dot(hv, w0), dot(hv, w1), dot(hv, w2), dot(hv, w3));
                     av[s] += vec4(dot(hv, u0), dot(hv, u1), dot(hv, u2), dot(hv, u3));
@@ -157,7 +157,7 @@ void main() {
             }
         }
         [[unroll]] for (uint s = 0; s < SQ; ++s) {
-            if (s < ns) {
+            {
                 sm[s * P + ok + m] = ak[s];
                 vc[cpos[s] + m] = av[s];
             }
@@ -240,14 +240,14 @@ void main() {
         for (uint k = 0; k < HD4; ++k) {
             const vec4 w0 = wo[(4 * m) * HD4 + k], w1 = wo[(4 * m + 1) * HD4 + k], w2 = wo[(4 * m + 2) * HD4 + k], w3 = wo[(4 * m + 3) * HD4 + k];
             [[unroll]] for (uint s = 0; s < SQ; ++s) {
-                if (s < ns) {
+                {
                     const vec4 hv = sm[s * P + oa + k];
                     acc[s] += vec4(dot(hv, w0), dot(hv, w1), dot(hv, w2), dot(hv, w3));
                 }
             }
         }
         [[unroll]] for (uint s = 0; s < SQ; ++s) {
-            if (s < ns) {
+            {
                 const vec4 v = sm[s * P + ox + m] + acc[s];
                 sm[s * P + ox + m] = v;
                 ss[s] += dot(v, v);
@@ -257,7 +257,7 @@ void main() {
     rs = inversesqrt(wg_sum4(ss) / float(p.d) + p.eps);
     for (uint m = t; m < d4; m += WG) {
         const vec4 w = wn2[m];
-        [[unroll]] for (uint s = 0; s < SQ; ++s) if (s < ns) sm[s * P + oh + m] = sm[s * P + ox + m] * rs[s] * w;
+        [[unroll]] for (uint s = 0; s < SQ; ++s) sm[s * P + oh + m] = sm[s * P + ox + m] * rs[s] * w;
     }
     barrier();
     // g = act(gate) * up: rows [gate | up] of w_gate_up
@@ -268,7 +268,7 @@ void main() {
             const vec4 w0 = wgu[(4 * m) * d4 + k], w1 = wgu[(4 * m + 1) * d4 + k], w2 = wgu[(4 * m + 2) * d4 + k], w3 = wgu[(4 * m + 3) * d4 + k];
             const vec4 u0 = wgu[(p.F + 4 * m) * d4 + k], u1 = wgu[(p.F + 4 * m + 1) * d4 + k], u2 = wgu[(p.F + 4 * m + 2) * d4 + k], u3 = wgu[(p.F + 4 * m + 3) * d4 + k];
             [[unroll]] for (uint s = 0; s < SQ; ++s) {
-                if (s < ns) {
+                {
                     const vec4 hv = sm[s * P + oh + k];
                     ga[s] += vec4(dot(hv, w0), dot(hv, w1), dot(hv, w2), dot(hv, w3));
                     up[s] += vec4(dot(hv, u0), dot(hv, u1), dot(hv, u2), dot(hv, u3));
@@ -276,7 +276,7 @@ void main() {
             }
         }
         [[unroll]] for (uint s = 0; s < SQ; ++s) {
-            if (s < ns) {
+            {
                 vec4 o = vec4(silu_f(ga[s].x) * up[s].x, silu_f(ga[s].y) * up[s].y, silu_f(ga[s].z) * up[s].z,
                               silu_f(ga[s].w) * up[s].w);
                 if (p.limit > 0.0) o = clamp(o, -p.limit, p.limit);
@@ -293,14 +293,14 @@ void main() {
         for (uint k = 0; k < F4; ++k) {
             const vec4 w0 = wd[(4 * m) * F4 + k], w1 = wd[(4 * m + 1) * F4 + k], w2 = wd[(4 * m + 2) * F4 + k], w3 = wd[(4 * m + 3) * F4 + k];
             [[unroll]] for (uint s = 0; s < SQ; ++s) {
-                if (s < ns) {
+                {
                     const vec4 hv = sm[s * P + og + k];
                     acc[s] += vec4(dot(hv, w0), dot(hv, w1), dot(hv, w2), dot(hv, w3));
                 }
             }
         }
         [[unroll]] for (uint s = 0; s < SQ; ++s) {
-            if (s < ns) {
+            {
                 const vec4 v = sm[s * P + ox + m] + acc[s];
                 sm[s * P + ox + m] = v;
                 x[(r0 + s) * d4 + m] = v;
@@ -312,7 +312,7 @@ void main() {
     for (uint m = t; m < d4; m += WG) {
         const vec4 w = wn3[m];
         [[unroll]] for (uint s = 0; s < SQ; ++s) {
-            if (s < ns) {
+            {
                 const vec4 v = sm[s * P + ox + m] * rs[s] * w;
                 y[(r0 + s) * d4 + m] = v;
                 sm[s * P + oh + m] = v;
@@ -327,14 +327,14 @@ void main() {
         for (uint k = 0; k < d4; ++k) {
             const vec4 w0 = wh[(min(4 * m, p.V - 1)) * d4 + k], w1 = wh[(min(4 * m + 1, p.V - 1)) * d4 + k], w2 = wh[(min(4 * m + 2, p.V - 1)) * d4 + k], w3 = wh[(min(4 * m + 3, p.V - 1)) * d4 + k];
             [[unroll]] for (uint s = 0; s < SQ; ++s) {
-                if (s < ns) {
+                {
                     const vec4 hv = sm[s * P + oh + k];
                     acc[s] += vec4(dot(hv, w0), dot(hv, w1), dot(hv, w2), dot(hv, w3));
                 }
             }
         }
             [[unroll]] for (uint s = 0; s < SQ; ++s) {
-                if (s < ns) {
+                {
                     const uint lb = (r0 + s) * p.V + 4 * m;
                     logits[lb] = acc[s].x;
                     if (4 * m + 1 < p.V) logits[lb + 1] = acc[s].y;

@@ -204,6 +204,9 @@ def test_decode_path_rule(device):
     assert [select_decode.plan(dataclasses.replace(small, items=b), dev, select_decode.Knobs()).seqs
             for b in (1, 2, 3, 8, 32)] == [1, 1, 2, 4, 4]
     assert select_decode.plan(dataclasses.replace(small, items=8), gpu_like(dev), select_decode.Knobs("1")).seqs == 1
+    # the q4 variant (a loop over the workgroup's sequences) only where a workgroup runs several
+    assert [select_decode.plan(dataclasses.replace(small, items=b), dev, select_decode.Knobs()).variant.flags
+            for b in (1, 2, 3)] == [(), (), ("q4",)]
     assert not select_decode.plan(dataclasses.replace(small, vocab=50000), dev, select_decode.Knobs()).head
     assert select_decode.plan(small, dev, select_decode.Knobs("0")).variant is None  # the kill switch
     gpu = gpu_like(dev)

@@ -23,7 +23,9 @@ ROWS = [
     *(Row("sample", "sample", dt, (("WG", wg),), tile=f"wg{wg}") for wg in (64, 256) for dt in F),
     # One transformer block per sequence and dispatch (f32 only: the decoder's caches and weights are f32).
     # SW: its shared memory in vec4s (24 KiB: the default model's block needs 364 at 256 positions).
-    Row("decode", "decode_layer", "f32", (("WG", 64), ("SW", 1536))),
+    # flag q4: up to 4 sequences a workgroup (each weight load serves them all); without, one (no per-sequence
+    # tests: lavapipe runs every load of an unrolled sequence loop, taken or not: ~25% slower at one sequence).
+    *(Row("decode", "decode_layer", "f32", (("WG", 64), ("SW", 1536)), flags=fl) for fl in ((), ("q4",))),
 ]
 
 TUNED = {
@@ -151,8 +153,8 @@ def plan(launch: Launch, device, knobs: Knobs) -> Plan:
         raise UnsupportedError(f"EVERMIND_VK_DECODE_FUSED={knobs.fused!r}: want 0 or 1 (or unset)")
     if knobs.fused == "0":
         return Plan(None)
-    try:
-        cands = sorted(usable("decode_layer", launch.dtype, device), key=lambda v: v.spec["WG"])
+    try:  # one sequence a workgroup first (the q4 variant where the batch is shared: layer_seqs)
+        cands = sorted(usable("decode_layer", launch.dtype, device), key=lambda v: ("q4" in v.flags, v.spec["WG"]))
     except UnsupportedError as e:  # no variant of this dtype, none with the features or the bindings
         cands, why = [], [str(e)]
     else:
@@ -175,6 +177,9 @@ def plan(launch: Launch, device, knobs: Knobs) -> Plan:
     # the head's product joins the last block where it is as small as a block may be (one core reads it) and
     # within the loop cap
     seqs = layer_seqs(launch, v, device.info.type)
+    if seqs > 1:
+        multi = [u for u in cands if "q4" in u.flags and not layer_errors(launch, u, device)]
+        v, seqs = (multi[0], seqs) if multi else (v, 1)
     with_head = layer_push(launch, 1, 1, launch.vocab, head=1, seqs=seqs)
     return Plan(v, head=0 < launch.vocab * launch.d <= CPU_MAX_LAYER_WEIGHTS
                 and layer_loop_count(with_head, v.spec["WG"]) <= MAX_LOOP, seqs=seqs)
