@@ -78,6 +78,10 @@ KNOBS: tuple[Knob, ...] = (
     Knob("EVERMIND_VK_ATTENTION", "choice", "",
          "Attention path: `matmul` or `fused`; unset: fused on CPU devices where a fused variant fits, else "
          "matmul.", "kernel selection", choices=("", "matmul", "fused")),
+    Knob("EVERMIND_VK_ATTENTION_PROBS", "choice", "",
+         "The matmul attention path's probabilities: `keep` them for the backward or `recompute` them there; "
+         "unset: recompute where they outgrow the layer's other activations (long sequences).",
+         "kernel selection", choices=("", "keep", "recompute")),
     Knob("EVERMIND_VK_ATTENTION_VARIANT", "text", "",
          "Force one fused attention configuration by the tail of its name (e.g. `d64_p2_r64x64`).", "kernel selection"),
     Knob("EVERMIND_VK_ROW_WG", "count", 0,
