@@ -204,7 +204,7 @@ def tri_chunks(K: int, ways: int) -> list[tuple[int, int]]:
 PROBS_TUNED = {
     "KEEP_PROBS_RATIO": Tuned(4.0, "the matmul path keeps P where its bytes are at most this many times q, k, v "
                                    "and out's; past it the backward recomputes P",
-                              "bench/results/train_bench-350m-h100.txt"),
+                              "bench/results/record_memory-lavapipe.txt"),
 }
 KEEP_PROBS_RATIO = PROBS_TUNED["KEEP_PROBS_RATIO"].value
 PROBS_CHOICES = ("keep", "recompute")
