@@ -199,12 +199,12 @@ def tri_chunks(K: int, ways: int) -> list[tuple[int, int]]:
 # (the scores product and the row softmax again, once per layer: Megatron-LM's selective recomputation).
 # P grows with S^2 while the layer's other activations grow with S: past this ratio of P's bytes to those
 # of q, k, v and the output (H * S / ((2H + 2KVH) * D)), the backward recomputes. The 23.7M model at 256
-# tokens (ratio 1.3) keeps them; the 124M and 350M models at 1,024 tokens (6.0, 5.3) recompute, where P
-# was 3 GiB of the 350M f16 step's 15.3 GiB peak.
+# tokens (ratio 1.3) keeps them; the 124M and 350M models at 1,024 tokens (6.0, 5.3) recompute, trading
+# about a tenth of the step's speed for a fifth of its peak (the 350M model's, in the cited file).
 PROBS_TUNED = {
     "KEEP_PROBS_RATIO": Tuned(4.0, "the matmul path keeps P where its bytes are at most this many times q, k, v "
                                    "and out's; past it the backward recomputes P",
-                              "bench/results/record_memory-lavapipe.txt"),
+                              "bench/results/train_bench-350m-probs-h200.txt"),
 }
 KEEP_PROBS_RATIO = PROBS_TUNED["KEEP_PROBS_RATIO"].value
 PROBS_CHOICES = ("keep", "recompute")
