@@ -78,7 +78,7 @@ void main() {
     uint kb = 0u, ke = nk_;
     if (p.tri == 1u) ke = m0 + R > p.kd ? min(nk_, (m0 + R - p.kd + 4 - 1) / 4) : 0u;
     if (p.tri == 2u) kb = m0 > p.kd ? min((m0 - p.kd) / 4, nk_) : 0u;
-    if (p.tri == 3u && n0 >= m0 + R) ke = 0u;
+    if (p.tri == 3u && gl_WorkGroupID.x * WG_X * 4 * CV >= m0 + R) ke = 0u;  // uniform: every lane loads A rows for the others
     if (p.sbn == 1) {
         for (uint k = 4 * kb; k < 4 * ke; k += 4) {
             vec4 av[R / 8];
