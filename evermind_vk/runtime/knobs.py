@@ -53,6 +53,9 @@ KNOBS: tuple[Knob, ...] = (
     Knob("EVERMIND_VK_DISABLE_COOPMAT2", "flag", False,
          "Treat `VK_NV_cooperative_matrix2` alone as absent (the cm2 matmuls; KHR cooperative matrices stay).",
          "kill switches"),
+    Knob("EVERMIND_VK_DISABLE_SUBGROUP_BROADCAST", "flag", False,
+         "Treat subgroupBroadcast in subgroups of 8 as absent: CPU devices' matmuls load A in every thread (the v4 "
+         "blocks without flag sb).", "kill switches"),
     Knob("EVERMIND_VK_DISABLE_SHARED_PIPELINES", "flag", False,
          "Build a pipeline per tensor set, as stock kp does, instead of once per variant (ci/patches/0008).",
          "kill switches"),
