@@ -20,6 +20,8 @@ class TorchTransformer:
         KVH, hd = cfg.n_kv_heads, cfg.head_dim
         self.k = [torch.zeros(B, max_len, KVH, hd, device=dev) for _ in range(cfg.n_layers)]
         self.v = [torch.zeros(B, max_len, KVH, hd, device=dev) for _ in range(cfg.n_layers)]
+        for c in self.k + self.v:  # the step writes the caches in place: CUDA graphs replay only fixed addresses
+            torch._dynamo.mark_static_address(c)  # (else inductor skips its graphs: "mutated inputs")
         half = hd // 2
         self.inv = cfg.rope_theta ** (-2 * torch.arange(half, device=dev, dtype=torch.float32) / hd)
 

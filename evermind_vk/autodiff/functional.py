@@ -150,10 +150,11 @@ def rope(x: Tensor, start_pos: int = 0, theta: float = 10000.0, seq_len: int | N
 
 
 def attention(q: Tensor, k: Tensor, v: Tensor, causal: bool = True, scale: float | None = None,
-              batch: int = 1, recompute: bool = False) -> Tensor:
+              batch: int = 1, recompute: bool | None = None) -> Tensor:
     """Scaled dot-product attention of q [T, H, hd] with k, v [T, KVH, hd] (ops.attention), on the tape.
-    recompute: keep no probabilities; the backward recomputes them."""
-    out, p = ops.attention(q, k, v, causal, scale, save_probs=not recompute, batch=batch)
+    recompute: True keeps no probabilities (the backward recomputes them), False keeps them, None: the
+    attention plan's choice (select.attention.keeps_probs)."""
+    out, p = ops.attention(q, k, v, causal, scale, save_probs=None if recompute is None else not recompute, batch=batch)
     return track("attention", (q, k, v), out,
                   lambda g: ops.attention_backward(q, k, v, g, p, causal, scale, batch, out=out))
 

@@ -100,7 +100,8 @@ def _plan(q: Tensor, S: int, H: int, KVH: int, D: int, B: int, causal: bool, sav
     """runtime.select.attention's plan of this launch (saved: what the backward was given)."""
     knobs = select_attention.Knobs(path=knob("EVERMIND_VK_ATTENTION"),
                                    variant=knob("EVERMIND_VK_ATTENTION_VARIANT"),
-                                   tri_split=knob("EVERMIND_VK_TRI_SPLIT"))
+                                   tri_split=knob("EVERMIND_VK_TRI_SPLIT"),
+                                   probs=knob("EVERMIND_VK_ATTENTION_PROBS"))
     return select_attention.plan(select_attention.Launch(q.dtype, S, H, KVH, D, B, causal, saved), q.device, knobs)
 
 
@@ -123,18 +124,19 @@ def _fused_forward(vs, q, k, v, B, S, H, KVH, D, causal, scale):
 
 
 def attention(q: Tensor, k: Tensor, v: Tensor, causal: bool = True, scale: float | None = None,
-              save_probs: bool = True, batch: int = 1):
+              save_probs: bool | None = None, batch: int = 1):
     """Returns (out [B*S, H, D], saved or None). q, k, v hold `batch` sequences of S tokens one after
     another. saved (the logsumexp [B*H, S] on the fused path, the probabilities [B*H, S, S] on the
     matmul path) goes to attention_backward; save_probs=False returns None and the backward
-    recomputes it."""
+    recomputes it; None (the default): the plan's choice (the fused path keeps its logsumexp, the matmul
+    path its probabilities unless they outgrow the layer's other activations: select.attention.keeps_probs)."""
     Sall, H, KVH, D = _geometry(q, k, v, batch)
     B, S = batch, Sall // batch
     scale = 1.0 / math.sqrt(D) if scale is None else float(scale)
     plan = _plan(q, S, H, KVH, D, B, causal)
     if plan.path == "fused":
         out, lse = _fused_forward(plan.fused, q, k, v, B, S, H, KVH, D, causal, scale)
-        return out, (lse if save_probs else None)
+        return out, (None if save_probs is False else lse)
     p = softmax(_scores(q, k, B, S, H, KVH, D, scale, causal), causal=causal, seq=S)
     out = empty((Sall, H, D), q.dtype, q.device)
     sq, sk, ss = _bh(S, H, KVH, D)
@@ -142,7 +144,8 @@ def attention(q: Tensor, k: Tensor, v: Tensor, causal: bool = True, scale: float
                a_strides=(S, 1), a_batch=(0, S * S),
                b_strides=(KVH * D, 1), b_batch=(0, D, H // KVH),
                c_strides=(H * D, 1), c_batch=(0, D))
-    return out, (p if save_probs else None)
+    keep = plan.keep_probs if save_probs is None else save_probs
+    return out, (p if keep else None)
 
 
 def attention_backward(q: Tensor, k: Tensor, v: Tensor, dout: Tensor, probs: Tensor | None = None,

@@ -53,6 +53,9 @@ KNOBS: tuple[Knob, ...] = (
     Knob("EVERMIND_VK_DISABLE_COOPMAT2", "flag", False,
          "Treat `VK_NV_cooperative_matrix2` alone as absent (the cm2 matmuls; KHR cooperative matrices stay).",
          "kill switches"),
+    Knob("EVERMIND_VK_DISABLE_SUBGROUP_BROADCAST", "flag", False,
+         "Treat subgroupBroadcast in subgroups of 8 as absent: CPU devices' matmuls load A in every thread (the v4 "
+         "blocks without flag sb).", "kill switches"),
     Knob("EVERMIND_VK_DISABLE_SHARED_PIPELINES", "flag", False,
          "Build a pipeline per tensor set, as stock kp does, instead of once per variant (ci/patches/0008).",
          "kill switches"),
@@ -78,6 +81,10 @@ KNOBS: tuple[Knob, ...] = (
     Knob("EVERMIND_VK_ATTENTION", "choice", "",
          "Attention path: `matmul` or `fused`; unset: fused on CPU devices where a fused variant fits, else "
          "matmul.", "kernel selection", choices=("", "matmul", "fused")),
+    Knob("EVERMIND_VK_ATTENTION_PROBS", "choice", "",
+         "The matmul attention path's probabilities: `keep` them for the backward or `recompute` them there; "
+         "unset: recompute where they outgrow the layer's other activations (long sequences).",
+         "kernel selection", choices=("", "keep", "recompute")),
     Knob("EVERMIND_VK_DECODE_FUSED", "choice", "",
          "Recorded decode step of a TransformerLM: `0` runs the per-op kernels, `1` one `decode_layer` dispatch a "
          "block wherever it can run (an error where it cannot); unset: `decode_layer` on CPU devices where it can "

@@ -52,14 +52,30 @@ void main() {
     const uint base = row * p.cols;
     // h = x + a (a residual add, rounded to T as the add kernel rounds it), then rms_norm of that h: the
     // bits of add followed by rms_norm, with one pass less over the rows.
+    // (the sums and y take h as stored, rounded to T; a thread's first PK elements stay in registers,
+    // later ones are read back where this invocation wrote them, as f16 ones are once)
+    const uint PK = 8;
+    float hk[PK];
     float s = 0.0;
-    // (h is read back where this invocation wrote it: the stored, rounded value)
-    for (uint j = t; j < p.cols; j += WG) {
+    [[unroll]] for (uint k = 0; k < PK; ++k) {
+        const uint j = t + k * WG;
+        hk[k] = 0.0;
+        if (j < p.cols) {
+            h[base + j] = float16_t(float(x[base + j]) + float(a[base + j]));
+            hk[k] = float(h[base + j]);  // (f16: read back, the stored rounding)
+            s += hk[k] * hk[k];
+        }
+    }
+    for (uint j = t + PK * WG; j < p.cols; j += WG) {
         h[base + j] = float16_t(float(x[base + j]) + float(a[base + j]));
         float v = float(h[base + j]); s += v * v;
     }
     s = wg_sum(s);
     const float r = inversesqrt(s / float(p.cols) + p.eps);
     if (t == 0) rstd[row] = r;
-    for (uint j = t; j < p.cols; j += WG) y[base + j] = float16_t(float(h[base + j]) * r * w[j]);
+    [[unroll]] for (uint k = 0; k < PK; ++k) {
+        const uint j = t + k * WG;
+        if (j < p.cols) y[base + j] = float16_t(hk[k] * r * w[j]);
+    }
+    for (uint j = t + PK * WG; j < p.cols; j += WG) y[base + j] = float16_t(float(h[base + j]) * r * w[j]);
 }

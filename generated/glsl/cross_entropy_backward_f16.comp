@@ -51,13 +51,28 @@ void main() {
     // dx = (softmax(x) - onehot(target)) * grad[0] / max(count[0], 1) (mean over valid targets).
     const uint tg = target[row];
     const float k = tg < p.cols ? grad[0] / max(count[0], 1.0) : 0.0;
+    const uint PK = 8;
+    float xr[PK];
     float m = -3.402823466e38;
-    for (uint j = t; j < p.cols; j += WG) m = max(m, float(x[base + j]));
+    [[unroll]] for (uint q = 0; q < PK; ++q) {
+        const uint j = t + q * WG;
+        xr[q] = 0.0;
+        if (j < p.cols) { xr[q] = float(x[base + j]); m = max(m, xr[q]); }
+    }
+    for (uint j = t + PK * WG; j < p.cols; j += WG) m = max(m, float(x[base + j]));
     m = wg_max(m);
     float s = 0.0;
-    for (uint j = t; j < p.cols; j += WG) s += exp(float(x[base + j]) - m);
+    [[unroll]] for (uint q = 0; q < PK; ++q) {
+        const uint j = t + q * WG;
+        if (j < p.cols) { xr[q] = exp(xr[q] - m); s += xr[q]; }
+    }
+    for (uint j = t + PK * WG; j < p.cols; j += WG) s += exp(float(x[base + j]) - m);
     s = wg_sum(s);
     const float inv = 1.0 / s;
-    for (uint j = t; j < p.cols; j += WG)
+    [[unroll]] for (uint q = 0; q < PK; ++q) {
+        const uint j = t + q * WG;
+        if (j < p.cols) dx[base + j] = float16_t(k * (xr[q] * inv - (j == tg ? 1.0 : 0.0)));
+    }
+    for (uint j = t + PK * WG; j < p.cols; j += WG)
         dx[base + j] = float16_t(k * (exp(float(x[base + j]) - m) * inv - (j == tg ? 1.0 : 0.0)));
 }

@@ -49,11 +49,22 @@ void main() {
     const uint base = row * p.cols;
     // loss = logsumexp(x) - x[target]; a target >= cols is ignored (loss 0, valid 0).
     const uint tg = target[row];
+    const uint PK = 8;
+    float xr[PK];
     float m = -3.402823466e38;
-    for (uint j = t; j < p.cols; j += WG) m = max(m, float(x[base + j]));
+    [[unroll]] for (uint q = 0; q < PK; ++q) {
+        const uint j = t + q * WG;
+        xr[q] = 0.0;
+        if (j < p.cols) { xr[q] = float(x[base + j]); m = max(m, xr[q]); }
+    }
+    for (uint j = t + PK * WG; j < p.cols; j += WG) m = max(m, float(x[base + j]));
     m = wg_max(m);
     float s = 0.0;
-    for (uint j = t; j < p.cols; j += WG) s += exp(float(x[base + j]) - m);
+    [[unroll]] for (uint q = 0; q < PK; ++q) {
+        const uint j = t + q * WG;
+        if (j < p.cols) { xr[q] = exp(xr[q] - m); s += xr[q]; }
+    }
+    for (uint j = t + PK * WG; j < p.cols; j += WG) s += exp(float(x[base + j]) - m);
     s = wg_sum(s);
     if (t == 0) {
         bool ok = tg < p.cols;

@@ -45,13 +45,23 @@ void main() {
         const uint base = row * p.cols;
         const float r = rstd[row];
         float s = 0.0;
-        for (uint j = t; j < p.cols; j += WG) s += w[j] * float(dy[base + j]) * float(x[base + j]);
+        // the first PK columns' x, dy and w are loaded once and kept in registers for the second pass
+        float xk[PK], gk[PK], wk[PK];
+        [[unroll]] for (uint k = 0; k < PK; ++k) {
+            const uint j = t + k * WG;
+            xk[k] = 0.0; gk[k] = 0.0; wk[k] = 0.0;
+            if (j < p.cols) {
+                xk[k] = float(x[base + j]); gk[k] = float(dy[base + j]); wk[k] = w[j];
+                s += wk[k] * gk[k] * xk[k];
+            }
+        }
+        for (uint j = t + PK * WG; j < p.cols; j += WG) s += w[j] * float(dy[base + j]) * float(x[base + j]);
         s = wg_sum(s) / float(p.cols);
         [[unroll]] for (uint k = 0; k < PK; ++k) {
             const uint j = t + k * WG;
             if (j < p.cols) {
-                float xv = float(x[base + j]), g = float(dy[base + j]);
-                dx[base + j] = float(r * w[j] * g - xv * r * r * r * s);
+                const float xv = xk[k], g = gk[k];
+                dx[base + j] = float(r * wk[k] * g - xv * r * r * r * s);
                 acc[k] += g * xv * r;
             }
         }

@@ -48,10 +48,22 @@ void main() {
     if (row >= p.rows) return;  // uniform per workgroup
     const uint t = gl_LocalInvocationID.x;
     const uint base = row * p.cols;
+    // a thread's first PK elements are loaded once and kept in registers for the second pass
+    const uint PK = 8;
+    float xk[PK];
     float s = 0.0;
-    for (uint j = t; j < p.cols; j += WG) { float v = float(x[base + j]); s += v * v; }
+    [[unroll]] for (uint k = 0; k < PK; ++k) {
+        const uint j = t + k * WG;
+        xk[k] = 0.0;
+        if (j < p.cols) { xk[k] = float(x[base + j]); s += xk[k] * xk[k]; }
+    }
+    for (uint j = t + PK * WG; j < p.cols; j += WG) { float v = float(x[base + j]); s += v * v; }
     s = wg_sum(s);
     const float r = inversesqrt(s / float(p.cols) + p.eps);
     if (t == 0) rstd[row] = r;
-    for (uint j = t; j < p.cols; j += WG) y[base + j] = float16_t(float(x[base + j]) * r * w[j]);
+    [[unroll]] for (uint k = 0; k < PK; ++k) {
+        const uint j = t + k * WG;
+        if (j < p.cols) y[base + j] = float16_t(xk[k] * r * w[j]);
+    }
+    for (uint j = t + PK * WG; j < p.cols; j += WG) y[base + j] = float16_t(float(x[base + j]) * r * w[j]);
 }

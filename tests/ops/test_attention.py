@@ -134,7 +134,7 @@ def _check_matmul(dtype, B, S, H, KVH, D, causal, seed, recompute=False):
     q, k, v = _data(rng, (B * S, H, D), dtype), _data(rng, (B * S, KVH, D), dtype), _data(rng, (B * S, KVH, D), dtype)
     do = _data(rng, (B * S, H, D), dtype)
     qt, kt, vt = ev.tensor(q), ev.tensor(k), ev.tensor(v)
-    out, probs = ops.attention(qt, kt, vt, causal=causal, batch=B)
+    out, probs = ops.attention(qt, kt, vt, causal=causal, batch=B, save_probs=True)
     assert probs.shape == (B * H, S, S)
     dq, dk, dv = ops.attention_backward(qt, kt, vt, ev.tensor(do), None if recompute else probs, causal=causal,
                                         batch=B)
@@ -179,6 +179,7 @@ def test_split_products_launch_one_matmul_per_chunk(device, monkeypatch, ways):
     group with G = 2 still sum two member partials. The partials' launches go without barriers between them."""
     monkeypatch.setenv("EVERMIND_VK_ATTENTION", "matmul")
     monkeypatch.setenv("EVERMIND_VK_TRI_SPLIT", str(ways))
+    monkeypatch.setenv("EVERMIND_VK_ATTENTION_PROBS", "keep")  # the probabilities come from the forward
     rng = np.random.default_rng(1)
     S, H, KVH, D = 150, 4, 2, 8
     q, do = (ev.tensor(rng.standard_normal((S, H, D)).astype(np.float32)) for _ in range(2))
@@ -340,3 +341,42 @@ def test_rule_forced_variant_and_kill_switch():
     assert variants.attention_path("fused", True, "discrete_gpu") == "fused"
     with pytest.raises(ev.UnsupportedError):
         variants.attention_path("fused", False)
+
+
+def test_matmul_path_keeps_probabilities_only_while_they_are_small():
+    """select.attention.keeps_probs: P [B*H, S, S] is kept while its bytes are at most KEEP_PROBS_RATIO times
+    q, k, v and out's; the 23.7M model at 256 tokens keeps it, the 124M and 350M models at 1,024 recompute."""
+    keeps = select_attention.keeps_probs
+    assert keeps(8, 4, 256, 64) and keeps(4, 2, 64, 16)
+    assert not keeps(12, 4, 1024, 64) and not keeps(16, 8, 1024, 64)
+    # the boundary: H * S == ratio * (2H + 2KVH) * D keeps, one token more recomputes
+    S = int(select_attention.KEEP_PROBS_RATIO * (2 * 2 + 2 * 1) * 8 / 2)
+    assert keeps(2, 1, S, 8) and not keeps(2, 1, S + 1, 8)
+    assert keeps(16, 8, 1024, 64, "keep") and not keeps(8, 4, 256, 64, "recompute")
+    with pytest.raises(ev.UnsupportedError, match="EVERMIND_VK_ATTENTION_PROBS"):
+        keeps(8, 4, 256, 64, "never")
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f16"])
+def test_recomputed_probabilities_give_the_same_gradients(device, monkeypatch, dtype):
+    """Where the rule recomputes (S = 150 tokens of head dim 8: P is 6x q, k, v and out), the forward keeps no
+    probabilities and the backward recomputes them: the same scores and softmax kernels on the same inputs, so
+    the gradients are bit-identical to those from kept probabilities."""
+    monkeypatch.setenv("EVERMIND_VK_ATTENTION", "matmul")
+    rng = np.random.default_rng(3)
+    B, S, H, KVH, D = 2, 150, 4, 2, 8
+    assert not select_attention.keeps_probs(H, KVH, S, D)
+    q, do = (ev.tensor(_data(rng, (B * S, H, D), dtype)) for _ in range(2))
+    k, v = (ev.tensor(_data(rng, (B * S, KVH, D), dtype)) for _ in range(2))
+    out, saved = ops.attention(q, k, v, batch=B)
+    assert saved is None
+    got = [g.numpy() for g in ops.attention_backward(q, k, v, do, saved, batch=B, out=out)]
+    monkeypatch.setenv("EVERMIND_VK_ATTENTION_PROBS", "keep")
+    out2, probs = ops.attention(q, k, v, batch=B)
+    assert probs.shape == (B * H, S, S)
+    np.testing.assert_array_equal(out.numpy(), out2.numpy())
+    for a, b in zip(got, ops.attention_backward(q, k, v, do, probs, batch=B, out=out2)):
+        np.testing.assert_array_equal(a, b.numpy())
+    monkeypatch.setenv("EVERMIND_VK_ATTENTION_PROBS", "sometimes")
+    with pytest.raises(ev.UnsupportedError, match="EVERMIND_VK_ATTENTION_PROBS"):
+        ops.attention(q, k, v, batch=B)

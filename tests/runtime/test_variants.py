@@ -58,11 +58,19 @@ def test_v4_for_aligned_products_on_cpu(device):
     assert "v4" in pick("f32", 256, 256, 256, device).flags
     assert "v4" in pick("f32", 64, 64, 64, device).flags  # built once per device: small products too
     assert "v4" in pick("f32", 32, 64, 512, device, variants.Layout((1, 32), (64, 1), (64, 1))).flags  # dW: A m-contiguous
-    # 8x1 threads (CPU_V4_THREADS) where a row has them: the largest such block with both cores busy
-    assert pick("f32", 512, 64, 64, device).name == "matmul_f32_v4_t16x64"
-    assert pick("f32", 16, 64, 512, device, variants.Layout((1, 16), (64, 1), (64, 1))).name == "matmul_f32_v4_t8x64"
-    old = [v for v in kernels.usable("matmul", "f32", device)
-           if not ("v4" in v.flags and (v.spec["WG_X"], v.spec["WG_Y"]) == variants.CPU_V4_THREADS)]
+    # with subgroup broadcasts (flag sb): the largest sb block up to V4_SB_TILE with both cores busy
+    sb = device.has("subgroup_broadcast_8")
+    assert pick("f32", 512, 64, 64, device).name == f"matmul_f32_v4{'_sb' if sb else ''}_t16x64"
+    assert pick("f32", 16, 64, 512, device, variants.Layout((1, 16), (64, 1), (64, 1))).name == \
+        f"matmul_f32_v4{'_sb' if sb else ''}_t8x64"
+    assert "sb" not in pick("f32", 4, 64, 64, device).flags  # a decode step's few rows: the least padding
+    # without them: 8x1 threads (CPU_V4_THREADS) where a row has them, the largest such block with both cores busy
+    plain = [v for v in kernels.usable("matmul", "f32", device) if "sb" not in v.flags]
+    assert variants.pick_matmul(plain, 512, 64, 64, ALIGNED, "cpu", device.info.shared_memory).name == \
+        "matmul_f32_v4_t16x64"
+    assert variants.pick_matmul(plain, 16, 64, 512, variants.Layout((1, 16), (64, 1), (64, 1)), "cpu",
+                                device.info.shared_memory).name == "matmul_f32_v4_t8x64"
+    old = [v for v in plain if not ("v4" in v.flags and (v.spec["WG_X"], v.spec["WG_Y"]) == variants.CPU_V4_THREADS)]
     assert variants.pick_matmul(old, 512, 64, 64, ALIGNED, "cpu", device.info.shared_memory).name == \
         "matmul_f32_v4_t128x64"  # without them: 4x4 threads, 4 groups
     assert "v4" not in pick("f32", 256, 256, 256, device, UNALIGNED).flags  # not aligned

@@ -195,6 +195,31 @@ def tri_chunks(K: int, ways: int) -> list[tuple[int, int]]:
     return [(k0, min(K, k0 + step)) for k0 in range(0, K, step)]
 
 
+# The matmul path's probabilities P [B*H, S, S]: kept from the forward for the backward, or recomputed there
+# (the scores product and the row softmax again, once per layer: Megatron-LM's selective recomputation).
+# P grows with S^2 while the layer's other activations grow with S: past this ratio of P's bytes to those
+# of q, k, v and the output (H * S / ((2H + 2KVH) * D)), the backward recomputes. The 23.7M model at 256
+# tokens (ratio 1.3) keeps them; the 124M and 350M models at 1,024 tokens (6.0, 5.3) recompute, trading
+# about a tenth of the step's speed for a fifth of its peak (the 350M model's, in the cited file).
+PROBS_TUNED = {
+    "KEEP_PROBS_RATIO": Tuned(4.0, "the matmul path keeps P where its bytes are at most this many times q, k, v "
+                                   "and out's; past it the backward recomputes P",
+                              "bench/results/train_bench-350m-probs-h200.txt"),
+}
+KEEP_PROBS_RATIO = PROBS_TUNED["KEEP_PROBS_RATIO"].value
+PROBS_CHOICES = ("keep", "recompute")
+
+
+def keeps_probs(H: int, KVH: int, S: int, D: int, forced: str = "") -> bool:
+    """Whether the matmul path keeps the probabilities for the backward (else the backward recomputes them).
+    forced (EVERMIND_VK_ATTENTION_PROBS): '' (the ratio rule above), 'keep' or 'recompute'."""
+    if forced and forced not in PROBS_CHOICES:
+        raise UnsupportedError(f"EVERMIND_VK_ATTENTION_PROBS={forced!r}: want one of {', '.join(PROBS_CHOICES)}")
+    if forced:
+        return forced == "keep"
+    return H * S <= KEEP_PROBS_RATIO * (2 * H + 2 * KVH) * D
+
+
 @dataclass(frozen=True)
 class Launch:
     """Attention over `batch` sequences of S tokens, H query heads of D (KVH key/value heads). saved: what
@@ -212,21 +237,25 @@ class Launch:
 
 @dataclass(frozen=True)
 class Knobs:
-    """Overrides: EVERMIND_VK_ATTENTION (path), EVERMIND_VK_ATTENTION_VARIANT, EVERMIND_VK_TRI_SPLIT."""
+    """Overrides: EVERMIND_VK_ATTENTION (path), EVERMIND_VK_ATTENTION_VARIANT, EVERMIND_VK_TRI_SPLIT,
+    EVERMIND_VK_ATTENTION_PROBS."""
     path: str = ""
     variant: str = ""
     tri_split: str = ""
+    probs: str = ""
 
 
 @dataclass(frozen=True)
 class Plan:
     """'fused' with a variant per pass ({'fwd', 'dq', 'dkv'}), or 'matmul' with the K chunks of the causal
     products: q_chunks for P V and dS K (lower_a over B*H heads), kv_chunks for dS^T Q and P^T dO (upper_a
-    over B*KVH)."""
+    over B*KVH), and whether the forward keeps the probabilities for the backward (keep_probs; the fused path
+    always keeps its logsumexp)."""
     path: str
     fused: dict | None = None
     q_chunks: tuple = ()
     kv_chunks: tuple = ()
+    keep_probs: bool = True
 
 
 _STAGES = {"fwd": ("attention", None), "dq": ("attention_backward", "dq"), "dkv": ("attention_backward", "dkv")}
@@ -264,4 +293,5 @@ def plan(launch: Launch, device, knobs: Knobs = Knobs()) -> Plan:
     tri_q, tri_kv = ("lower_a", "upper_a") if launch.causal else ("", "")
     q = tri_chunks(S, tri_split(tri_q, S, D, S, launch.batch * launch.H, kind, knobs.tri_split))
     kv = tri_chunks(S, tri_split(tri_kv, S, D, S, launch.batch * launch.KVH, kind, knobs.tri_split))
-    return Plan("matmul", None, tuple(q), tuple(kv))
+    keep = keeps_probs(launch.H, launch.KVH, S, D, knobs.probs)
+    return Plan("matmul", None, tuple(q), tuple(kv), keep)

@@ -113,6 +113,9 @@ def matmul_row_errors(bm: int, bn: int, bk: int, wg_x: int, wg_y: int, flags) ->
             errs.append(f"v4 reads k four at a time: BK must be 4, got {bk}")
         if bm % wg_y or bn % (4 * wg_x):
             errs.append(f"v4 tile {bm}x{bn} must be whole rows per thread and 4-column vectors on {wg_y}x{wg_x} threads")
+        if "sb" in flags and ((wg_x, wg_y) != (8, 1) or bm % 8):
+            errs.append(f"v4 sb broadcasts A from the 8 lanes of one subgroup: 8x1 threads and rows a multiple of 8, "
+                        f"got {wg_x}x{wg_y} threads, {bm} rows")
     else:
         if bm % wg_y or bn % wg_x:
             errs.append(f"tiled {bm}x{bn} must be a whole number of outputs per thread on {wg_y}x{wg_x} threads")
@@ -292,6 +295,8 @@ TUNED = {
                          "bench/results/generate_bench-lavapipe.txt"),
     "CPU_V4_THREADS": Tuned((8, 1), "CPU devices: v4 on 8x1 threads (one 256-bit vector of lavapipe's)",
                             "bench/results/lavapipe_step_products-lavapipe.txt"),
+    "V4_SB_TILE": Tuned((16, 64), "CPU devices with subgroupBroadcast in subgroups of 8: the v4 sb tile of "
+                                  "products of V4_FEW_ROWS rows or more", "bench/results/lavapipe_step_products-lavapipe.txt"),
     "CM_ORDER": Tuned(((4, 2, 2, 4, 16, ()), (4, 4, 2, 2, 16, ()), (4, 4, 2, 2, 16, ("g8",)), (4, 4, 2, 4, 16, ("g8",)),
                        (4, 4, 2, 4, 16, ()), (2, 2, 4, 4, 32, ())),
                       "cm rows (cm_row's parameters) in measured order; unlisted ones after, largest tile first",
@@ -323,6 +328,7 @@ GPU_GROUPS = TUNED["GPU_GROUPS"].value
 CPU_GROUPS = TUNED["CPU_GROUPS"].value
 MAX_PADDED = TUNED["MAX_PADDED"].value
 V4_FEW_ROWS = TUNED["V4_FEW_ROWS"].value
+V4_SB_TILE = TUNED["V4_SB_TILE"].value
 V4_MIN_WORK = TUNED["V4_MIN_WORK"].value
 CPU_V4_THREADS = TUNED["CPU_V4_THREADS"].value
 CM_ORDER = tuple(row_key(cm_row(*p[:5], p[5])) for p in TUNED["CM_ORDER"].value)
@@ -515,10 +521,19 @@ def pick_cm(cm, p: Product, split: bool):
 
 
 def pick_v4(v4s, p: Product):
-    """Among v4 variants that fit, on CPU_V4_THREADS where a row has them (for fewer than V4_FEW_ROWS rows,
-    as a decode step's, only those that pad the product least: a tile of 8 rows computes 8 for its one): the
-    largest block that still gives both cores work; None where none fits."""
-    v4 = sorted((v for v in v4s if p.fits(v)), key=lambda v: v.spec["BM"] * v.spec["BN"])
+    """Among v4 variants that fit: for V4_FEW_ROWS rows or more, where the device has the rows of flag sb (A loaded
+    once a workgroup and broadcast; the candidates are usable ones), the largest of them up to V4_SB_TILE's
+    rows (its columns) that still gives both cores work, else the smallest; otherwise among those
+    without sb, on CPU_V4_THREADS where a row has them (for fewer than V4_FEW_ROWS rows, as a decode step's,
+    only those that pad the product least: a tile of 8 rows computes 8 for its one): the largest block that
+    still gives both cores work; None where none fits."""
+    if p.M >= V4_FEW_ROWS:
+        sb = sorted((v for v in v4s if "sb" in v.flags and v.spec["BN"] == V4_SB_TILE[1]
+                     and v.spec["BM"] <= V4_SB_TILE[0] and p.fits(v)), key=lambda v: v.spec["BM"])
+        if sb:
+            big = [v for v in sb if p.tile_groups(v) >= 2]
+            return big[-1] if big else sb[0]
+    v4 = sorted((v for v in v4s if "sb" not in v.flags and p.fits(v)), key=lambda v: v.spec["BM"] * v.spec["BN"])
     v4 = [v for v in v4 if (v.spec["WG_X"], v.spec["WG_Y"]) == CPU_V4_THREADS] or v4
     if not v4:
         return None
@@ -857,6 +872,9 @@ _ROWS = [
     *(row(dt, bm, bn, 4, wx, wy, ["v4"]) for dt in F
       for (bm, bn, wx, wy) in ((64, 64, 4, 4), (128, 64, 4, 4), (16, 64, 8, 1), (8, 64, 8, 1), (4, 64, 8, 1),
                                (1, 64, 8, 1))),
+    # ... A loaded once per workgroup and shared by subgroup broadcasts (flag sb: 8 x 1 threads that are one
+    # subgroup of 8, rows a multiple of 8).
+    *(row(dt, bm, bn, 4, 8, 1, ["v4", "sb"]) for dt in F for (bm, bn) in ((8, 64), (16, 64), (32, 64), (16, 128))),
     # GPUs, 16-byte-aligned layouts: an RMxRN register block per thread. Every row has an aligned twin per
     # operand layout (flags al uAB: whole tiles loaded without bounds checks, the layout fixed at compile time;
     # UNIT_LAYOUTS, variant_launch_errors).
