@@ -12,14 +12,14 @@ import math
 
 import numpy as np
 
-from ..errors import BindingLimitError, ShapeError, UnsupportedError
+from ..errors import BindingLimitError, ConfigError, ShapeError, UnsupportedError
 from ..runtime import kernels
 from ..runtime.select import decode as select_decode
-from ..runtime.select.decode import pick_decode_wg, pick_sample_wg
+from ..runtime.select.decode import MAX_STOPS, pick_decode_wg, pick_sample_wg
 from ..runtime.tensor import Tensor, empty
 from ._util import FLOATS, knob, like, per_thread, want
 
-__all__ = ["HEADER", "ITEM", "hyper_words", "rope_at", "kv_write", "rope_kv_at", "attention_decode", "sample",
+__all__ = ["HEADER", "ITEM", "MAX_STOPS", "hyper_words", "rope_at", "kv_write", "rope_kv_at", "attention_decode", "sample",
            "LAYER_WEIGHTS", "decode_layer", "decode_step_plan"]
 
 # decode_layer's weights, in its binding order (TransformerLM's names after "layers.{i}.")
@@ -36,8 +36,11 @@ def _f32_bits(x: float) -> int:
 
 def hyper_words(items, temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0,
                 repetition_penalty: float = 1.0, stop_tokens=(), seed: int = 0, step: int = 0) -> np.ndarray:
-    """The hyper buffer's words: items is a list of (position, slot, logits row, mark_seen) per item."""
+    """The hyper buffer's words: items is a list of (position, slot, logits row, mark_seen) per item; at most
+    MAX_STOPS stop tokens (the sampler's loop over them is planned for that many)."""
     stops = [int(s) for s in stop_tokens]
+    if len(stops) > MAX_STOPS:
+        raise ConfigError(f"at most {MAX_STOPS} stop tokens on the device, got {len(stops)}")
     w = np.zeros(HEADER + ITEM * len(items) + len(stops), np.uint32)
     w[:HEADER] = [_f32_bits(temperature), int(top_k or 0), _f32_bits(1.0 if top_p is None else top_p),
                   _f32_bits(repetition_penalty), len(stops), seed & 0xFFFFFFFF, (seed >> 32) & 0xFFFFFFFF,
@@ -150,7 +153,7 @@ def sample(logits: Tensor, hyper: Tensor, seen: Tensor, picked: Tensor, items: i
     if seen.shape[1] != V or picked.numel != 2 * slots or items < 1:
         raise ShapeError(f"sample: seen {seen.shape}, picked {picked.shape} for {items} items of {V} logits")
     _check_hyper(hyper, items)
-    v = pick_sample_wg(kernels.usable("sample", logits.dtype, logits.device), logits.device.info.type)
+    v = pick_sample_wg(kernels.usable("sample", logits.dtype, logits.device), logits.device.info.type, V)
     kernels.dispatch(v, [logits, hyper, seen, picked], dict(items=items, cols=V, slots=slots), kernels.grid(items))
 
 

@@ -19,11 +19,10 @@ from ..errors import ConfigError
 from ..models.lora import lora_linear
 from ..runtime import empty, record, zeros
 from ..runtime.kernels import fill_words
-from ..ops.decode import HEADER, ITEM, LAYER_WEIGHTS, decode_step_plan, hyper_words
+from ..ops.decode import HEADER, ITEM, LAYER_WEIGHTS, MAX_STOPS, decode_step_plan, hyper_words
 from ..runtime.select import decode as select_decode
 
 MIN_BUCKET = 16
-MAX_STOPS = 256  # stop tokens the hyper buffer has room for
 
 
 def bucket(n: int, max_len: int) -> int:

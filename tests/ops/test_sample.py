@@ -24,12 +24,13 @@ def chi2_bar(k: int) -> float:
     return k * (1 - 2 / (9 * k) + Z_1E4 * math.sqrt(2 / (9 * k))) ** 3
 
 
-@pytest.fixture(params=[64, 256], ids=["wg64", "wg256"])
+@pytest.fixture(params=[8, 64, 256], ids=["wg8", "wg64", "wg256"])
 def sample_wg(request, monkeypatch):
-    """Each sampler workgroup size in turn, whatever pick_sample_wg would choose on this device."""
+    """Each sampler workgroup size in turn (8: lavapipe's pick for short rows, one subgroup there), whatever
+    pick_sample_wg would choose on this device."""
     import evermind_vk.ops.decode as dec
     monkeypatch.setattr(dec, "pick_sample_wg",
-                        lambda cands, device_type: next(v for v in cands if v.spec["WG"] == request.param))
+                        lambda cands, device_type, cols: next(v for v in cands if v.spec["WG"] == request.param))
     return request.param
 
 
@@ -225,6 +226,36 @@ def test_attention_decode_workgroup_choice(device):
 def test_sample_workgroup_choice(device):
     from evermind_vk.runtime import kernels
     from evermind_vk.runtime.select.decode import pick_sample_wg
+    from evermind_vk.runtime.select.decode import sample_loop_count
+    from evermind_vk.runtime.select.loops import MAX_LOOP
     cands = kernels.variants_of("sample", "f32")
-    assert pick_sample_wg(cands, "cpu").spec["WG"] == 64
-    assert pick_sample_wg(cands, "discrete_gpu").spec["WG"] == 256
+    assert pick_sample_wg(cands, "cpu", 256).spec["WG"] == 8
+    assert sample_loop_count(256, 8) <= MAX_LOOP
+    # SmolLM2's 49,152 logits: no workgroup size keeps the loops within MAX_LOOP; the fewest threads within
+    # lavapipe's cap (64), past it the most threads (256)
+    assert sample_loop_count(49152, 64) <= 65535 < sample_loop_count(49152, 32)
+    assert pick_sample_wg(cands, "cpu", 49152).spec["WG"] == 64
+    assert sample_loop_count(200000, 256) <= 65535 < sample_loop_count(200000, 64)
+    assert pick_sample_wg(cands, "cpu", 200000).spec["WG"] == 256
+    assert pick_sample_wg(cands, "cpu", 10**6).spec["WG"] == 256  # past every cap: dispatch refuses it
+    assert pick_sample_wg(cands, "discrete_gpu", 256).spec["WG"] == 256
+
+
+def test_sample_past_the_loop_cap_is_refused(device, monkeypatch):
+    """lavapipe ends an invocation's loops after 65,535 iterations, silently: sampling 49,152 logits with 32
+    threads a row (107k iterations) returned no id at all there. dispatch now refuses such a launch (on CPU
+    devices), and the rule's pick for that row (64 threads, 54,613 iterations at most) samples as the host does."""
+    import evermind_vk.ops.decode as dec
+    from evermind_vk.errors import UnsupportedError
+    if device.info.type != "cpu":
+        pytest.skip("the loop cap is lavapipe's (CPU devices)")
+    rng = np.random.default_rng(7)
+    z = (rng.standard_normal((1, 49152)) * 4).astype(np.float32)
+    kw = dict(temperature=0.7, top_k=50, top_p=0.9, seed=3)
+    got, _ = run_sample(z, [], 1, **kw)
+    probs = sampling_probs(z[0], [], 0.7, 50, 0.9, 1.0)
+    assert probs[int(got[0])] > 0  # a kept id (the cut-short kernel gave 2**32 - 1)
+    with monkeypatch.context() as m:
+        m.setattr(dec, "pick_sample_wg", lambda cands, device_type, cols: next(v for v in cands if v.spec["WG"] == 32))
+        with pytest.raises(UnsupportedError, match="loop iterations"):
+            run_sample(z, [], 1, **kw)

@@ -1,7 +1,7 @@
 """Recorded decoding's kernels (evermind_vk.train.decode): positions read from a device buffer (rope_at,
 kv_write, attention_decode) and the device sampler (sample). attention_decode comes in workgroups of 16 to
 128 threads, one (sequence, head) each: pick_decode_wg chooses; the sampler in workgroups of 64 or 256 threads,
-one item each: pick_sample_wg chooses.
+one item each: pick_sample_wg chooses (8 to 256 threads).
 
 decode_layer is a whole transformer block for one new token of each sequence in one dispatch (one workgroup
 a sequence): `plan` is the one rule that says whether a decode step runs on it (the fused step) or on the
@@ -14,13 +14,13 @@ from dataclasses import dataclass
 from ...errors import UnsupportedError
 from ..manifest import usable
 from .bindings import binding_errors, max_bindings
-from .loops import MAX_LOOP
+from .loops import DEVICE_LOOP_CAP, MAX_LOOP
 from .table import F, Row, Tuned, simple
 
 ROWS = [
     *(simple("decode", op, dt, 256) for op in ("rope_at", "kv_write", "rope_kv_at") for dt in F),
     *(Row("decode", "attention_decode", dt, (("WG", wg),), tile=f"wg{wg}") for wg in (16, 32, 64, 128) for dt in F),
-    *(Row("sample", "sample", dt, (("WG", wg),), tile=f"wg{wg}") for wg in (64, 256) for dt in F),
+    *(Row("sample", "sample", dt, (("WG", wg),), tile=f"wg{wg}") for wg in (8, 16, 32, 64, 256) for dt in F),
     # One transformer block per sequence and dispatch (f32 only: the decoder's caches and weights are f32).
     # SW: its shared memory in vec4s (24 KiB: the default model's block needs 364 at 256 positions).
     # flag q4: up to 4 sequences a workgroup (each weight load serves them all); without, one (no per-sequence
@@ -198,7 +198,9 @@ def layer_seqs(launch: Launch, v, device_type: str) -> int:
 
 
 def loop_count(op: str, spec: dict, flags, push: dict) -> int | None:
-    """decode_layer's loop count (layer_loop_count); None for the other ops."""
+    """decode_layer's loop count (layer_loop_count), sample's (sample_loop_count); None for the other ops."""
+    if op == "sample":
+        return sample_loop_count(push["cols"], spec["WG"])
     return layer_loop_count(push, spec["WG"]) if op == "decode_layer" else None
 
 
@@ -213,10 +215,32 @@ def pick_decode_wg(cands, D: int, device_type: str):
     return fit[0] if device_type == "cpu" else fit[-1]
 
 
-def pick_sample_wg(cands, device_type: str):
-    """sample's variant: the fewest threads on CPU devices (its reductions run log2(WG) barrier phases over
-    every thread: 64 threads cost a quarter of 256's per phase there), the most on GPUs."""
+# Stop tokens a sampler launch compares its pick with (hyper[4]; the hyper buffer has room for this many).
+MAX_STOPS = 256
+
+
+def sample_loop_count(cols: int, wg: int) -> int:
+    """The most loop iterations one invocation of sample runs over a row of `cols` logits (its sampling path,
+    the longer one: 32 top-k and 31 top-p bisection passes, the max, sum, tail, tie and draw passes over its
+    share of the row, the workgroup reductions' log2(WG) steps, two prefix sums over WG, the stop tokens)."""
+    c = -(-cols // wg)
+    red = wg.bit_length()  # a reduction's steps plus its exit test
+    return 70 * c + 67 * red + 2 * wg + MAX_STOPS
+
+
+def pick_sample_wg(cands, device_type: str, cols: int):
+    """sample's variant for rows of `cols` logits: on CPU devices the fewest threads whose loop count stays
+    within MAX_LOOP, else within the device type's loop cap, else the most threads (the fewest iterations;
+    `dispatch` then refuses a launch past the cap): each barrier phase of its reductions costs per thread
+    there (at 256 logits 8 threads take half of 64's time or less; at 49,152 greedy 64 beat 256:
+    bench/results/sample_bench-lavapipe.txt). The most threads on GPUs."""
     ordered = sorted(cands, key=lambda v: v.spec["WG"])
     if not ordered:
         raise UnsupportedError("no sample kernel is usable on this device")
-    return ordered[0] if device_type == "cpu" else ordered[-1]
+    if device_type != "cpu":
+        return ordered[-1]
+    for bound in (MAX_LOOP, DEVICE_LOOP_CAP.get(device_type, MAX_LOOP)):
+        fit = [v for v in ordered if sample_loop_count(cols, v.spec["WG"]) <= bound]
+        if fit:
+            return fit[0]
+    return ordered[-1]
