@@ -120,8 +120,7 @@ void main() {
             [[unroll]] for (uint j = 0; j < 4 * CV; ++j) bt[j] = ld4b((boff + min(ncol + j, p.N - 1) * p.sbn + k) / 4);
             [[unroll]] for (uint i = 0; i < R; ++i)
                 [[unroll]] for (uint v = 0; v < CV; ++v)
-                    acc[i][v] += vec4(dot(a[i], bt[4 * v]), dot(a[i], bt[4 * v + 1]), dot(a[i], bt[4 * v + 2]),
-                                      dot(a[i], bt[4 * v + 3]));
+                    acc[i][v] += vec4(dot(a[i], bt[4 * v]), dot(a[i], bt[4 * v + 1]), dot(a[i], bt[4 * v + 2]), dot(a[i], bt[4 * v + 3]));
         }
     }
     [[unroll]] for (uint i = 0; i < R; ++i) {

@@ -136,36 +136,28 @@ void main() {
             [[unroll]] for (uint g = 0; g < R / 8; ++g) {
                 const vec4 a0 = subgroupBroadcast(av[g], 0);
                 [[unroll]] for (uint v = 0; v < CV; ++v)
-                    acc[8 * g + 0][v] += vec4(dot(a0, bt[4 * v]), dot(a0, bt[4 * v + 1]), dot(a0, bt[4 * v + 2]),
-                                                   dot(a0, bt[4 * v + 3]));
+                    acc[8 * g + 0][v] += vec4(dot(a0, bt[4 * v]), dot(a0, bt[4 * v + 1]), dot(a0, bt[4 * v + 2]), dot(a0, bt[4 * v + 3]));
                 const vec4 a1 = subgroupBroadcast(av[g], 1);
                 [[unroll]] for (uint v = 0; v < CV; ++v)
-                    acc[8 * g + 1][v] += vec4(dot(a1, bt[4 * v]), dot(a1, bt[4 * v + 1]), dot(a1, bt[4 * v + 2]),
-                                                   dot(a1, bt[4 * v + 3]));
+                    acc[8 * g + 1][v] += vec4(dot(a1, bt[4 * v]), dot(a1, bt[4 * v + 1]), dot(a1, bt[4 * v + 2]), dot(a1, bt[4 * v + 3]));
                 const vec4 a2 = subgroupBroadcast(av[g], 2);
                 [[unroll]] for (uint v = 0; v < CV; ++v)
-                    acc[8 * g + 2][v] += vec4(dot(a2, bt[4 * v]), dot(a2, bt[4 * v + 1]), dot(a2, bt[4 * v + 2]),
-                                                   dot(a2, bt[4 * v + 3]));
+                    acc[8 * g + 2][v] += vec4(dot(a2, bt[4 * v]), dot(a2, bt[4 * v + 1]), dot(a2, bt[4 * v + 2]), dot(a2, bt[4 * v + 3]));
                 const vec4 a3 = subgroupBroadcast(av[g], 3);
                 [[unroll]] for (uint v = 0; v < CV; ++v)
-                    acc[8 * g + 3][v] += vec4(dot(a3, bt[4 * v]), dot(a3, bt[4 * v + 1]), dot(a3, bt[4 * v + 2]),
-                                                   dot(a3, bt[4 * v + 3]));
+                    acc[8 * g + 3][v] += vec4(dot(a3, bt[4 * v]), dot(a3, bt[4 * v + 1]), dot(a3, bt[4 * v + 2]), dot(a3, bt[4 * v + 3]));
                 const vec4 a4 = subgroupBroadcast(av[g], 4);
                 [[unroll]] for (uint v = 0; v < CV; ++v)
-                    acc[8 * g + 4][v] += vec4(dot(a4, bt[4 * v]), dot(a4, bt[4 * v + 1]), dot(a4, bt[4 * v + 2]),
-                                                   dot(a4, bt[4 * v + 3]));
+                    acc[8 * g + 4][v] += vec4(dot(a4, bt[4 * v]), dot(a4, bt[4 * v + 1]), dot(a4, bt[4 * v + 2]), dot(a4, bt[4 * v + 3]));
                 const vec4 a5 = subgroupBroadcast(av[g], 5);
                 [[unroll]] for (uint v = 0; v < CV; ++v)
-                    acc[8 * g + 5][v] += vec4(dot(a5, bt[4 * v]), dot(a5, bt[4 * v + 1]), dot(a5, bt[4 * v + 2]),
-                                                   dot(a5, bt[4 * v + 3]));
+                    acc[8 * g + 5][v] += vec4(dot(a5, bt[4 * v]), dot(a5, bt[4 * v + 1]), dot(a5, bt[4 * v + 2]), dot(a5, bt[4 * v + 3]));
                 const vec4 a6 = subgroupBroadcast(av[g], 6);
                 [[unroll]] for (uint v = 0; v < CV; ++v)
-                    acc[8 * g + 6][v] += vec4(dot(a6, bt[4 * v]), dot(a6, bt[4 * v + 1]), dot(a6, bt[4 * v + 2]),
-                                                   dot(a6, bt[4 * v + 3]));
+                    acc[8 * g + 6][v] += vec4(dot(a6, bt[4 * v]), dot(a6, bt[4 * v + 1]), dot(a6, bt[4 * v + 2]), dot(a6, bt[4 * v + 3]));
                 const vec4 a7 = subgroupBroadcast(av[g], 7);
                 [[unroll]] for (uint v = 0; v < CV; ++v)
-                    acc[8 * g + 7][v] += vec4(dot(a7, bt[4 * v]), dot(a7, bt[4 * v + 1]), dot(a7, bt[4 * v + 2]),
-                                                   dot(a7, bt[4 * v + 3]));
+                    acc[8 * g + 7][v] += vec4(dot(a7, bt[4 * v]), dot(a7, bt[4 * v + 1]), dot(a7, bt[4 * v + 2]), dot(a7, bt[4 * v + 3]));
             }
         }
     }
