@@ -1,7 +1,7 @@
 """Recorded decoding's kernels (evermind_vk.train.decode): positions read from a device buffer (rope_at,
 kv_write, attention_decode) and the device sampler (sample). attention_decode comes in workgroups of 16 to
-128 threads, one (sequence, head) each: pick_decode_wg chooses; the sampler in workgroups of 64 or 256 threads,
-one item each: pick_sample_wg chooses (8 to 256 threads).
+128 threads, one (sequence, head) each: pick_decode_wg chooses; the sampler in workgroups of 8 to 256 threads,
+one item each: pick_sample_wg chooses.
 
 decode_layer is a whole transformer block for one new token of each sequence in one dispatch (one workgroup
 a sequence): `plan` is the one rule that says whether a decode step runs on it (the fused step) or on the
