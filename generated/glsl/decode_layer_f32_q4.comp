@@ -171,10 +171,10 @@ void main() {
         const bool isq = hh < p.H;
         const uint o = s * P + (isq ? oq + hh * D4 : ok + (hh - p.H) * D4) + c;
         const vec4 a = sm[o], b = sm[o + hd4];
-        vec4 freq = exp2(-2.0 * vec4(4 * c, 4 * c + 1, 4 * c + 2, 4 * c + 3) / float(p.D) * p.log2_theta);
+        vec4 freq = exp2(-2.0 * vec4(uvec4(4 * c, 4 * c + 1, 4 * c + 2, 4 * c + 3)) / float(p.D) * p.log2_theta);
         vec4 ang = float(hyper[8 + 4 * (r0 + s)]) * freq;
-        vec4 cs = cos(ang), sn = sin(ang);
-        vec4 ya = a * cs - b * sn, yb = a * sn + b * cs;
+        vec4 rc = cos(ang), rs = sin(ang);
+        vec4 ya = a * rc - b * rs, yb = a * rs + b * rc;
         if (isq) {
             sm[o] = ya;
             sm[o + hd4] = yb;

@@ -45,8 +45,8 @@ void main() {
     float a = float(isq ? q[o] : k[o]), b = float(isq ? q[o + half_d] : k[o + half_d]);
     float freq = exp2(-2.0 * float(qd) / float(p.D) * p.log2_theta);
     float ang = float((hyper[8 + 4 * (tok / p.Q)] + tok % p.Q)) * freq;
-    float c = cos(ang), s = sin(ang);
-    float ya = a * c - b * s, yb = a * s + b * c;
+    float rc = cos(ang), rs = sin(ang);
+    float ya = a * rc - b * rs, yb = a * rs + b * rc;
     if (isq) {
         qo[o] = float16_t(ya);
         qo[o + half_d] = float16_t(yb);
