@@ -34,6 +34,7 @@ from dataclasses import asdict, dataclass, fields
 import numpy as np
 
 from .. import ops
+from ..ops.decode import hyper_words
 from ..autodiff import functional as F
 from ..errors import EvermindError, ShapeError, UnsupportedError
 from ..runtime import Tensor, empty, get_device, record, tensor, zeros
@@ -45,6 +46,7 @@ from .weights import load_named
 LAYER_TYPES = ("mamba1", "mamba2", "mamba3", "attention")
 IMPLEMENTED = LAYER_TYPES
 DISCRETIZATIONS = ("zoh", "euler")  # mamba1's input term (ops.selective_scan)
+ATTENTION_CACHE_MIN = 64  # positions an attention layer's decode cache starts with (doubled as it fills)
 MAX_LAYERS = 1 << 16  # a config dict's numLayers bound (MBJS's layer table holds as many)
 # builderforce's HybridMambaModelConfig keys that hold per-layer-type overrides ({} as builderforce writes them)
 _BF_DEFAULTS = {"mamba1": "defaultMamba1", "mamba2": "defaultMamba2", "mamba3": "defaultMamba3",
@@ -470,19 +472,25 @@ class HybridMambaModel(NextTokenModel):
         """The recurrent state after zero tokens (init_state)."""
         return self.init_state()
 
-    def init_state(self, batch: int = 1) -> list:
+    def init_state(self, batch: int = 1, capacity: int | None = None) -> list:
         """Per layer, the recurrent state after zero tokens of `batch` sequences, in fixed buffers updated in
         place: mamba layers keep their conv windows (each sequence's last dConv-1 conv inputs, zeros at the
         start: the causal padding; [batch*(dConv-1), conv width], sequence b's rows b*(dConv-1)..) and their
-        scan states ([batch, dInner, dState(, 2)]); attention layers keep their inputs (a growing cache of
-        one sequence: batch 1 only)."""
+        scan states ([batch, dInner, dState(, 2)]); attention layers keep a key and a value cache
+        ([batch, capacity, nHeads, head dim], sequence b in slot b; grow_state enlarges them), the attention
+        scores' scratch and, for step(), the positions fed so far ("len", host integers per slot; recorded
+        decoders pass positions in their hyper buffer instead). capacity: None is ATTENTION_CACHE_MIN."""
         c, dev = self.config, self.device
-        if batch < 1 or (batch > 1 and "attention" in c.layers):
-            raise ShapeError(f"init_state: batch {batch}; stacks with attention layers keep one sequence")
+        capacity = ATTENTION_CACHE_MIN if capacity is None else int(capacity)
+        if batch < 1 or capacity < 1:
+            raise ShapeError(f"init_state: batch {batch}, capacity {capacity}: want >= 1")
         out = []
         for kind in c.layers:
             if kind == "attention":
-                out.append({})
+                H = c.nHeads
+                kv = (batch, capacity, H, c.dModel // H)
+                out.append({"k": zeros(kv, "f32", dev), "v": zeros(kv, "f32", dev),
+                            "score": empty((batch * H * capacity,), "f32", dev), "len": np.zeros(batch, np.int64)})
                 continue
             conv_d = {"mamba1": c.d_inner, "mamba2": c.d_inner + 2 * c.nGroups * c.dState,
                       "mamba3": c.d_inner + 4 * c.nGroups * c.dState}[kind]
@@ -490,6 +498,29 @@ class HybridMambaModel(NextTokenModel):
             out.append({"conv": zeros((batch * (c.dConv - 1), conv_d), "f32", dev) if c.dConv > 1 else None,
                         "h": zeros(h, "f32", dev)})
         return out
+
+    @staticmethod
+    def state_capacity(state: list) -> int | None:
+        """Positions the state's attention caches hold (None: no attention layers)."""
+        return next((st["k"].shape[1] for st in state if "k" in st), None)
+
+    def grow_state(self, state: list, capacity: int) -> None:
+        """Enlarge the attention caches of `state` (in place) to hold `capacity` positions, keeping what they
+        hold; the buffers are new (programs recorded over the old ones must be recorded again)."""
+        old = self.state_capacity(state)
+        if old is None or capacity <= old:
+            return
+        if capacity > self.config.max_seq_len:
+            raise ShapeError(f"attention caches of {capacity} positions > max_seq_len {self.config.max_seq_len}")
+        for st in state:
+            if "k" not in st:
+                continue
+            B, L, H, D = st["k"].shape
+            for key in ("k", "v"):
+                new = zeros((B, capacity, H, D), "f32", self.device)
+                ops.copy2d(st[key], new, B, L * H * D, 0, L * H * D, 0, capacity * H * D)
+                st[key] = new
+            st["score"] = empty((B * H * capacity,), "f32", self.device)
 
     def _conv_step(self, st: dict, key: str, row: Tensor, w: Tensor, b: Tensor, first: int = 0) -> Tensor:
         """One token of each of n sequences through the causal conv: row [n, C] holds sequence r's new input,
@@ -544,18 +575,33 @@ class HybridMambaModel(NextTokenModel):
         return F.add(x, F.matmul(y, P[L + "wOutProj"], transpose_b=True))
 
     def step(self, token: int, state: list) -> Tensor:
-        """Logits [1, V] of the next token after `token`, updating `state` (from init_state) in place.
+        """Logits [1, V] of the next token after `token`, updating `state` (from init_state, slot 0) in place.
         Mamba layers do O(1) work per token (one conv window, one scan step from the carried state);
-        attention layers attend over their cached inputs (O(context), as attention must)."""
-        return self._step_ids(tensor(np.array([token], np.uint32), device=self.device), state)
+        attention layers write the token's key and value into their caches (doubling them when full) and
+        attend over the cached positions (O(context), as attention must)."""
+        ids = tensor(np.array([token], np.uint32), device=self.device)
+        if self.state_capacity(state) is None:
+            return self._step_ids(ids, state)
+        lens = next(st["len"] for st in state if "k" in st)
+        need = int(lens[0]) + 1
+        cap = self.state_capacity(state)
+        if need > cap:
+            self.grow_state(state, max(need, 2 * cap))
+        hyper = tensor(hyper_words([(int(lens[0]), 0, 0, False)]), device=self.device)
+        out = self._step_ids(ids, state, 0, hyper)
+        for st in state:
+            if "k" in st:
+                st["len"][0] += 1
+        return out
 
-    def _step_ids(self, ids: Tensor, state: list, first: int = 0) -> Tensor:
+    def _step_ids(self, ids: Tensor, state: list, first: int = 0, hyper: Tensor | None = None) -> Tensor:
         """Logits [n, V] of one token of each of n sequences (ids u32 [n]): sequence r's state is slot
         first + r of `state` (init_state(batch) with batch >= first + n), updated in place; the other slots
-        are left as they are. Stacks with attention layers step one sequence (n 1, first 0)."""
-        P, n = self.params, ids.numel
-        if "attention" in self.config.layers and (n, first) != (1, 0):
-            raise ShapeError(f"_step_ids: {n} sequences from slot {first}; attention layers step one sequence")
+        are left as they are. Attention layers read item r's position and cache slot (first + r) from
+        `hyper` (ops.decode's layout; required when the stack has attention layers)."""
+        P = self.params
+        if self.state_capacity(state) is not None and hyper is None:
+            raise ShapeError("_step_ids: a stack with attention layers needs the positions (hyper)")
         x = F.embedding(ids, P["embedding"])
         for i, kind in enumerate(self.config.layers):
             st = state[i]
@@ -566,11 +612,23 @@ class HybridMambaModel(NextTokenModel):
             elif kind == "mamba3":
                 x = self._mamba3_step(x, i, st, first)
             else:
-                st["x"] = x if "x" not in st else _stack_rows(st["x"], x)
-                T = st["x"].shape[0]
-                x = ops.row_slice(self._attention(st["x"], i, 1, T), T - 1).reshape(1, self.config.dModel)
+                x = self._attention_step(x, i, st, hyper)
         x = F.rms_norm(x, P["final_norm"], 1e-6)
         return F.matmul(x, P["embedding"], transpose_b=True)
+
+    def _attention_step(self, x: Tensor, i: int, st: dict, hyper: Tensor) -> Tensor:
+        """The attention block for one new token of each of n sequences: its key and value written into the
+        caches at (slot, position) of hyper's item r, its query attending over positions 0..position."""
+        c, P = self.config, self.params
+        L = f"layer{i}."
+        n, d, H = x.shape[0], c.dModel, c.nHeads
+        h = F.rms_norm(x, P[L + "normWeight"], 1e-6)
+        qkv = F.bias_add(F.matmul(h, P[L + "wQKV"], transpose_b=True), P[L + "bQKV"])
+        q, k, v = (F.reshape(F.col_slice(qkv, j * d, d), n, H, d // H) for j in range(3))
+        ops.kv_write(k, st["k"], hyper)
+        ops.kv_write(v, st["v"], hyper)
+        a = F.reshape(ops.attention_decode(q, st["k"], st["v"], hyper, st["score"]), n, d)
+        return F.add(x, F.bias_add(F.matmul(a, P[L + "wO"], transpose_b=True), P[L + "bO"]))
 
     def _recorded_step(self, state: list):
         """For stacks without attention (fixed shapes): one token's step recorded once and replayed with
@@ -599,7 +657,7 @@ class HybridMambaModel(NextTokenModel):
         rng = np.random.default_rng(seed)
         state = self.init_state()
         if "attention" in self.config.layers:
-            feed = lambda t: self.step(t, state).numpy()[0]  # noqa: E731  (the attention cache grows)
+            feed = lambda t: self.step(t, state).numpy()[0]  # noqa: E731  (positions and cache growth on the host)
         else:
             feed = self._recorded_step(state)
         for t in ids[:-1]:
@@ -637,12 +695,3 @@ def _store_rows(hl: Tensor, h: Tensor, first: int) -> None:
         copy_words(hl, h)
     else:
         ops.copy2d(hl, h, 1, hl.numel, 0, 0, first * (h.numel // h.shape[0]), 0)
-
-
-def _stack_rows(a: Tensor, b: Tensor) -> Tensor:
-    """[a; b] for 2-D a [m, C] and b [n, C] (a new tensor)."""
-    (m, C), n = a.shape, b.shape[0]
-    out = empty((m + n, C), a.dtype, a.device)
-    ops.copy2d(a, out, m, C, 0, C, 0, C)
-    ops.copy2d(b, out, n, C, 0, C, m * C, C)
-    return out

@@ -349,76 +349,77 @@ class WindowDecoder(_Sampling):
 
 
 class RecurrentDecoder(_Sampling):
-    """HybridMambaModel: the model's recurrent state (conv windows and scan states, updated in place) and
-    recorded programs that feed one token and sample the next on the device; the context is never re-run.
-
-    Stacks without attention layers keep one state of `slots` sequences (slot b: row b of every state
-    buffer) and two kinds of program: the decode step, which feeds one token of every slot and samples all
-    of them (one submit for the batch; slots whose sequence has stopped are fed a dummy token, their rows
-    advance on their own and their results are ignored), and, per slot, a step of that slot alone, which
-    feeds the prompts' tokens past the shortest prompt (a slot never sees a token not its own). The prompts'
-    first (shortest length) tokens are fed to all slots at once by the decode step.
-    Stacks with attention layers, whose cache of inputs grows each token, keep one state per sequence and
-    run each sequence's step eagerly (many submits) with the same device sampler."""
+    """HybridMambaModel: the model's recurrent state (conv windows and scan states, updated in place; attention
+    layers' key and value caches) of `slots` sequences (slot b: row b of every state buffer) and two kinds of
+    recorded program: the decode step, which feeds one token of every slot and samples all of them (one
+    submit for the batch; slots whose sequence has stopped are fed a dummy token, their rows advance on their
+    own and their results are ignored), and, per slot, a step of that slot alone, which feeds the prompts'
+    tokens past the shortest prompt (a slot never sees a token not its own). The prompts' first (shortest
+    length) tokens are fed to all slots at once by the decode step; the context is never re-run.
+    Attention layers read each slot's position from the hyper buffer; their caches start at
+    ATTENTION_CACHE_MIN positions and double (programs recorded again) when a sequence outgrows them."""
 
     def __init__(self, model, slots: int):
         super().__init__(model, slots)
         dev = model.device
-        self.recorded = "attention" not in model.config.layers
-        if self.recorded:
-            self.state = model.init_state(self.slots)
-        else:
-            self.states = [model.init_state() for _ in range(self.slots)]
+        self.state = model.init_state(self.slots)
+        self.pos = np.zeros(self.slots, np.int64)  # tokens fed to each slot since the reset
         self._progs = [_entry(dev, 1) for _ in range(self.slots)]  # per slot: (program or None, ids, hyper)
-        self._step = _entry(dev, self.slots) if self.recorded else None  # every slot's token at once
+        self._step = _entry(dev, self.slots)  # every slot's token at once
         self._zero = None  # the recorded reset of the states
 
     def _reset(self) -> None:
-        """The states after zero tokens (for recorded stacks: one submit zeroes every state buffer)."""
-        if not self.recorded:
-            self.states = [self.model.init_state() for _ in range(self.slots)]
-        elif self._zero is not None:
+        """The states after zero tokens: one submit zeroes every state buffer."""
+        self.pos[:] = 0
+        if self._zero is not None:
             self._zero.run()
-        else:
-            with record(self.model.device) as self._zero:  # runs on leaving
-                for layer in self.state:
-                    for t in layer.values():
-                        if t is not None:
-                            fill_words(t, 0)
+            return
+        with record(self.model.device) as self._zero:  # runs on leaving
+            for layer in self.state:
+                for key, t in layer.items():
+                    if t is not None and key in ("conv", "h"):  # attention reads only positions it wrote
+                        fill_words(t, 0)
+
+    def _fit(self, need: int) -> None:
+        """Attention caches that hold `need` positions: grown (doubled at least) when short, every program
+        recorded again over the new buffers."""
+        cap = self.model.state_capacity(self.state)
+        if cap is None or need <= cap:
+            return
+        self.model.grow_state(self.state, max(need, 2 * cap))
+        self._progs = [(None,) + e[1:] for e in self._progs]
+        self._step = (None,) + self._step[1:]
+        self._zero = None
 
     def _feed(self, b: int, token: int, step: int, mark: bool) -> tuple[int, bool]:
         """Feed `token` to slot b alone and choose its next token: (id, is a stop token)."""
+        self._fit(int(self.pos[b]) + 1)
         entry = self._progs[b]
-        words = self._words([(0, b, 0, mark)], step)
-        if not self.recorded:
-            entry[1].write_staging(np.array([token], np.uint32))
-            entry[2].write_staging(np.concatenate([words, np.zeros(entry[2].numel - words.size, np.uint32)]))
-            dev = self.model.device
-            dev.upload(entry[1])
-            dev.upload(entry[2])
-            ops.sample(self.model._step_ids(entry[1], self.states[b]), entry[2], self.seen, self.picked, 1)
-            dev.sync_local(self.picked)
-            pk = self.picked.read_staging()
-        else:
-            def build():
-                self._progs[b] = (self._record(entry, b, 1),) + entry[1:]
-                return self.picked.read_staging()
-            pk = self._replay(entry, np.array([token], np.uint32), words, build)
+        words = self._words([(int(self.pos[b]), b, 0, mark)], step)
+
+        def build():
+            self._progs[b] = (self._record(entry, b, 1),) + entry[1:]
+            return self.picked.read_staging()
+        pk = self._replay(entry, np.array([token], np.uint32), words, build)
+        self.pos[b] += 1
         return int(pk[b]), bool(pk[self.slots + b])
 
     def _feed_all(self, tokens, marks, step: int) -> np.ndarray:
         """Feed tokens[b] to every slot b in one replay of the decode step; picked: ids, then stop flags."""
-        words = self._words([(0, b, b, bool(marks[b])) for b in range(self.slots)], step)
+        self._fit(int(self.pos.max()) + 1)
+        words = self._words([(int(self.pos[b]), b, b, bool(marks[b])) for b in range(self.slots)], step)
 
         def build():
             self._step = (self._record(self._step, 0, self.slots),) + self._step[1:]
             return self.picked.read_staging()
-        return self._replay(self._step, np.asarray(tokens, np.uint32), words, build)
+        pk = self._replay(self._step, np.asarray(tokens, np.uint32), words, build)
+        self.pos += 1
+        return pk
 
     def step_program(self):
-        """The recorded decode step (one token of every slot, one submit for the batch), or None: before the
-        first step, or for stacks with attention layers (run eagerly)."""
-        return None if self._step is None else self._step[0]
+        """The recorded decode step (one token of every slot, one submit for the batch), or None before the
+        first step."""
+        return self._step[0]
 
     def _record(self, entry, first: int, n: int):
         """Record (and run) a step of slots first..first+n-1 with entry's ids and hyper."""
@@ -426,7 +427,7 @@ class RecurrentDecoder(_Sampling):
         with record(dev) as prog:
             dev.upload(ids)
             dev.upload(hyper)
-            ops.sample(self.model._step_ids(ids, self.state, first), hyper, self.seen, self.picked, n)
+            ops.sample(self.model._step_ids(ids, self.state, first, hyper), hyper, self.seen, self.picked, n)
             dev.sync_local(self.picked)
         return prog
 
@@ -435,7 +436,7 @@ class RecurrentDecoder(_Sampling):
         to all slots at once, the rest slot by slot; each slot's next token {b: (id, is stop)}."""
         self._reset()
         B, res = self.slots, {}
-        m = min(len(q) for q in seqs) if self.recorded else 0
+        m = min(len(q) for q in seqs)
         for k in range(m):
             last = [len(q) == k + 1 for q in seqs]
             pk = self._feed_all([q[k] for q in seqs], last, 0)
@@ -450,11 +451,9 @@ class RecurrentDecoder(_Sampling):
 
     def advance(self, seqs, live, step: int) -> dict:
         """The next token of each live sequence, {b: (id, is stop)}: step 0 feeds the prompts (states reset
-        first), later steps each live sequence's last token (one replay for all slots, where recorded)."""
+        first), later steps each live sequence's last token (one replay for all slots)."""
         if step == 0:
             return self._prefill(seqs)
-        if not self.recorded:
-            return {b: self._feed(b, seqs[b][-1], step, True) for b in range(self.slots) if live[b]}
         pk = self._feed_all([seqs[b][-1] if live[b] else 0 for b in range(self.slots)], live, step)
         return {b: (int(pk[b]), bool(pk[self.slots + b])) for b in range(self.slots) if live[b]}
 

@@ -171,11 +171,12 @@ def test_evermind_window_is_the_receptive_field(device):
     assert not np.allclose(m.forward(tensor(ids[-(W - 1):])).numpy()[-1], full, rtol=1e-3, atol=1e-3)
 
 
-@pytest.mark.parametrize("layers", [("mamba1", "mamba1"), ("mamba2", "mamba3")], ids=["mamba1", "mamba2-mamba3"])
+@pytest.mark.parametrize("layers", [("mamba1", "mamba1"), ("mamba2", "mamba3"), ("attention", "mamba1")],
+                         ids=["mamba1", "mamba2-mamba3", "attention-mamba1"])
 def test_mamba_batch_decode_is_one_program_per_step(device, layers):
-    """Without attention layers one recorded program feeds a token of every sequence of the batch (one
-    submit per decoded token for all of them); prompts of different lengths, and a sequence that stops
-    early, decode as each alone and as the uncached path."""
+    """One recorded program feeds a token of every sequence of the batch (one submit per decoded token for
+    all of them; attention layers read each sequence's position from the hyper buffer); prompts of different
+    lengths, and a sequence that stops early, decode as each alone and as the uncached path."""
     m = _mamba(layers)
     prompts = [[3, 1, 4, 1, 5], [6], [5, 3]]
     alone = [generate(m, p, max_new_tokens=6, repetition_penalty=100.0) for p in prompts]
@@ -217,3 +218,25 @@ def test_fused_step_only_without_adapters(device):
     check(False)
     merge_lora(m)
     check(True)
+
+
+def test_mamba_attention_caches_grow(device, monkeypatch):
+    """A hybrid stack's attention caches start small and double when a sequence outgrows them: the programs
+    are recorded again over the new buffers, what the caches held is kept (greedy output equals the uncached
+    path's across both growths), and the eager step() grows its state the same way."""
+    from evermind_vk.models import mamba
+    monkeypatch.setattr(mamba, "ATTENTION_CACHE_MIN", 4)
+    m = _mamba(("mamba1", "attention"))
+    prompts = [[3, 1, 4, 1, 5], [6]]
+    plain = [generate(m, p, max_new_tokens=12, use_cache=False, repetition_penalty=100.0) for p in prompts]
+    assert generate(m, prompts, max_new_tokens=12, repetition_penalty=100.0) == plain
+    dec = decoder(m, 2)
+    assert m.state_capacity(dec.state) == 16 and dec.pos.max() == 5 + 11  # 4 -> 8 -> 16 positions
+    first = dec.step_program()
+    assert generate(m, prompts, max_new_tokens=12, repetition_penalty=100.0) == plain
+    assert dec.step_program() is first  # large enough now: the same programs replay
+    state = m.init_state()
+    rows = [m.step(t, state).numpy()[0] for t in [3, 1, 4, 1, 5, 9]]
+    assert m.state_capacity(state) == 8 and list(state[1]["len"]) == [6]
+    full = m.forward(np.array([3, 1, 4, 1, 5, 9], np.uint32)).numpy()
+    np.testing.assert_allclose(np.array(rows), full, rtol=1e-4, atol=1e-5)
