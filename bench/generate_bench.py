@@ -35,7 +35,7 @@ from evermind_vk.train.decode import decoder
 
 try:
     import torch
-    from torch_decode import TorchEvermind, TorchMamba1, TorchTransformer  # bench/ is on sys.path as a script
+    from torch_decode import TorchEvermind, TorchMamba, TorchTransformer  # bench/ is on sys.path as a script
 except ImportError:  # pragma: no cover
     torch = None
 
@@ -45,6 +45,7 @@ MODELS = {
     "evermind": lambda: EvermindLM(EvermindLMConfig(256)),
     "evermind-d512": lambda: EvermindLM(EvermindLMConfig(256, d_model=512, num_layers=8)),
     "mamba": lambda: HybridMambaModel(HybridMambaConfig()),
+    "mamba-attn": lambda: HybridMambaModel(HybridMambaConfig(layers=("mamba1", "attention"))),
 }
 
 
@@ -120,9 +121,10 @@ def torch_rates(name, m, B: int, P: int, new: int, dev: str, compiled: bool, rep
             def run_decode(nxt, i):
                 return tm.forward(ids[:, -tm.window:]).argmax(-1)  # the window of tokens that matter
         elif name.startswith("mamba"):
-            tm = TorchMamba1(sd, m.config, dev, B)
+            tm = TorchMamba(sd, m.config, dev, B)
 
             def run_prefill():
+                tm.reset()
                 for t in range(P):
                     z = tm.step(ids[:, t])
                 return z

@@ -122,26 +122,46 @@ class TorchEvermind:
         return x[:, -1] @ W["emb"].T
 
 
-class TorchMamba1:
-    """HybridMambaModel of mamba1 layers only (the default config) decoding from its recurrent state: per layer
-    the conv window [B, K-1, D] and the scan state [B, D, N]; RMSNorm eps 1e-6, tied head. The prompt is fed
-    token by token through the same step (as ours)."""
+class TorchMamba:
+    """HybridMambaModel of mamba1 and attention layers decoding one token at a time: per mamba1 layer the conv
+    window [B, K-1, D] and the scan state [B, D, N], per attention layer the keys and values so far
+    [B, T, H, hd]; RMSNorm eps 1e-6, tied head. The prompt is fed token by token through the same step (as
+    ours); reset() empties the states."""
 
     def __init__(self, sd: dict, cfg, dev, B: int):
-        if any(k != "mamba1" for k in cfg.layers):
-            raise ValueError("TorchMamba1: mamba1 layers only")
+        if any(k not in ("mamba1", "attention") for k in cfg.layers):
+            raise ValueError("TorchMamba: mamba1 and attention layers only")
         self.c, self.dev, self.B = cfg, dev, B
         self.W = {k: torch.tensor(v, device=dev) for k, v in sd.items()}
-        D, N, K = cfg.d_inner, cfg.dState, cfg.dConv
-        self.win = [torch.zeros(B, K - 1, D, device=dev) for _ in cfg.layers]
-        self.h = [torch.zeros(B, D, N, device=dev) for _ in cfg.layers]
+        self.reset()
+
+    def reset(self):
+        c, B = self.c, self.B
+        D, N, K = c.d_inner, c.dState, c.dConv
+        self.win = [torch.zeros(B, K - 1, D, device=self.dev) for _ in c.layers]
+        self.h = [torch.zeros(B, D, N, device=self.dev) for _ in c.layers]
+        self.kv = [None for _ in c.layers]
+
+    def _attention(self, i, x):
+        c, W, P = self.c, self.W, f"layer{i}."
+        d, H = c.dModel, c.nHeads
+        qkv = _rms(x, W[P + "normWeight"], 1e-6) @ W[P + "wQKV"].T + W[P + "bQKV"]
+        q, k, v = (qkv[:, j * d:(j + 1) * d].reshape(-1, 1, H, d // H) for j in range(3))
+        if self.kv[i] is not None:
+            k, v = torch.cat([self.kv[i][0], k], 1), torch.cat([self.kv[i][1], v], 1)
+        self.kv[i] = (k, v)
+        a = Fn.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2))
+        return x + a.transpose(1, 2).reshape(-1, d) @ W[P + "wO"].T + W[P + "bO"]
 
     def step(self, ids):
         """Logits [B, V] after one token per sequence (ids [B]); the states advance in place."""
         c, W = self.c, self.W
         D, N, R = c.d_inner, c.dState, c.dt_rank
         x = W["embedding"][ids]
-        for i in range(len(c.layers)):
+        for i, kind in enumerate(c.layers):
+            if kind == "attention":
+                x = self._attention(i, x)
+                continue
             P = f"layer{i}."
             xz = _rms(x, W[P + "normWeight"], 1e-6) @ W[P + "wInProj"].T + W[P + "bInProj"]
             window = torch.cat([self.win[i], xz[:, None, :D]], 1)  # oldest first
@@ -149,8 +169,10 @@ class TorchMamba1:
             u = Fn.silu((window.flip(1) * W[P + "wConv"].T[None]).sum(1) + W[P + "bConv"])  # tap j reads t - j
             xp = u @ W[P + "wXProj"].T + W[P + "bXProj"]
             dt = Fn.softplus(xp[:, :R] @ W[P + "wDtProj"].T + W[P + "bDtProj"])
-            A = -torch.exp(W[P + "A_log"])
-            self.h[i] = torch.exp(dt[..., None] * A) * self.h[i] + (dt * u)[..., None] * xp[:, None, R:R + N]
+            A = -torch.exp(W[P + "A_log"].clamp(-10, 5))
+            dA = torch.exp(dt[..., None] * A)  # the input term: zero-order hold (dA - 1) / A, or Euler's dt
+            b = torch.expm1(dt[..., None] * A) / A if c.discretization == "zoh" else dt[..., None]
+            self.h[i] = dA * self.h[i] + (b * u[..., None]) * xp[:, None, R:R + N]
             y = (self.h[i] * xp[:, None, R + N:]).sum(-1) + W[P + "D_vec"] * u
             x = x + (y * Fn.silu(xz[:, D:])) @ W[P + "wOutProj"].T + W[P + "bOutProj"]
         return _rms(x, W["final_norm"], 1e-6) @ W["embedding"].T
