@@ -409,19 +409,19 @@ class HybridMambaModel(NextTokenModel):
         y = F.rms_norm(y, P[L + "normWeight"], 1e-6)
         return F.add(x, F.matmul(y, P[L + "wOutProj"], transpose_b=True))
 
-    def _mamba3_step(self, x: Tensor, i: int, st: dict, first: int = 0) -> Tensor:
+    def _mamba3_step(self, x: Tensor, i: int, st: dict, first: int = 0, S: int = 1) -> Tensor:
         c, P = self.config, self.params
         L = f"layer{i}."
         D, N, H, G = c.d_inner, c.dState, c.nHeads, c.nGroups
         E = self._head_expand
         proj = F.matmul(F.rms_norm(x, P[L + "preNormWeight"], 1e-6), P[L + "wInProj"], transpose_b=True)
         conv_d = D + 4 * G * N
-        xbc = self._conv_step(st, "conv", F.col_slice(proj, 0, conv_d), P[L + "wConv"], P[L + "bConv"], first)
+        xbc = self._conv_step(st, "conv", F.col_slice(proj, 0, conv_d), P[L + "wConv"], P[L + "bConv"], first, S)
         dt = F.matmul(F.bias_add(F.col_slice(proj, conv_d, H), P[L + "dt_bias"]), E)
         Dch = F.reshape(F.matmul(F.reshape(P[L + "D_vec"], 1, H), E), D)
-        n = x.shape[0]
+        n = x.shape[0] // S
         y, hl, _ = ops.complex_scan(F.col_slice(xbc, 0, D), dt, P[L + "A_log"], F.col_slice(xbc, D, 2 * G * N),
-                                    F.col_slice(xbc, D + 2 * G * N, 2 * G * N), Dch, batch=n, chunk=1, groups=G,
+                                    F.col_slice(xbc, D + 2 * G * N, 2 * G * N), Dch, batch=n, chunk=self._chunk(S), groups=G,
                                     h0=_state_rows(st["h"], first, n))
         _store_rows(hl, st["h"], first)
         y = F.rms_norm(y, P[L + "normWeight"], 1e-6)
@@ -522,53 +522,59 @@ class HybridMambaModel(NextTokenModel):
                 st[key] = new
             st["score"] = empty((B * H * capacity,), "f32", self.device)
 
-    def _conv_step(self, st: dict, key: str, row: Tensor, w: Tensor, b: Tensor, first: int = 0) -> Tensor:
-        """One token of each of n sequences through the causal conv: row [n, C] holds sequence r's new input,
-        whose window (its previous dConv-1 inputs) is window `first + r` of st[key]. Each window and its row
-        are stacked into a segment of dConv rows, the segments convolved (seq_len dConv: no tap crosses a
-        segment), each segment's last row returned [n, C]; the windows are shifted in place."""
-        win, (n, C) = st[key], row.shape
+    def _conv_step(self, st: dict, key: str, rows: Tensor, w: Tensor, b: Tensor, first: int = 0, S: int = 1) -> Tensor:
+        """S tokens of each of n sequences through the causal conv: rows [n*S, C] hold sequence r's new inputs,
+        whose window (its previous dConv-1 inputs) is window `first + r` of st[key]. Each window and its rows
+        are stacked into a segment of dConv-1+S rows, the segments convolved (no tap crosses a segment),
+        each segment's last S rows returned [n*S, C]; the windows become each segment's last dConv-1 rows."""
+        win, C = st[key], rows.shape[1]
+        n = rows.shape[0] // S
         if win is None:
-            return ops.conv1d_causal(row, w, b, seq_len=1)
+            return ops.conv1d_causal(rows, w, b, seq_len=S)
         K = self.config.dConv
-        W = (K - 1) * C  # one window's elements
-        full = empty((n * K, C), row.dtype, row.device)
-        ops.copy2d(win, full, n, W, first * W, W, 0, K * C)
-        ops.copy2d(row, full, n, C, 0, C, W, K * C)
-        y = ops.conv1d_causal(full, w, b, seq_len=K)
-        ops.copy2d(full, win, n, W, C, K * C, first * W, W)
-        out = empty((n, C), y.dtype, y.device)
-        ops.copy2d(y, out, n, C, W, K * C, 0, C)
+        W, T = (K - 1) * C, (K - 1 + S) * C  # one window's elements, one segment's
+        full = empty((n * (K - 1 + S), C), rows.dtype, rows.device)
+        ops.copy2d(win, full, n, W, first * W, W, 0, T)
+        ops.copy2d(rows, full, n, S * C, 0, S * C, W, T)
+        y = ops.conv1d_causal(full, w, b, seq_len=K - 1 + S)
+        ops.copy2d(full, win, n, W, S * C, T, first * W, W)
+        out = empty((n * S, C), y.dtype, y.device)
+        ops.copy2d(y, out, n, S * C, W, T, 0, S * C)
         return out
 
-    def _mamba1_step(self, x: Tensor, i: int, st: dict, first: int = 0) -> Tensor:
+    def _chunk(self, S: int) -> int:
+        """The scans' chunk for S tokens a sequence (1: a decode step)."""
+        return min(S, self.scan_chunk)
+
+    def _mamba1_step(self, x: Tensor, i: int, st: dict, first: int = 0, S: int = 1) -> Tensor:
         c, P = self.config, self.params
         L = f"layer{i}."
         D, N, R = c.d_inner, c.dState, c.dt_rank
         h = F.rms_norm(x, P[L + "normWeight"], 1e-6)
         xz = F.bias_add(F.matmul(h, P[L + "wInProj"], transpose_b=True), P[L + "bInProj"])
-        u = F.silu(self._conv_step(st, "conv", F.col_slice(xz, 0, D), P[L + "wConv"], P[L + "bConv"], first))
+        u = F.silu(self._conv_step(st, "conv", F.col_slice(xz, 0, D), P[L + "wConv"], P[L + "bConv"], first, S))
         xp = F.bias_add(F.matmul(u, P[L + "wXProj"], transpose_b=True), P[L + "bXProj"])
         dt = F.bias_add(F.matmul(F.col_slice(xp, 0, R), P[L + "wDtProj"], transpose_b=True), P[L + "bDtProj"])
         y, hl, _ = ops.selective_scan(u, dt, P[L + "A_log"], F.col_slice(xp, R, N), F.col_slice(xp, R + N, N),
-                                      P[L + "D_vec"], F.col_slice(xz, D, D), batch=x.shape[0], chunk=1,
-                                      h0=_state_rows(st["h"], first, x.shape[0]), discretization=c.discretization)
+                                      P[L + "D_vec"], F.col_slice(xz, D, D), batch=x.shape[0] // S,
+                                      chunk=self._chunk(S), h0=_state_rows(st["h"], first, x.shape[0] // S),
+                                      discretization=c.discretization)
         _store_rows(hl, st["h"], first)
         return F.add(x, F.bias_add(F.matmul(y, P[L + "wOutProj"], transpose_b=True), P[L + "bOutProj"]))
 
-    def _mamba2_step(self, x: Tensor, i: int, st: dict, first: int = 0) -> Tensor:
+    def _mamba2_step(self, x: Tensor, i: int, st: dict, first: int = 0, S: int = 1) -> Tensor:
         c, P = self.config, self.params
         L = f"layer{i}."
         D, N, H, G = c.d_inner, c.dState, c.nHeads, c.nGroups
         E = self._head_expand
         proj = F.matmul(F.rms_norm(x, P[L + "preNormWeight"], 1e-6), P[L + "wInProj"], transpose_b=True)
         conv_d = D + 2 * G * N
-        xbc = self._conv_step(st, "conv", F.col_slice(proj, 0, conv_d), P[L + "wConv"], P[L + "bConv"], first)
+        xbc = self._conv_step(st, "conv", F.col_slice(proj, 0, conv_d), P[L + "wConv"], P[L + "bConv"], first, S)
         dt = F.matmul(F.bias_add(F.col_slice(proj, conv_d, H), P[L + "dt_bias"]), E)
         Dch = F.reshape(F.matmul(F.reshape(P[L + "D_vec"], 1, H), E), D)
-        n = x.shape[0]
+        n = x.shape[0] // S
         y, hl, _ = ops.selective_scan(F.col_slice(xbc, 0, D), dt, P[L + "A_log"], F.col_slice(xbc, D, G * N),
-                                      F.col_slice(xbc, D + G * N, G * N), Dch, None, batch=n, chunk=1,
+                                      F.col_slice(xbc, D + G * N, G * N), Dch, None, batch=n, chunk=self._chunk(S),
                                       h0=_state_rows(st["h"], first, n), groups=G, discretization="none")
         _store_rows(hl, st["h"], first)
         y = F.rms_norm(y, P[L + "normWeight"], 1e-6)
@@ -594,41 +600,59 @@ class HybridMambaModel(NextTokenModel):
                 st["len"][0] += 1
         return out
 
-    def _step_ids(self, ids: Tensor, state: list, first: int = 0, hyper: Tensor | None = None) -> Tensor:
-        """Logits [n, V] of one token of each of n sequences (ids u32 [n]): sequence r's state is slot
-        first + r of `state` (init_state(batch) with batch >= first + n), updated in place; the other slots
-        are left as they are. Attention layers read item r's position and cache slot (first + r) from
-        `hyper` (ops.decode's layout; required when the stack has attention layers)."""
+    def _step_ids(self, ids: Tensor, state: list, first: int = 0, hyper: Tensor | None = None, S: int = 1,
+                  start: bool = False) -> Tensor:
+        """Logits [n, V] of the last of S tokens of each of n sequences (ids u32 [n*S], sequence-major):
+        sequence r's state is slot first + r of `state` (init_state(batch) with batch >= first + n), updated
+        in place; the other slots are left as they are. Attention layers read item r's position and cache
+        slot (first + r) from `hyper` (ops.decode's layout; required when the stack has attention layers);
+        for S > 1 they need start=True: the tokens are the sequences' first S (a prefill after a reset:
+        each attends within its S tokens, written into its cache at positions 0..S-1)."""
         P = self.params
-        if self.state_capacity(state) is not None and hyper is None:
-            raise ShapeError("_step_ids: a stack with attention layers needs the positions (hyper)")
+        n = ids.numel // S
+        if S < 1 or n * S != ids.numel:
+            raise ShapeError(f"_step_ids: {ids.numel} ids are not whole sequences of {S}")
+        if self.state_capacity(state) is not None:
+            if hyper is None:
+                raise ShapeError("_step_ids: a stack with attention layers needs the positions (hyper)")
+            if S > 1 and not start:
+                raise ShapeError("_step_ids: attention layers take S > 1 tokens only from the start (start=True)")
         x = F.embedding(ids, P["embedding"])
         for i, kind in enumerate(self.config.layers):
             st = state[i]
             if kind == "mamba1":
-                x = self._mamba1_step(x, i, st, first)
+                x = self._mamba1_step(x, i, st, first, S)
             elif kind == "mamba2":
-                x = self._mamba2_step(x, i, st, first)
+                x = self._mamba2_step(x, i, st, first, S)
             elif kind == "mamba3":
-                x = self._mamba3_step(x, i, st, first)
+                x = self._mamba3_step(x, i, st, first, S)
             else:
-                x = self._attention_step(x, i, st, hyper)
+                x = self._attention_step(x, i, st, hyper, S)
+        if S > 1:  # the last token of each sequence
+            d = self.config.dModel
+            last = empty((n, d), x.dtype, x.device)
+            ops.copy2d(x, last, n, d, (S - 1) * d, S * d, 0, d)
+            x = last
         x = F.rms_norm(x, P["final_norm"], 1e-6)
         return F.matmul(x, P["embedding"], transpose_b=True)
 
-    def _attention_step(self, x: Tensor, i: int, st: dict, hyper: Tensor) -> Tensor:
-        """The attention block for one new token of each of n sequences: its key and value written into the
-        caches at (slot, position) of hyper's item r, its query attending over positions 0..position."""
+    def _attention_step(self, x: Tensor, i: int, st: dict, hyper: Tensor, S: int = 1) -> Tensor:
+        """The attention block for S new tokens of each of n sequences: their keys and values written into the
+        caches at (slot, position + s) of hyper's item r; one token (S = 1) attends over positions
+        0..position, S > 1 tokens (a prefill from position 0) causally within themselves."""
         c, P = self.config, self.params
         L = f"layer{i}."
-        n, d, H = x.shape[0], c.dModel, c.nHeads
+        T, d, H = x.shape[0], c.dModel, c.nHeads
         h = F.rms_norm(x, P[L + "normWeight"], 1e-6)
         qkv = F.bias_add(F.matmul(h, P[L + "wQKV"], transpose_b=True), P[L + "bQKV"])
-        q, k, v = (F.reshape(F.col_slice(qkv, j * d, d), n, H, d // H) for j in range(3))
-        ops.kv_write(k, st["k"], hyper)
-        ops.kv_write(v, st["v"], hyper)
-        a = F.reshape(ops.attention_decode(q, st["k"], st["v"], hyper, st["score"]), n, d)
-        return F.add(x, F.bias_add(F.matmul(a, P[L + "wO"], transpose_b=True), P[L + "bO"]))
+        q, k, v = (F.reshape(F.col_slice(qkv, j * d, d), T, H, d // H) for j in range(3))
+        ops.kv_write(k, st["k"], hyper, S)
+        ops.kv_write(v, st["v"], hyper, S)
+        if S == 1:
+            a = ops.attention_decode(q, st["k"], st["v"], hyper, st["score"])
+        else:
+            a = F.attention(q, k, v, causal=True, batch=T // S)
+        return F.add(x, F.bias_add(F.matmul(F.reshape(a, T, d), P[L + "wO"], transpose_b=True), P[L + "bO"]))
 
     def _recorded_step(self, state: list):
         """For stacks without attention (fixed shapes): one token's step recorded once and replayed with

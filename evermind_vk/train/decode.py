@@ -23,6 +23,7 @@ from ..ops.decode import HEADER, ITEM, LAYER_WEIGHTS, MAX_STOPS, decode_step_pla
 from ..runtime.select import decode as select_decode
 
 MIN_BUCKET = 16
+PREFILLS = 8  # HybridMamba prefill programs a decoder keeps beyond one a slot (least recently used out)
 
 
 def bucket(n: int, max_len: int) -> int:
@@ -351,11 +352,12 @@ class WindowDecoder(_Sampling):
 class RecurrentDecoder(_Sampling):
     """HybridMambaModel: the model's recurrent state (conv windows and scan states, updated in place; attention
     layers' key and value caches) of `slots` sequences (slot b: row b of every state buffer) and two kinds of
-    recorded program: the decode step, which feeds one token of every slot and samples all of them (one
-    submit for the batch; slots whose sequence has stopped are fed a dummy token, their rows advance on their
-    own and their results are ignored), and, per slot, a step of that slot alone, which feeds the prompts'
-    tokens past the shortest prompt (a slot never sees a token not its own). The prompts' first (shortest
-    length) tokens are fed to all slots at once by the decode step; the context is never re-run.
+    recorded program: the prefill, which runs prompts of S tokens through every layer from the reset states
+    (the scans in chunks; attention within the prompt), all slots in one program where the prompts are of one
+    length, else one program a slot (one per (slots, S), the last PREFILLS + slots kept: padding would enter
+    the recurrent state, so prompt lengths are not bucketed); and the decode step, which feeds one token of
+    every slot and samples all of them (one submit for the batch; slots whose sequence has stopped are fed a
+    dummy token, their rows advance on their own and their results are ignored). The context is never re-run.
     Attention layers read each slot's position from the hyper buffer; their caches start at
     ATTENTION_CACHE_MIN positions and double (programs recorded again) when a sequence outgrows them."""
 
@@ -364,8 +366,8 @@ class RecurrentDecoder(_Sampling):
         dev = model.device
         self.state = model.init_state(self.slots)
         self.pos = np.zeros(self.slots, np.int64)  # tokens fed to each slot since the reset
-        self._progs = [_entry(dev, 1) for _ in range(self.slots)]  # per slot: (program or None, ids, hyper)
         self._step = _entry(dev, self.slots)  # every slot's token at once
+        self._prefills: dict = {}  # (first, n, S) -> (program or None, ids [n * S], hyper): prompts of S tokens
         self._zero = None  # the recorded reset of the states
 
     def _reset(self) -> None:
@@ -387,22 +389,9 @@ class RecurrentDecoder(_Sampling):
         if cap is None or need <= cap:
             return
         self.model.grow_state(self.state, max(need, 2 * cap))
-        self._progs = [(None,) + e[1:] for e in self._progs]
         self._step = (None,) + self._step[1:]
+        self._prefills = {m: (None,) + e[1:] for m, e in self._prefills.items()}
         self._zero = None
-
-    def _feed(self, b: int, token: int, step: int, mark: bool) -> tuple[int, bool]:
-        """Feed `token` to slot b alone and choose its next token: (id, is a stop token)."""
-        self._fit(int(self.pos[b]) + 1)
-        entry = self._progs[b]
-        words = self._words([(int(self.pos[b]), b, 0, mark)], step)
-
-        def build():
-            self._progs[b] = (self._record(entry, b, 1),) + entry[1:]
-            return self.picked.read_staging()
-        pk = self._replay(entry, np.array([token], np.uint32), words, build)
-        self.pos[b] += 1
-        return int(pk[b]), bool(pk[self.slots + b])
 
     def _feed_all(self, tokens, marks, step: int) -> np.ndarray:
         """Feed tokens[b] to every slot b in one replay of the decode step; picked: ids, then stop flags."""
@@ -421,31 +410,50 @@ class RecurrentDecoder(_Sampling):
         first step."""
         return self._step[0]
 
-    def _record(self, entry, first: int, n: int):
-        """Record (and run) a step of slots first..first+n-1 with entry's ids and hyper."""
+    def _record(self, entry, first: int, n: int, S: int = 1):
+        """Record (and run) a step of slots first..first+n-1 with entry's ids and hyper (S tokens a slot:
+        the prefill of the prompts' first S from the reset states)."""
         dev, (_, ids, hyper) = self.model.device, entry
         with record(dev) as prog:
             dev.upload(ids)
             dev.upload(hyper)
-            ops.sample(self.model._step_ids(ids, self.state, first, hyper), hyper, self.seen, self.picked, n)
+            logits = self.model._step_ids(ids, self.state, first, hyper, S, start=S > 1)
+            ops.sample(logits, hyper, self.seen, self.picked, n)
             dev.sync_local(self.picked)
         return prog
 
+    def _prefill_run(self, first: int, n: int, S: int, ids: np.ndarray, marks) -> np.ndarray:
+        """Feed S prompt tokens to each of slots first..first+n-1 (from their reset states) in one replay of
+        the prefill program for (first, n, S); picked: ids, then stop flags."""
+        key = (first, n, S)
+        self._fit(S)
+        entry = self._prefills.pop(key, None) or _entry(self.model.device, n, n * S)
+        while len(self._prefills) >= PREFILLS + self.slots:  # the least recently used goes
+            del self._prefills[next(iter(self._prefills))]
+        self._prefills[key] = entry
+        words = self._words([(0, first + r, r, marks[r]) for r in range(n)], 0)
+
+        def build():
+            self._prefills[key] = (self._record(entry, first, n, S),) + entry[1:]
+            return self.picked.read_staging()
+        pk = self._replay(self._prefills[key], ids, words, build)
+        self.pos[first:first + n] = S
+        return pk
+
     def _prefill(self, seqs) -> dict:
-        """Reset the states and feed the prompts: their first m tokens (m: the shortest prompt's length)
-        to all slots at once, the rest slot by slot; each slot's next token {b: (id, is stop)}."""
+        """Reset the states and feed the prompts, each from its slot's reset state: prompts of one length in
+        one prefill program for all slots, else one per slot; each slot's next token {b: (id, is stop)}."""
         self._reset()
-        B, res = self.slots, {}
-        m = min(len(q) for q in seqs)
-        for k in range(m):
-            last = [len(q) == k + 1 for q in seqs]
-            pk = self._feed_all([q[k] for q in seqs], last, 0)
-            res.update({b: (int(pk[b]), bool(pk[B + b])) for b in range(B) if last[b]})
-        for b, q in enumerate(seqs):
-            for k in range(m, len(q)):
-                r = self._feed(b, q[k], 0, k == len(q) - 1)
-            if len(q) > m:
-                res[b] = r
+        B = self.slots
+        if len({len(q) for q in seqs}) == 1:
+            pk = self._prefill_run(0, B, len(seqs[0]), np.concatenate([np.asarray(q, np.uint32) for q in seqs]),
+                                   [True] * B)
+            res = {b: (int(pk[b]), bool(pk[B + b])) for b in range(B)}
+        else:
+            res = {}
+            for b, q in enumerate(seqs):
+                pk = self._prefill_run(b, 1, len(q), np.asarray(q, np.uint32), [True])
+                res[b] = (int(pk[b]), bool(pk[B + b]))
         self.prefill_tokens = sum(len(q) for q in seqs)
         return res
 
@@ -458,9 +466,10 @@ class RecurrentDecoder(_Sampling):
         return {b: (int(pk[b]), bool(pk[self.slots + b])) for b in range(self.slots) if live[b]}
 
 
-def _entry(dev, items: int) -> tuple:
-    """A program slot of `items` sequences: (program or None until recorded, ids u32 [items], hyper words)."""
-    return (None, empty((items,), "u32", dev, host_visible=True),
+def _entry(dev, items: int, ids: int | None = None) -> tuple:
+    """A program slot of `items` sequences: (program or None until recorded, ids u32 [ids, default items],
+    hyper words)."""
+    return (None, empty((items if ids is None else ids,), "u32", dev, host_visible=True),
             empty((HEADER + ITEM * items + MAX_STOPS,), "u32", dev, host_visible=True))
 
 

@@ -188,9 +188,8 @@ def test_mamba_batch_decode_is_one_program_per_step(device, layers):
     plain = [generate(m, p, max_new_tokens=6) for p in prompts]
     before = dev.submits
     assert generate(m, prompts, max_new_tokens=6) == plain
-    # the states' reset; one replay for all slots (the shortest prompt's one token), then the other prompts'
-    # remaining 4 + 1 tokens slot by slot; then one replay per decoded token
-    assert dev.submits - before == 1 + 1 + 4 + 1 + 5 and dec.step_program() is step
+    # the states' reset; a prefill program a prompt (their lengths differ); then one replay per decoded token
+    assert dev.submits - before == 1 + 3 + 5 and dec.step_program() is step
     stop = alone[1][1]  # the second sequence stops; the others go on beside its dead slot
     got = generate(m, prompts, max_new_tokens=6, repetition_penalty=100.0, stop_tokens=[stop])
     assert got == [a[:a.index(stop)] if stop in a else a for a in alone]
@@ -240,3 +239,26 @@ def test_mamba_attention_caches_grow(device, monkeypatch):
     assert m.state_capacity(state) == 8 and list(state[1]["len"]) == [6]
     full = m.forward(np.array([3, 1, 4, 1, 5, 9], np.uint32)).numpy()
     np.testing.assert_allclose(np.array(rows), full, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("layers", [("mamba1", "attention"), ("mamba2", "mamba3")], ids=["mamba1-attention", "mamba2-mamba3"])
+def test_mamba_prefill_is_one_program(device, layers):
+    """Prompts of one length run through every layer in one recorded prefill program (the scans in
+    chunks, here of 3 tokens, from the reset states; attention within the prompt, its keys and values
+    written into the caches): one submit for all the prompts' tokens, greedy output equal to the uncached
+    path's; prompts of different lengths take one prefill program a slot."""
+    m = _mamba(layers)
+    m.scan_chunk = 3
+    prompts = [[3, 1, 4, 1, 5, 9, 2, 6, 5, 3], [2, 7, 1, 8, 2, 8, 1, 8, 2, 8]]
+    plain = [generate(m, p, max_new_tokens=5, use_cache=False, repetition_penalty=100.0) for p in prompts]
+    assert generate(m, prompts, max_new_tokens=5, repetition_penalty=100.0) == plain  # records the programs
+    dev = m.device
+    before = dev.submits
+    assert generate(m, prompts, max_new_tokens=5, repetition_penalty=100.0) == plain
+    # the penalty's seen ids, the reset, the prefill of both prompts, one replay a new token
+    assert dev.submits - before == 1 + 1 + 1 + 4
+    longer = [prompts[0] + [7, 7], prompts[1]]
+    plain = [generate(m, p, max_new_tokens=5, use_cache=False, repetition_penalty=100.0) for p in longer]
+    assert generate(m, longer, max_new_tokens=5, repetition_penalty=100.0) == plain
+    # one program for both prompts of 10 tokens, then one a slot: (first slot, slots, tokens)
+    assert set(decoder(m, 2)._prefills) == {(0, 2, 10), (0, 1, 12), (1, 1, 10)}
