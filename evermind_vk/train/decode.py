@@ -19,7 +19,7 @@ from ..errors import ConfigError
 from ..models.lora import lora_linear
 from ..runtime import empty, record, zeros
 from ..runtime.kernels import fill_words
-from ..ops.decode import HEADER, ITEM, LAYER_WEIGHTS, MAX_STOPS, decode_step_plan, hyper_words
+from ..ops.decode import HEADER, ITEM, LAYER_WEIGHTS, MAMBA1_WEIGHTS, MAX_STOPS, decode_step_plan, hyper_words
 from ..runtime.select import decode as select_decode
 
 MIN_BUCKET = 16
@@ -359,7 +359,11 @@ class RecurrentDecoder(_Sampling):
     feeds the prompts' tokens past the shortest prompt (a slot never sees a token not its own). The prompts'
     first (shortest length) tokens are fed to all slots at once by the decode step.
     Stacks with attention layers, whose cache of inputs grows each token, keep one state per sequence and
-    run each sequence's step eagerly (many submits) with the same device sampler."""
+    run each sequence's step eagerly (many submits) with the same device sampler.
+    A recorded step of a stack of mamba1 layers runs one ops.mamba1_decode dispatch a layer (layer 0 also looks
+    up the embedding rows, the last also the final norm and, where the plan folds it, the tied head's logits)
+    where the decode path rule (runtime.select.decode.plan, EVERMIND_VK_DECODE_FUSED) says so; else the model's
+    per-op step (_step_ids)."""
 
     def __init__(self, model, slots: int):
         super().__init__(model, slots)
@@ -420,15 +424,45 @@ class RecurrentDecoder(_Sampling):
         first step, or for stacks with attention layers (run eagerly)."""
         return None if self._step is None else self._step[0]
 
+    def step_launch(self, n: int) -> select_decode.MambaLaunch:
+        """What the decode step's path rule (ops.decode_step_plan) needs to know of the model, for a step of n
+        sequences."""
+        c = self.model.config
+        return select_decode.MambaLaunch(c.dModel, c.d_inner, c.dState, c.dConv, c.dt_rank, layers=tuple(c.layers),
+                                         vocab=c.vocabSize, items=n)
+
     def _record(self, entry, first: int, n: int):
-        """Record (and run) a step of slots first..first+n-1 with entry's ids and hyper."""
+        """Record (and run) a step of slots first..first+n-1 with entry's ids and hyper: the fused step where the
+        path rule says so, else the model's per-op step."""
         dev, (_, ids, hyper) = self.model.device, entry
+        plan = decode_step_plan(self.step_launch(n), dev)
         with record(dev) as prog:
             dev.upload(ids)
             dev.upload(hyper)
-            ops.sample(self.model._step_ids(ids, self.state, first), hyper, self.seen, self.picked, n)
+            if plan.variant is not None:
+                logits = self._fused_logits(ids, first, n, plan.head)
+            else:
+                logits = self.model._step_ids(ids, self.state, first)
+            ops.sample(logits, hyper, self.seen, self.picked, n)
             dev.sync_local(self.picked)
         return prog
+
+    def _fused_logits(self, ids, first: int, n: int, head: bool):
+        """Logits [n, V] of one token of slots first..first+n-1 on mamba1_decode: one dispatch a layer, then the
+        head's product unless the last layer computes the logits (`head`)."""
+        m, dev = self.model, self.model.device
+        c, P = m.config, m.params
+        x = empty((n, c.dModel), "f32", dev)  # the residual stream (layer 0 writes it)
+        y = empty((n, c.dModel), "f32", dev)
+        logits = empty((n, c.vocabSize), "f32", dev) if head else None
+        for i in range(c.numLayers):
+            last, st = i + 1 == c.numLayers, self.state[i]
+            ops.mamba1_decode(x, [P[f"layer{i}.{w}"] for w in MAMBA1_WEIGHTS], st["conv"], st["h"], first=first,
+                              discretization=c.discretization, ids=ids if i == 0 else None,
+                              table=P["embedding"] if i == 0 else None, final_norm=P["final_norm"] if last else None,
+                              out=y if last else None, head=P["embedding"] if head and last else None,
+                              logits=logits if last else None)
+        return logits if head else ops.matmul(y, P["embedding"], transpose_b=True)
 
     def _prefill(self, seqs) -> dict:
         """Reset the states and feed the prompts: their first m tokens (m: the shortest prompt's length)
