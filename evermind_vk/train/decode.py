@@ -393,7 +393,7 @@ class RecurrentDecoder(_Sampling):
     def _feed(self, b: int, token: int, step: int, mark: bool) -> tuple[int, bool]:
         """Feed `token` to slot b alone and choose its next token: (id, is a stop token)."""
         entry = self._progs[b]
-        words = self._words([(0, b, 0, mark)], step)
+        words = self._ids_words(self._words([(0, b, 0, mark)], step), [token])
         if not self.recorded:
             entry[1].write_staging(np.array([token], np.uint32))
             entry[2].write_staging(np.concatenate([words, np.zeros(entry[2].numel - words.size, np.uint32)]))
@@ -412,7 +412,7 @@ class RecurrentDecoder(_Sampling):
 
     def _feed_all(self, tokens, marks, step: int) -> np.ndarray:
         """Feed tokens[b] to every slot b in one replay of the decode step; picked: ids, then stop flags."""
-        words = self._words([(0, b, b, bool(marks[b])) for b in range(self.slots)], step)
+        words = self._ids_words(self._words([(0, b, b, bool(marks[b])) for b in range(self.slots)], step), tokens)
 
         def build():
             self._step = (self._record(self._step, 0, self.slots),) + self._step[1:]
@@ -437,19 +437,31 @@ class RecurrentDecoder(_Sampling):
         dev, (_, ids, hyper) = self.model.device, entry
         plan = decode_step_plan(self.step_launch(n), dev)
         with record(dev) as prog:
-            dev.upload(ids)
-            dev.upload(hyper)
-            if plan.variant is not None:
-                logits = self._fused_logits(ids, first, n, plan.head)
+            if plan.variant is not None:  # the ids ride at the end of hyper (_ids_words): one upload
+                dev.upload(hyper)
+                logits = self._fused_logits(hyper, first, n, plan.head)
             else:
+                dev.upload(ids)
+                dev.upload(hyper)
                 logits = self.model._step_ids(ids, self.state, first)
             ops.sample(logits, hyper, self.seen, self.picked, n)
             dev.sync_local(self.picked)
         return prog
 
-    def _fused_logits(self, ids, first: int, n: int, head: bool):
-        """Logits [n, V] of one token of slots first..first+n-1 on mamba1_decode: one dispatch a layer, then the
-        head's product unless the last layer computes the logits (`head`)."""
+    @staticmethod
+    def _ids_words(words, tokens) -> np.ndarray:
+        """A program's hyper words with its n token ids after the words of n items and MAX_STOPS stops (where the
+        fused step reads them: _fused_logits)."""
+        n = len(tokens)
+        out = np.zeros(HEADER + ITEM * n + MAX_STOPS + n, np.uint32)
+        out[:words.size] = words
+        out[-n:] = tokens
+        return out
+
+    def _fused_logits(self, hyper, first: int, n: int, head: bool):
+        """Logits [n, V] of one token of slots first..first+n-1 on mamba1_decode (the ids in hyper's last n
+        words): one dispatch a layer, then the head's product unless the last layer computes the logits
+        (`head`)."""
         m, dev = self.model, self.model.device
         c, P = m.config, m.params
         x = empty((n, c.dModel), "f32", dev)  # the residual stream (layer 0 writes it)
@@ -458,7 +470,8 @@ class RecurrentDecoder(_Sampling):
         for i in range(c.numLayers):
             last, st = i + 1 == c.numLayers, self.state[i]
             ops.mamba1_decode(x, [P[f"layer{i}.{w}"] for w in MAMBA1_WEIGHTS], st["conv"], st["h"], first=first,
-                              discretization=c.discretization, ids=ids if i == 0 else None,
+                              discretization=c.discretization, ids=hyper if i == 0 else None,
+                              ids_offset=HEADER + ITEM * n + MAX_STOPS,
                               table=P["embedding"] if i == 0 else None, final_norm=P["final_norm"] if last else None,
                               out=y if last else None, head=P["embedding"] if head and last else None,
                               logits=logits if last else None)
@@ -494,9 +507,10 @@ class RecurrentDecoder(_Sampling):
 
 
 def _entry(dev, items: int) -> tuple:
-    """A program slot of `items` sequences: (program or None until recorded, ids u32 [items], hyper words)."""
+    """A program slot of `items` sequences: (program or None until recorded, ids u32 [items], hyper words and,
+    after them, the ids again: RecurrentDecoder._ids_words)."""
     return (None, empty((items,), "u32", dev, host_visible=True),
-            empty((HEADER + ITEM * items + MAX_STOPS,), "u32", dev, host_visible=True))
+            empty((HEADER + ITEM * items + MAX_STOPS + items,), "u32", dev, host_visible=True))
 
 
 KINDS = {"TransformerLM": Decoder, "LlamaLM": Decoder, "EvermindLM": WindowDecoder, "HybridMambaModel": RecurrentDecoder}
