@@ -112,12 +112,15 @@ vec4 wg_sum4(vec4 v) {
 
 vec4 silu4(vec4 v) { return v * (1.0 / (1.0 + exp(-clamp(v, -15.0, 15.0)))); }  // _act.glsl's silu_f
 // scan.comp.j2's input term b(Δ, A) of four states from x = Δ A and a = exp(x): dtin 2 the zero-order hold
-// Δ φ1(x) (φ1's series where |x| < 1), 1 Euler's Δ, 0 none (1).
+// Δ φ1(x), φ1(x) = (e^x - 1) / x, by its series Σ x^k / (k+1)! (k <= 10) where |x| < 1 (scan.comp.j2's, in
+// Horner form with the coefficients as constants: no divisions), 1 Euler's Δ, 0 none (1).
+const float PHI1[11] = float[11](1.0, 1.0 / 2.0, 1.0 / 6.0, 1.0 / 24.0, 1.0 / 120.0, 1.0 / 720.0, 1.0 / 5040.0,
+                                 1.0 / 40320.0, 1.0 / 362880.0, 1.0 / 3628800.0, 1.0 / 39916800.0);
 vec4 input_b4(float dl, vec4 x, vec4 a) {
     if (p.dtin == 0u) return vec4(1.0);
     if (p.dtin == 1u) return vec4(dl);
-    vec4 phi = vec4(1.0);
-    [[unroll]] for (int k = 11; k >= 2; --k) phi = 1.0 + x * phi / float(k);
+    vec4 phi = vec4(PHI1[10]);
+    [[unroll]] for (int k = 9; k >= 0; --k) phi = phi * x + PHI1[k];
     return dl * mix(phi, (a - 1.0) / x, greaterThanEqual(abs(x), vec4(1.0)));
 }
 
