@@ -18,6 +18,7 @@ from ..runtime.select import decode as select_decode
 from ..runtime.select.decode import MAX_STOPS, pick_decode_wg, pick_sample_wg
 from ..runtime.tensor import Tensor, empty
 from ._util import FLOATS, knob, like, per_thread, want
+from .scan import _dtin
 
 __all__ = ["HEADER", "ITEM", "MAX_STOPS", "hyper_words", "rope_at", "kv_write", "rope_kv_at", "attention_decode", "sample",
            "LAYER_WEIGHTS", "decode_layer", "decode_step_plan", "MAMBA1_WEIGHTS", "mamba1_decode"]
@@ -257,7 +258,6 @@ def mamba1_decode(x: Tensor, weights, conv: Tensor | None, h: Tensor, *, first: 
     `out` when given), and with head ([V, d]) and logits ([R, V]) the same dispatch also writes
     logits = y head^T; without, returns None. Raises UnsupportedError where mamba1_decode cannot run the launch
     (select.decode.mamba_errors: shapes, shared memory, loop count, f32 only, the device)."""
-    from .scan import _dtin
     wn, win, bin_, wconv, bconv, wx, bx, wdt, bdt, alog, dv, wout, bout = weights
     want(x, "x", ndim=2, dtype="f32")
     R, d = x.shape
