@@ -14,12 +14,13 @@
 //   head != 0 also logits = y Wh^T (wh [V, d]: the tied embedding).
 // The vectors between phases live in shared memory, one region an item; phases are separated by barriers.
 // Everything moves as vec4 (d, Di and N multiples of 4: select.decode.mamba_errors) but the conv taps,
-// x_proj's bias, dt_proj's rows and D (any dt rank, any conv width): lavapipe runs every buffer or shared
-// load as a loop over the SIMD lanes, so one vec4 load costs about what one float does. A thread computes
-// four neighbouring outputs of a product (four rows of W share each load of the input vector; x_proj's
-// four rows stay within one of dt_raw, B, C), four channels of the conv, one channel of the scan (its N
-// states as N/4 vec4s). f32 arithmetic throughout.
-layout(constant_id = 0) const uint WG = 64;
+// x_proj's bias and dt_proj's rows (any dt rank, any conv width): lavapipe runs every buffer or shared load
+// or store as a loop over the SIMD lanes, so one vec4 load costs about what one float does and the count of
+// load and store instructions sets the time. A thread computes four neighbouring outputs of a product (four
+// rows of W share each load of the input vector; x_proj's four rows stay within one of dt_raw, B, C), four
+// channels of the conv and of the scan (each load of u, z, dt_raw, B and C serves four channels; a channel's
+// N states move as N/4 vec4s). f32 arithmetic throughout.
+layout(constant_id = 0) const uint WG = 16;
 layout(constant_id = 1) const uint SW = 1536;
 layout(std430, binding = 0) buffer Buf_x { vec4 x[]; };
 layout(std430, binding = 1) readonly buffer Buf_ids { uint ids[]; };
@@ -32,9 +33,9 @@ layout(std430, binding = 7) readonly buffer Buf_bconv { vec4 bconv[]; };
 layout(std430, binding = 8) readonly buffer Buf_wx { vec4 wx[]; };
 layout(std430, binding = 9) readonly buffer Buf_bx { float bx[]; };
 layout(std430, binding = 10) readonly buffer Buf_wdt { float wdt[]; };
-layout(std430, binding = 11) readonly buffer Buf_bdt { float bdt[]; };
+layout(std430, binding = 11) readonly buffer Buf_bdt { vec4 bdt[]; };
 layout(std430, binding = 12) readonly buffer Buf_alog { vec4 alog[]; };
-layout(std430, binding = 13) readonly buffer Buf_dv { float dv[]; };
+layout(std430, binding = 13) readonly buffer Buf_dv { vec4 dv[]; };
 layout(std430, binding = 14) readonly buffer Buf_wout { vec4 wout[]; };
 layout(std430, binding = 15) readonly buffer Buf_bout { vec4 bout[]; };
 layout(std430, binding = 16) buffer Buf_conv { vec4 conv[]; };
@@ -201,7 +202,7 @@ void main() {
         [[unroll]] for (uint s = 0; s < SQ; ++s) sm[s * P + ou + m] = silu4(acc[s]);
     }
     barrier();
-    // [dt_raw | B | C] = u Wx^T + bx: quads of rows within dt_raw (rows past DR read row DR - 1, unused), B, C
+    // [dt_raw | B | C] = u Wx^T + bx: quads of rows within dt_raw (rows past DR read row DR - 1 and store 0), B, C
     for (uint q = t; q < DR4 + 2 * N4; q += WG) {
         const bool isdt = q < DR4, isb = !isdt && q < DR4 + N4;
         const uint rb = isdt ? 4 * q : p.DR + 4 * (q - DR4), rl = isdt ? p.DR - 1 : rb + 3;
@@ -218,39 +219,61 @@ void main() {
             }
         }
         const vec4 b = vec4(bx[min(rb, rl)], bx[min(rb + 1, rl)], bx[min(rb + 2, rl)], bx[min(rb + 3, rl)]);
-        [[unroll]] for (uint s = 0; s < SQ; ++s) sm[s * P + o] = acc[s] + b;
+        const bvec4 past = greaterThanEqual(uvec4(rb, rb + 1, rb + 2, rb + 3), uvec4(isdt ? p.DR : 0xFFFFFFFFu));
+        [[unroll]] for (uint s = 0; s < SQ; ++s) sm[s * P + o] = mix(acc[s] + b, vec4(0.0), past);
     }
     barrier();
-    // the scan step: one channel a thread, its states four at a time; y over xc
-    for (uint c = t; c < p.Di; c += WG) {
-        const uint c4 = c / 4, cc = c % 4;
-        float dl[SQ], uv[SQ], ya[SQ];
-        [[unroll]] for (uint s = 0; s < SQ; ++s) dl[s] = 0.0;
-        for (uint k = 0; k < p.DR; ++k) {
-            const float w = wdt[c * p.DR + k];
-            [[unroll]] for (uint s = 0; s < SQ; ++s) dl[s] += sm[s * P + odt + k / 4][k % 4] * w;
+    // the scan step: four channels a thread (4m .. 4m + 3), their states four at a time; y over xc
+    for (uint m = t; m < D4; m += WG) {
+        vec4 dl[SQ], uv[SQ], ya[SQ];
+        [[unroll]] for (uint s = 0; s < SQ; ++s) dl[s] = vec4(0.0);
+        // Δ = softplus(dt_raw Wdt^T + bdt), dt_raw four at a time (its components past DR are zeros: x_proj;
+        // Wdt's columns past DR read column DR - 1)
+        for (uint k4 = 0; k4 < DR4; ++k4) {
+            vec4 w[4];
+            [[unroll]] for (uint j = 0; j < 4; ++j) {
+                const uint rb = (4 * m + j) * p.DR, k = 4 * k4, kl = p.DR - 1;
+                w[j] = vec4(wdt[rb + min(k, kl)], wdt[rb + min(k + 1, kl)], wdt[rb + min(k + 2, kl)], wdt[rb + min(k + 3, kl)]);
+            }
+            [[unroll]] for (uint s = 0; s < SQ; ++s) {
+                {
+                    const vec4 r = sm[s * P + odt + k4];
+                    dl[s] += vec4(dot(r, w[0]), dot(r, w[1]), dot(r, w[2]), dot(r, w[3]));
+                }
+            }
         }
-        const float bd = bdt[c], Dd = dv[c];
+        const vec4 bd = bdt[m], Dd = dv[m];
         [[unroll]] for (uint s = 0; s < SQ; ++s) {
             {
-                dl[s] = softplus_f(dl[s] + bd);
-                uv[s] = sm[s * P + ou + c4][cc];
+                const vec4 v = dl[s] + bd;
+                dl[s] = vec4(softplus_f(v.x), softplus_f(v.y), softplus_f(v.z), softplus_f(v.w));
+                uv[s] = sm[s * P + ou + m];
                 ya[s] = Dd * uv[s];
             }
         }
         for (uint n4 = 0; n4 < N4; ++n4) {
-            const vec4 A = -exp(clamp(alog[c * N4 + n4], -10.0, 5.0));
+            vec4 Bv[SQ], Cv[SQ];
             [[unroll]] for (uint s = 0; s < SQ; ++s) {
                 {
-                    const uint o = ((p.first + r0 + s) * p.Di + c) * N4 + n4;
-                    const vec4 xx = dl[s] * A, a = exp(xx);
-                    const vec4 hn = a * hs[o] + input_b4(dl[s], xx, a) * uv[s] * sm[s * P + ob + n4];
-                    hs[o] = hn;
-                    ya[s] += dot(sm[s * P + occ + n4], hn);
+                    Bv[s] = sm[s * P + ob + n4];
+                    Cv[s] = sm[s * P + occ + n4];
+                }
+            }
+            [[unroll]] for (uint j = 0; j < 4; ++j) {
+                const uint c = 4 * m + j;
+                const vec4 A = -exp(clamp(alog[c * N4 + n4], -10.0, 5.0));
+                [[unroll]] for (uint s = 0; s < SQ; ++s) {
+                    {
+                        const uint o = ((p.first + r0 + s) * p.Di + c) * N4 + n4;
+                        const vec4 xx = dl[s][j] * A, a = exp(xx);
+                        const vec4 hn = a * hs[o] + input_b4(dl[s][j], xx, a) * uv[s][j] * Bv[s];
+                        hs[o] = hn;
+                        ya[s][j] += dot(Cv[s], hn);
+                    }
                 }
             }
         }
-        [[unroll]] for (uint s = 0; s < SQ; ++s) sm[s * P + oc + c4][cc] = ya[s] * silu_f(sm[s * P + oz + c4][cc]);
+        [[unroll]] for (uint s = 0; s < SQ; ++s) sm[s * P + oc + m] = ya[s] * silu4(sm[s * P + oz + m]);
     }
     barrier();
     // x += y Wout^T + bout, then (the last block) the final norm

@@ -214,11 +214,11 @@ def test_mamba_decode_path_rule(device):
         assert p.variant is None and any(why in w for w in p.why), (launch, p.why)
         with pytest.raises(UnsupportedError, match="EVERMIND_VK_DECODE_FUSED=1"):
             select_decode.plan(launch, dev, K("1"))
-    # at the weight bound: a block of CPU_MAX_LAYER_WEIGHTS weights is fused, one more is the per-op step's
-    big = select_decode.MambaLaunch(256, 512, 16, 4, 16)
-    assert big.layer_weights <= select_decode.CPU_MAX_LAYER_WEIGHTS < select_decode.MambaLaunch(288, 576, 16, 4, 18).layer_weights
+    # either side of the weight bound (both within the loop cap): a block of at most CPU_MAX_LAYER_WEIGHTS weights
+    # is fused, a larger one is the per-op step's unless forced
+    big, bigger = select_decode.MambaLaunch(256, 512, 16, 4, 16), select_decode.MambaLaunch(640, 320, 16, 4, 40)
+    assert big.layer_weights <= select_decode.CPU_MAX_LAYER_WEIGHTS < bigger.layer_weights
     assert select_decode.plan(big, dev, K()).variant is not None
-    bigger = select_decode.MambaLaunch(288, 576, 16, 4, 18)
     p = select_decode.plan(bigger, dev, K())
     assert p.variant is None and "every core" in p.why[0]
     assert select_decode.plan(bigger, dev, K("1")).variant is not None
