@@ -202,7 +202,7 @@ def test_mamba_batch_decode_is_one_program_per_step(device, layers, knob, monkey
     assert fused == (2 if layers[0] == "mamba1" and knob != "0" else 0), dec.step_program().labels
 
 
-@pytest.mark.parametrize("path", ["fused", "fused euler", "fused head apart", "per-op forced"])
+@pytest.mark.parametrize("path", ["fused", "fused euler", "fused head apart", "fused one layer", "per-op forced"])
 def test_mamba1_greedy_identical_to_uncached(device, path, monkeypatch):
     """A mamba1 stack's recorded step on mamba1_decode (one dispatch a layer: layer 0 also looks up the embedding,
     the last also the final norm and the tied head's logits, or, for a vocabulary too large to fold in, the head's
@@ -211,15 +211,16 @@ def test_mamba1_greedy_identical_to_uncached(device, path, monkeypatch):
     if path == "per-op forced":
         monkeypatch.setenv("EVERMIND_VK_DECODE_FUSED", "0")
     kw = dict(discretization="euler") if "euler" in path else dict(vocabSize=33000) if "apart" in path else {}
-    m = _mamba(("mamba1", "mamba1"), **kw)
+    layers = ("mamba1",) if "one layer" in path else ("mamba1", "mamba1")  # one layer: the embedding and the head
+    m = _mamba(layers, **kw)
     for prompt, n in (([3], 6), ([1, 2, 3, 4, 5], 9)):
         plain = generate(m, prompt, max_new_tokens=n, use_cache=False, repetition_penalty=100.0)
         assert generate(m, prompt, max_new_tokens=n, repetition_penalty=100.0) == plain and len(set(plain)) > 3
     labels = decoder(m, 1).step_program().labels
     fused = path.startswith("fused")
-    assert sum(lb.startswith("mamba1_decode") for lb in labels) == (2 if fused else 0), labels
+    assert sum(lb.startswith("mamba1_decode") for lb in labels) == (len(layers) if fused else 0), labels
     if fused:  # the upload (hyper with the ids), a dispatch a layer, (the head's product,) the sampler, the download
-        assert len(labels) == 1 + 2 + ("apart" in path) + 2, labels
+        assert len(labels) == 1 + len(layers) + ("apart" in path) + 2, labels
 
 
 def test_mamba_fused_step_refused_where_it_cannot_run(device, monkeypatch):
