@@ -19,7 +19,7 @@ from ..errors import ConfigError
 from ..models.lora import lora_linear
 from ..runtime import empty, record, zeros
 from ..runtime.kernels import fill_words
-from ..ops.decode import HEADER, ITEM, LAYER_WEIGHTS, MAMBA1_WEIGHTS, MAX_STOPS, decode_step_plan, hyper_words
+from ..ops.decode import HEADER, ITEM, LAYER_WEIGHTS, MAX_STOPS, decode_step_plan, hyper_words
 from ..runtime.select import decode as select_decode
 
 MIN_BUCKET = 16
@@ -360,10 +360,9 @@ class RecurrentDecoder(_Sampling):
     first (shortest length) tokens are fed to all slots at once by the decode step.
     Stacks with attention layers, whose cache of inputs grows each token, keep one state per sequence and
     run each sequence's step eagerly (many submits) with the same device sampler.
-    A recorded step of a stack of mamba1 layers runs one ops.mamba1_decode dispatch a layer (layer 0 also looks
-    up the embedding rows, the last also the final norm and, where the plan folds it, the tied head's logits)
-    where the decode path rule (runtime.select.decode.plan, EVERMIND_VK_DECODE_FUSED) says so; else the model's
-    per-op step (_step_ids)."""
+    A recorded step of a stack of mamba1 layers runs one ops.mamba1_decode dispatch a layer
+    (HybridMambaModel._fused_step_ids) where the decode path rule (runtime.select.decode.plan,
+    EVERMIND_VK_DECODE_FUSED) says so; else the model's per-op step (_step_ids)."""
 
     def __init__(self, model, slots: int):
         super().__init__(model, slots)
@@ -424,22 +423,16 @@ class RecurrentDecoder(_Sampling):
         first step, or for stacks with attention layers (run eagerly)."""
         return None if self._step is None else self._step[0]
 
-    def step_launch(self, n: int) -> select_decode.MambaLaunch:
-        """What the decode step's path rule (ops.decode_step_plan) needs to know of the model, for a step of n
-        sequences."""
-        c = self.model.config
-        return select_decode.MambaLaunch(c.dModel, c.d_inner, c.dState, c.dConv, c.dt_rank, layers=tuple(c.layers),
-                                         vocab=c.vocabSize, items=n)
-
     def _record(self, entry, first: int, n: int):
         """Record (and run) a step of slots first..first+n-1 with entry's ids and hyper: the fused step where the
         path rule says so, else the model's per-op step."""
         dev, (_, ids, hyper) = self.model.device, entry
-        plan = decode_step_plan(self.step_launch(n), dev)
+        plan = decode_step_plan(self.model.decode_launch(n), dev)
         with record(dev) as prog:
             if plan.variant is not None:  # the ids ride at the end of hyper (_ids_words): one upload
                 dev.upload(hyper)
-                logits = self._fused_logits(hyper, first, n, plan.head)
+                logits = self.model._fused_step_ids(hyper, self.state, n, first, HEADER + ITEM * n + MAX_STOPS,
+                                                    plan.head)
             else:
                 dev.upload(ids)
                 dev.upload(hyper)
@@ -451,31 +444,12 @@ class RecurrentDecoder(_Sampling):
     @staticmethod
     def _ids_words(words, tokens) -> np.ndarray:
         """A program's hyper words with its n token ids after the words of n items and MAX_STOPS stops (where the
-        fused step reads them: _fused_logits)."""
+        fused step reads them: HybridMambaModel._fused_step_ids)."""
         n = len(tokens)
         out = np.zeros(HEADER + ITEM * n + MAX_STOPS + n, np.uint32)
         out[:words.size] = words
         out[-n:] = tokens
         return out
-
-    def _fused_logits(self, hyper, first: int, n: int, head: bool):
-        """Logits [n, V] of one token of slots first..first+n-1 on mamba1_decode (the ids in hyper's last n
-        words): one dispatch a layer, then the head's product unless the last layer computes the logits
-        (`head`)."""
-        m, dev = self.model, self.model.device
-        c, P = m.config, m.params
-        x = empty((n, c.dModel), "f32", dev)  # the residual stream (layer 0 writes it)
-        y = empty((n, c.dModel), "f32", dev)
-        logits = empty((n, c.vocabSize), "f32", dev) if head else None
-        for i in range(c.numLayers):
-            last, st = i + 1 == c.numLayers, self.state[i]
-            ops.mamba1_decode(x, [P[f"layer{i}.{w}"] for w in MAMBA1_WEIGHTS], st["conv"], st["h"], first=first,
-                              discretization=c.discretization, ids=hyper if i == 0 else None,
-                              ids_offset=HEADER + ITEM * n + MAX_STOPS,
-                              table=P["embedding"] if i == 0 else None, final_norm=P["final_norm"] if last else None,
-                              out=y if last else None, head=P["embedding"] if head and last else None,
-                              logits=logits if last else None)
-        return logits if head else ops.matmul(y, P["embedding"], transpose_b=True)
 
     def _prefill(self, seqs) -> dict:
         """Reset the states and feed the prompts: their first m tokens (m: the shortest prompt's length)
