@@ -39,6 +39,7 @@ from ..autodiff import functional as F
 from ..errors import EvermindError, ShapeError, UnsupportedError
 from ..runtime import Tensor, empty, get_device, record, tensor, zeros
 from ..runtime.kernels import copy_words
+from ..runtime.select.decode import MambaLaunch
 from .inputs import as_ids
 from .protocol import NextTokenModel, checkpointed_layers
 from .weights import load_named
@@ -654,15 +655,45 @@ class HybridMambaModel(NextTokenModel):
             a = F.attention(q, k, v, causal=True, batch=T // S)
         return F.add(x, F.bias_add(F.matmul(F.reshape(a, T, d), P[L + "wO"], transpose_b=True), P[L + "bO"]))
 
+    def decode_launch(self, n: int = 1) -> MambaLaunch:
+        """What the decode step's path rule (ops.decode_step_plan) needs to know of the model, for a step of n
+        sequences."""
+        c = self.config
+        return MambaLaunch(c.dModel, c.d_inner, c.dState, c.dConv, c.dt_rank, layers=tuple(c.layers),
+                           vocab=c.vocabSize, items=n)
+
+    def _fused_step_ids(self, ids: Tensor, state: list, n: int, first: int = 0, ids_offset: int = 0,
+                        head: bool = True) -> Tensor:
+        """_step_ids on ops.mamba1_decode, for stacks of mamba1 layers (ops.decode_step_plan says where it runs):
+        logits [n, V] of the n ids from word ids_offset of `ids` (u32), sequence r's state slot first + r, one
+        dispatch a layer (layer 0 also looks up the embedding rows, the last also computes the final norm and,
+        with `head`, the tied head's logits; without, the head's product follows)."""
+        c, P, dev = self.config, self.params, self.device
+        x = empty((n, c.dModel), "f32", dev)  # the residual stream (layer 0 writes it)
+        y = empty((n, c.dModel), "f32", dev)
+        logits = empty((n, c.vocabSize), "f32", dev) if head else None
+        for i in range(c.numLayers):
+            last, st = i + 1 == c.numLayers, state[i]
+            ops.mamba1_decode(x, [P[f"layer{i}.{w}"] for w in ops.MAMBA1_WEIGHTS], st["conv"], st["h"], first=first,
+                              discretization=c.discretization, ids=ids if i == 0 else None, ids_offset=ids_offset,
+                              table=P["embedding"] if i == 0 else None, final_norm=P["final_norm"] if last else None,
+                              out=y if last else None, head=P["embedding"] if head and last else None,
+                              logits=logits if last else None)
+        return logits if head else ops.matmul(y, P["embedding"], transpose_b=True)
+
     def _recorded_step(self, state: list):
         """For stacks without attention (fixed shapes): one token's step recorded once and replayed with
-        one submit per token. Returns feed(token) -> logits (numpy [V])."""
+        one submit per token (on mamba1_decode where the decode path rule says so). Returns feed(token) ->
+        logits (numpy [V])."""
         dev, V = self.device, self.config.vocabSize
         ids = empty((1,), "u32", dev, host_visible=True)
         out = empty((1, V), "f32", dev, host_visible=True)
+        plan = ops.decode_step_plan(self.decode_launch(1), dev)
         with record(dev, run=False) as prog:  # not run on leaving: that would feed a token
             dev.upload(ids)
-            copy_words(self._step_ids(ids, state), out)
+            logits = self._step_ids(ids, state) if plan.variant is None else \
+                self._fused_step_ids(ids, state, 1, head=plan.head)
+            copy_words(logits, out)
             dev.sync_local(out)
 
         def feed(token: int) -> np.ndarray:

@@ -18,13 +18,18 @@ from ..runtime.select import decode as select_decode
 from ..runtime.select.decode import MAX_STOPS, pick_decode_wg, pick_sample_wg
 from ..runtime.tensor import Tensor, empty
 from ._util import FLOATS, knob, like, per_thread, want
+from .scan import _dtin
 
 __all__ = ["HEADER", "ITEM", "MAX_STOPS", "hyper_words", "rope_at", "kv_write", "rope_kv_at", "attention_decode", "sample",
-           "LAYER_WEIGHTS", "decode_layer", "decode_step_plan"]
+           "LAYER_WEIGHTS", "decode_layer", "decode_step_plan", "MAMBA1_WEIGHTS", "mamba1_decode"]
 
 # decode_layer's weights, in its binding order (TransformerLM's names after "layers.{i}.")
 LAYER_WEIGHTS = ("attn_norm.weight", "attn.wq", "attn.wk", "attn.wv", "attn.wo", "mlp_norm.weight",
                  "mlp.w_gate_up", "mlp.w_down")
+
+# mamba1_decode's weights, in its binding order (HybridMambaModel's names after "layer{i}.")
+MAMBA1_WEIGHTS = ("normWeight", "wInProj", "bInProj", "wConv", "bConv", "wXProj", "bXProj", "wDtProj", "bDtProj",
+                  "A_log", "D_vec", "wOutProj", "bOutProj")
 
 HEADER = 8
 ITEM = 4
@@ -157,9 +162,10 @@ def sample(logits: Tensor, hyper: Tensor, seen: Tensor, picked: Tensor, items: i
     kernels.dispatch(v, [logits, hyper, seen, picked], dict(items=items, cols=V, slots=slots), kernels.grid(items))
 
 
-def decode_step_plan(launch: select_decode.Launch, device) -> select_decode.Plan:
-    """Whether a decode step runs on decode_layer (plan.variant) or on the per-op kernels (None): the rule
-    runtime.select.decode.plan with EVERMIND_VK_DECODE_FUSED."""
+def decode_step_plan(launch, device) -> select_decode.Plan:
+    """Whether a decode step (select.decode.Launch, MambaLaunch) runs on its fused kernel (plan.variant:
+    decode_layer, mamba1_decode) or on the per-op kernels (None): the rule runtime.select.decode.plan with
+    EVERMIND_VK_DECODE_FUSED."""
     return select_decode.plan(launch, device, select_decode.Knobs(knob("EVERMIND_VK_DECODE_FUSED")))
 
 
@@ -233,5 +239,91 @@ def decode_layer(x: Tensor, hyper: Tensor, k_cache: Tensor, v_cache: Tensor, wei
     kernels.dispatch(plan.variant, [x, hyper if ids is None else ids, x if table is None else table, wn1, wq, wk, wv,
                                     wo, wn2, wgu, wd, next_norm, k_cache, v_cache, hyper, y,
                                     x if head is None else head, y if logits is None else logits],
+                     push, kernels.grid(-(-R // plan.seqs)))
+    return y
+
+
+def mamba1_decode(x: Tensor, weights, conv: Tensor | None, h: Tensor, *, first: int = 0, eps: float = 1e-6,
+                  discretization: str = "zoh", ids: Tensor | None = None, table: Tensor | None = None,
+                  ids_offset: int = 0, final_norm: Tensor | None = None, out: Tensor | None = None,
+                  head: Tensor | None = None, logits: Tensor | None = None) -> Tensor | None:
+    """One mamba1 block of HybridMambaModel (models/mamba.py, _mamba1_step) for one new token of each of R
+    sequences, in one dispatch (templates/decode.comp.j2, one workgroup a sequence or up to four): x [R, d] is the
+    residual stream in and out (updated in place; with ids and table, layer 0: x is written from the embedding
+    rows table[ids[ids_offset + r]], ids >= V give zero rows, and its old contents are not read). Sequence r's
+    recurrent state is slot first + r of conv [slots * (dConv - 1), dInner] (its last dConv - 1 conv inputs,
+    oldest first; None when dConv is 1) and h [slots, dInner, dState], both updated in place. weights: the
+    block's thirteen tensors in MAMBA1_WEIGHTS order. discretization: the scan's input term ("zoh" or "euler",
+    ops.selective_scan). With final_norm (the last block), returns y = rms_norm(x, final_norm) [R, d] (into
+    `out` when given), and with head ([V, d]) and logits ([R, V]) the same dispatch also writes
+    logits = y head^T; without, returns None. Raises UnsupportedError where mamba1_decode cannot run the launch
+    (select.decode.mamba_errors: shapes, shared memory, loop count, f32 only, the device)."""
+    wn, win, bin_, wconv, bconv, wx, bx, wdt, bdt, alog, dv, wout, bout = weights
+    want(x, "x", ndim=2, dtype="f32")
+    R, d = x.shape
+    want(wn, "normWeight", shape=(d,), dtype="f32")
+    want(win, "wInProj", ndim=2, dtype="f32")
+    if win.shape[0] % 2 or win.shape[1] != d:
+        raise ShapeError(f"mamba1_decode: wInProj {win.shape} is not [2 dInner, {d}]")
+    Di = win.shape[0] // 2
+    want(h, "h", ndim=3, dtype="f32")
+    slots, N = h.shape[0], h.shape[2]
+    if h.shape[1] != Di:
+        raise ShapeError(f"mamba1_decode: state h {h.shape} is not [slots, {Di}, dState]")
+    want(wconv, "wConv", ndim=2, dtype="f32")
+    K = wconv.shape[1]
+    want(wconv, "wConv", shape=(Di, K))
+    want(wx, "wXProj", ndim=2, dtype="f32")
+    DR = wx.shape[0] - 2 * N
+    if DR < 1:
+        raise ShapeError(f"mamba1_decode: wXProj {wx.shape} has no dt rows past 2 dState = {2 * N}")
+    for t, name, shape in ((bin_, "bInProj", (2 * Di,)), (bconv, "bConv", (Di,)), (wx, "wXProj", (DR + 2 * N, Di)),
+                           (bx, "bXProj", (DR + 2 * N,)), (wdt, "wDtProj", (Di, DR)), (bdt, "bDtProj", (Di,)),
+                           (alog, "A_log", (Di, N)), (dv, "D_vec", (Di,)), (wout, "wOutProj", (d, Di)),
+                           (bout, "bOutProj", (d,))):
+        want(t, name, shape=shape, dtype="f32")
+    if (K > 1) != (conv is not None):
+        raise ShapeError(f"mamba1_decode: a conv window state comes with dConv > 1 (dConv {K})")
+    if conv is not None:
+        want(conv, "conv", shape=(slots * (K - 1), Di), dtype="f32")
+    if first < 0 or first + R > slots:
+        raise ShapeError(f"mamba1_decode: {R} sequences from slot {first} in a state of {slots} slots")
+    if (ids is None) != (table is None):
+        raise ShapeError("mamba1_decode: ids and table come together (layer 0's embedding) or not at all")
+    V = 0
+    if ids is not None:
+        want(ids, "ids", ndim=1, dtype="u32")
+        want(table, "table", ndim=2, dtype="f32")
+        if ids_offset < 0 or ids.numel < ids_offset + R or table.shape[1] != d:
+            raise ShapeError(f"mamba1_decode: {ids.numel} ids (from {ids_offset}) for {R} items, table {table.shape} "
+                             f"for width {d}")
+        V = table.shape[0]
+    if (head is None) != (logits is None) or (head is not None and final_norm is None):
+        raise ShapeError("mamba1_decode: head and logits come together, and with the final norm (the last block)")
+    if final_norm is not None:
+        want(final_norm, "final_norm", shape=(d,), dtype="f32")
+    if head is not None:
+        want(head, "head", ndim=2, dtype="f32")
+        want(logits, "logits", shape=(R, head.shape[0]), dtype="f32")
+        if head.shape[1] != d or (table is not None and table.shape[0] != head.shape[0]):
+            raise ShapeError(f"mamba1_decode: head {head.shape} for width {d} (and table "
+                             f"{None if table is None else table.shape})")
+        V = head.shape[0]
+    launch = select_decode.MambaLaunch(d, Di, N, K, DR, vocab=V, items=R)
+    plan = select_decode.plan(launch, x.device, select_decode.Knobs("1"))
+    y = None
+    if final_norm is not None:
+        y = empty((R, d), "f32", x.device) if out is None else out
+        want(y, "out", shape=(R, d), dtype="f32")
+    push = select_decode.mamba_push(launch, R, ids is not None, final_norm is not None, head is not None, plan.seqs,
+                                    first, ids_offset, eps, _dtin(discretization))
+    n = select_decode.mamba_loop_count(push, plan.variant.spec["WG"])
+    if n > select_decode.MAX_LOOP:
+        raise UnsupportedError(f"mamba1_decode: {n} loop iterations an invocation with a head of {V} rows > "
+                               f"MAX_LOOP = {select_decode.MAX_LOOP}, the loop cap (run the head's product apart)")
+    kernels.dispatch(plan.variant, [x, x if ids is None else ids, x if table is None else table, wn, win, bin_, wconv,
+                                    bconv, wx, bx, wdt, bdt, alog, dv, wout, bout, x if conv is None else conv, h,
+                                    wn if final_norm is None else final_norm, x if y is None else y,
+                                    x if head is None else head, x if logits is None else logits],
                      push, kernels.grid(-(-R // plan.seqs)))
     return y

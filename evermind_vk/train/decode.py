@@ -359,7 +359,10 @@ class RecurrentDecoder(_Sampling):
     every slot and samples all of them (one submit for the batch; slots whose sequence has stopped are fed a
     dummy token, their rows advance on their own and their results are ignored). The context is never re-run.
     Attention layers read each slot's position from the hyper buffer; their caches start at
-    ATTENTION_CACHE_MIN positions and double (programs recorded again) when a sequence outgrows them."""
+    ATTENTION_CACHE_MIN positions and double (programs recorded again) when a sequence outgrows them.
+    A decode step of a stack of mamba1 layers runs one ops.mamba1_decode dispatch a layer
+    (HybridMambaModel._fused_step_ids) where the decode path rule (runtime.select.decode.plan,
+    EVERMIND_VK_DECODE_FUSED) says so; else the model's per-op step (_step_ids), as the prefill always does."""
 
     def __init__(self, model, slots: int):
         super().__init__(model, slots)
@@ -396,7 +399,8 @@ class RecurrentDecoder(_Sampling):
     def _feed_all(self, tokens, marks, step: int) -> np.ndarray:
         """Feed tokens[b] to every slot b in one replay of the decode step; picked: ids, then stop flags."""
         self._fit(int(self.pos.max()) + 1)
-        words = self._words([(int(self.pos[b]), b, b, bool(marks[b])) for b in range(self.slots)], step)
+        words = self._ids_words(self._words([(int(self.pos[b]), b, b, bool(marks[b])) for b in range(self.slots)],
+                                            step), tokens)
 
         def build():
             self._step = (self._record(self._step, 0, self.slots),) + self._step[1:]
@@ -411,13 +415,20 @@ class RecurrentDecoder(_Sampling):
         return self._step[0]
 
     def _record(self, entry, first: int, n: int, S: int = 1):
-        """Record (and run) a step of slots first..first+n-1 with entry's ids and hyper (S tokens a slot:
-        the prefill of the prompts' first S from the reset states)."""
+        """Record (and run) a step of slots first..first+n-1 with entry's ids and hyper: the fused step where the
+        path rule says so, else the model's per-op step; S > 1 tokens a slot: the prefill of the prompts from
+        the reset states (per-op)."""
         dev, (_, ids, hyper) = self.model.device, entry
+        plan = decode_step_plan(self.model.decode_launch(n), dev) if S == 1 else None
         with record(dev) as prog:
-            dev.upload(ids)
-            dev.upload(hyper)
-            logits = self.model._step_ids(ids, self.state, first, hyper, S, start=S > 1)
+            if plan is not None and plan.variant is not None:  # the ids ride at the end of hyper: one upload
+                dev.upload(hyper)
+                logits = self.model._fused_step_ids(hyper, self.state, n, first, HEADER + ITEM * n + MAX_STOPS,
+                                                    plan.head)
+            else:
+                dev.upload(ids)
+                dev.upload(hyper)
+                logits = self.model._step_ids(ids, self.state, first, hyper, S, start=S > 1)
             ops.sample(logits, hyper, self.seen, self.picked, n)
             dev.sync_local(self.picked)
         return prog
@@ -432,6 +443,8 @@ class RecurrentDecoder(_Sampling):
             del self._prefills[next(iter(self._prefills))]
         self._prefills[key] = entry
         words = self._words([(0, first + r, r, marks[r]) for r in range(n)], 0)
+        if S == 1:  # a one-token prompt runs the decode step's path (_record): the fused one reads ids from hyper
+            words = self._ids_words(words, ids)
 
         def build():
             self._prefills[key] = (self._record(entry, first, n, S),) + entry[1:]
@@ -439,6 +452,16 @@ class RecurrentDecoder(_Sampling):
         pk = self._replay(self._prefills[key], ids, words, build)
         self.pos[first:first + n] = S
         return pk
+
+    @staticmethod
+    def _ids_words(words, tokens) -> np.ndarray:
+        """A program's hyper words with its n token ids after the words of n items and MAX_STOPS stops (where the
+        fused step reads them: HybridMambaModel._fused_step_ids)."""
+        n = len(tokens)
+        out = np.zeros(HEADER + ITEM * n + MAX_STOPS + n, np.uint32)
+        out[:words.size] = words
+        out[-n:] = tokens
+        return out
 
     def _prefill(self, seqs) -> dict:
         """Reset the states and feed the prompts, each from its slot's reset state: prompts of one length in
@@ -468,9 +491,9 @@ class RecurrentDecoder(_Sampling):
 
 def _entry(dev, items: int, ids: int | None = None) -> tuple:
     """A program slot of `items` sequences: (program or None until recorded, ids u32 [ids, default items],
-    hyper words)."""
+    hyper words and, after them, room for the ids again: RecurrentDecoder._ids_words)."""
     return (None, empty((items if ids is None else ids,), "u32", dev, host_visible=True),
-            empty((HEADER + ITEM * items + MAX_STOPS,), "u32", dev, host_visible=True))
+            empty((HEADER + ITEM * items + MAX_STOPS + items,), "u32", dev, host_visible=True))
 
 
 KINDS = {"TransformerLM": Decoder, "LlamaLM": Decoder, "EvermindLM": WindowDecoder, "HybridMambaModel": RecurrentDecoder}

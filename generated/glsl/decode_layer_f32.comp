@@ -89,7 +89,6 @@ vec4 wg_sum4(vec4 v) {
     return r;
 }
 
-
 void main() {
     const uint r0 = (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * p.S;
     if (r0 >= p.R) return;  // uniform per workgroup

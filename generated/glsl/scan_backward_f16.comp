@@ -51,7 +51,8 @@ float gelu_d(float x) {
     float s = 1.0 / (1.0 + e);  // 0.5 (1 + t); 1 - s = e s and 1 - t^2 = 4 s (1 - s), both without cancellation
     return s * (1.0 + 2.0 * x * (e * s) * GELU_C * (1.0 + 3.0 * 0.044715 * x * x));
 }
-// Softplus, stable for any x: max(x, 0) + log1p(e^-|x|), and its derivative, the unclamped sigmoid.
+// Softplus, the Mamba scans' Δ = softplus(dt) (scan.comp.j2, decode.comp.j2's mamba1_decode), stable for any x:
+// max(x, 0) + log1p(e^-|x|).
 // log1p(e) is its series below e = 1/8 (truncation < 1e-9 relative): log(1 + e) there loses digits to the
 // rounding of 1 + e (1.8e-4 relative at e = 3e-4), which the zero-order hold's Δ² in d/dA makes visible.
 float softplus_f(float x) {
@@ -66,6 +67,7 @@ float softplus_f(float x) {
     }
     return max(x, 0.0) + l;
 }
+// softplus' derivative, the unclamped sigmoid
 float sigmoid_u(float x) { return x >= 0.0 ? 1.0 / (1.0 + exp(-x)) : exp(x) / (1.0 + exp(x)); }
 // The input term b (by p.dtin, see the header) and its derivatives in Δ and in A, from x = Δ A and
 // a = exp(x). The zero-order hold is Δ φ1(x), φ1(x) = (e^x - 1) / x, with dφ1/dx = ψ(x) = (e^x - φ1(x)) / x;

@@ -30,7 +30,7 @@ def test_generate_prints_rates_and_batches(device, monkeypatch, capsys, kind):
 
 
 @pytest.mark.parametrize("kind,kernel", [("lm", "attention_decode"), ("evermind-lm", "conv1d_causal"),
-                                         ("mamba", "scan_output")])
+                                         ("mamba", "mamba1_decode")])
 def test_profile_generate(device, capsys, kind, kernel):
     shape = ["--d-ff", "16"] if kind != "mamba" else []
     assert main(["profile", "--generate", "--model", kind, "--batch-size", "2", "--seq-len", "8", "--d-model", "16",

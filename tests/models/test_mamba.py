@@ -212,3 +212,22 @@ def test_max_seq_len_follows_the_ssd_bound(device):
     from evermind_vk.runtime.variants import ssd_chunk_len
     with pytest.raises(UnsupportedError):
         ssd_chunk_len(64 * 4096 + 1, 64, 64)
+
+
+@pytest.mark.parametrize("fused", ["", "1", "0"])
+def test_generate_on_the_fused_step(device, fused, monkeypatch):
+    """model.generate (the CLI's generate) records its step through the decode path rule: a mamba1 stack runs
+    ops.mamba1_decode (unset or forced) or the per-op step (0), and each greedy token is the argmax of the full
+    forward over what came before either way; forced where mamba1_decode cannot run (dState 3: not whole vec4s)
+    is an error, not a silent per-op step."""
+    from evermind_vk.errors import UnsupportedError
+    monkeypatch.setenv("EVERMIND_VK_DECODE_FUSED", fused)
+    m = model(("mamba1", "mamba1"), 5, dConv=3, dState=4)
+    g = m.generate([3, 1, 4], max_new_tokens=5)
+    seq = [3, 1, 4]
+    for t in g:
+        assert t == int(np.argmax(m.forward(ev.tensor(np.array(seq, np.uint32))).numpy()[-1]))
+        seq.append(t)
+    if fused == "1":
+        with pytest.raises(UnsupportedError, match="dState"):
+            model(("mamba1",), 5, dConv=3).generate([3], max_new_tokens=2)

@@ -136,10 +136,10 @@ def _evermind():
     return m
 
 
-def _mamba(layers):
+def _mamba(layers, **kw):
     from evermind_vk.models import HybridMambaConfig, HybridMambaModel
-    m = HybridMambaModel(HybridMambaConfig(vocabSize=19, dModel=16, numLayers=len(layers), layers=layers,
-                                           dState=4, dConv=3, expand=2, nHeads=2, seed=3))
+    m = HybridMambaModel(HybridMambaConfig(**{**dict(vocabSize=19, dModel=16, numLayers=len(layers), layers=layers,
+                                                     dState=4, dConv=3, expand=2, nHeads=2, seed=3), **kw}))
     m.load_state_dict({k: v * 5 if v.ndim == 2 and "embedding" not in k else v for k, v in m.state_dict().items()})
     return m
 
@@ -171,12 +171,15 @@ def test_evermind_window_is_the_receptive_field(device):
     assert not np.allclose(m.forward(tensor(ids[-(W - 1):])).numpy()[-1], full, rtol=1e-3, atol=1e-3)
 
 
-@pytest.mark.parametrize("layers", [("mamba1", "mamba1"), ("mamba2", "mamba3"), ("attention", "mamba1")],
-                         ids=["mamba1", "mamba2-mamba3", "attention-mamba1"])
-def test_mamba_batch_decode_is_one_program_per_step(device, layers):
+@pytest.mark.parametrize("layers,knob", [(("mamba1", "mamba1"), ""), (("mamba1", "mamba1"), "0"),
+                                        (("mamba2", "mamba3"), ""), (("attention", "mamba1"), "")],
+                         ids=["mamba1", "mamba1-per-op", "mamba2-mamba3", "attention-mamba1"])
+def test_mamba_batch_decode_is_one_program_per_step(device, layers, knob, monkeypatch):
     """One recorded program feeds a token of every sequence of the batch (one submit per decoded token for
     all of them; attention layers read each sequence's position from the hyper buffer); prompts of different
-    lengths, and a sequence that stops early, decode as each alone and as the uncached path."""
+    lengths, and a sequence that stops early, decode as each alone and as the uncached path. mamba1 stacks:
+    on mamba1_decode (several sequences a workgroup), or forced to the per-op step."""
+    monkeypatch.setenv("EVERMIND_VK_DECODE_FUSED", knob)
     m = _mamba(layers)
     prompts = [[3, 1, 4, 1, 5], [6], [5, 3]]
     alone = [generate(m, p, max_new_tokens=6, repetition_penalty=100.0) for p in prompts]
@@ -195,6 +198,41 @@ def test_mamba_batch_decode_is_one_program_per_step(device, layers):
     assert got == [a[:a.index(stop)] if stop in a else a for a in alone]
     sampled = generate(m, prompts, max_new_tokens=4, temperature=1.0, top_k=5, seed=3)
     assert generate(m, prompts[0], max_new_tokens=4, temperature=1.0, top_k=5, seed=3) == sampled[0]
+    fused = sum(lb.startswith("mamba1_decode") for lb in dec.step_program().labels)
+    assert fused == (2 if layers[0] == "mamba1" and knob != "0" else 0), dec.step_program().labels
+
+
+@pytest.mark.parametrize("path", ["fused", "fused euler", "fused head apart", "fused one layer", "per-op forced"])
+def test_mamba1_greedy_identical_to_uncached(device, path, monkeypatch):
+    """A mamba1 stack's recorded step on mamba1_decode (one dispatch a layer: layer 0 also looks up the embedding,
+    the last also the final norm and the tied head's logits, or, for a vocabulary too large to fold in, the head's
+    product after it) or, forced, on the model's per-op step: greedy tokens equal the uncached path's (the whole
+    context through the chunked scans), with both discretizations."""
+    if path == "per-op forced":
+        monkeypatch.setenv("EVERMIND_VK_DECODE_FUSED", "0")
+    kw = dict(discretization="euler") if "euler" in path else dict(vocabSize=33000) if "apart" in path else {}
+    layers = ("mamba1",) if "one layer" in path else ("mamba1", "mamba1")  # one layer: the embedding and the head
+    m = _mamba(layers, **kw)
+    for prompt, n in (([3], 6), ([1, 2, 3, 4, 5], 9)):
+        plain = generate(m, prompt, max_new_tokens=n, use_cache=False, repetition_penalty=100.0)
+        assert generate(m, prompt, max_new_tokens=n, repetition_penalty=100.0) == plain and len(set(plain)) > 3
+    labels = decoder(m, 1).step_program().labels
+    fused = path.startswith("fused")
+    assert sum(lb.startswith("mamba1_decode") for lb in labels) == (len(layers) if fused else 0), labels
+    if fused:  # the upload (hyper with the ids), a dispatch a layer, (the head's product,) the sampler, the download
+        assert len(labels) == 1 + len(layers) + ("apart" in path) + 2, labels
+
+
+def test_mamba_fused_step_refused_where_it_cannot_run(device, monkeypatch):
+    """A stack with a mamba2 layer decodes on the per-op step unforced; EVERMIND_VK_DECODE_FUSED=1 there is an
+    error naming why, not a silent per-op step."""
+    from evermind_vk.errors import UnsupportedError
+    m = _mamba(("mamba1", "mamba2"))
+    generate(m, [1, 2], max_new_tokens=3)
+    assert not any(lb.startswith("mamba1_decode") for lb in decoder(m, 1).step_program().labels)
+    monkeypatch.setenv("EVERMIND_VK_DECODE_FUSED", "1")
+    with pytest.raises(UnsupportedError, match="EVERMIND_VK_DECODE_FUSED=1.*mamba2"):
+        generate(_mamba(("mamba1", "mamba2")), [1, 2], max_new_tokens=3)
 
 
 def test_fused_step_only_without_adapters(device):

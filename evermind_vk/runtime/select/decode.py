@@ -4,8 +4,9 @@ kv_write, attention_decode) and the device sampler (sample). attention_decode co
 one item each: pick_sample_wg chooses.
 
 decode_layer is a whole transformer block for one new token of each sequence in one dispatch (one workgroup
-a sequence): `plan` is the one rule that says whether a decode step runs on it (the fused step) or on the
-per-op kernels (the unfused step)."""
+a sequence), mamba1_decode a whole mamba1 block of a HybridMambaModel the same way: `plan` is the one rule that
+says whether a decode step (a Launch: TransformerLM; a MambaLaunch: HybridMambaModel) runs on them (the fused
+step) or on the per-op kernels (the unfused step)."""
 from __future__ import annotations
 
 import math
@@ -26,6 +27,11 @@ ROWS = [
     # flag q4: up to 4 sequences a workgroup (each weight load serves them all); without, one (no per-sequence
     # tests: lavapipe runs every load of an unrolled sequence loop, taken or not: ~25% slower at one sequence).
     *(Row("decode", "decode_layer", "f32", (("WG", 64), ("SW", 1536)), flags=fl) for fl in ((), ("q4",))),
+    # One mamba1 block of a HybridMambaModel per sequence and dispatch, the same design (f32, flag q4); SW: 24 KiB
+    # (the default model's block needs 169 vec4s a sequence). WG 16: lavapipe runs a workgroup's barriers per
+    # 8-lane subgroup, and the block's loads and stores, not its lanes, set its time (the default model's B = 8
+    # step ~12% faster than at 64 threads, B = 1 ~5%, interleaved runs).
+    *(Row("decode", "mamba1_decode", "f32", (("WG", 16), ("SW", 1536)), flags=fl) for fl in ((), ("q4",))),
 ]
 
 TUNED = {
@@ -70,15 +76,38 @@ class Launch:
 
 
 @dataclass(frozen=True)
+class MambaLaunch:
+    """A decode step of a HybridMambaModel: its shapes (d_model, d_inner, dState, dConv, dt rank), its layer
+    kinds (mamba1_decode runs mamba1 blocks only) and the dtype of its state and weights."""
+    d: int
+    d_inner: int
+    d_state: int
+    d_conv: int
+    dt_rank: int
+    layers: tuple = ("mamba1",)
+    dtype: str = "f32"
+    vocab: int = 0  # the tied head's rows (0: no head to fold into the last block)
+    items: int = 1  # sequences a step feeds
+
+    @property
+    def layer_weights(self) -> int:
+        """Weight elements of one mamba1 block: the in, x, dt and out projections, the conv taps, A_log
+        (biases, norm gain and D left out: vectors)."""
+        d, D, N, R = self.d, self.d_inner, self.d_state, self.dt_rank
+        return 2 * D * d + D * self.d_conv + (R + 2 * N) * D + D * R + D * N + d * D
+
+
+@dataclass(frozen=True)
 class Knobs:
-    """EVERMIND_VK_DECODE_FUSED: '' (the rule), '0' (never), '1' (wherever decode_layer can run; an error
-    where it cannot)."""
+    """EVERMIND_VK_DECODE_FUSED: '' (the rule), '0' (never), '1' (wherever the fused kernel, decode_layer or
+    mamba1_decode, can run; an error where it cannot)."""
     fused: str = ""
 
 
 @dataclass(frozen=True)
 class Plan:
-    """The decode step's path: variant is decode_layer's variant (fused) or None (the per-op kernels);
+    """The decode step's path: variant is the fused kernel's variant (decode_layer, mamba1_decode) or None (the
+    per-op kernels);
     why: the reasons it is not fused (empty when fused or turned off); head: the last block also computes the
     logits (the head's product within the loop cap), else the head runs as its own product."""
     variant: object
@@ -144,30 +173,106 @@ def layer_push(launch: Launch, items: int, embed: int, vocab: int, eps: float = 
                 limit=float(limit), head=int(head), S=int(seqs), ids_at=int(ids_at))
 
 
-def plan(launch: Launch, device, knobs: Knobs) -> Plan:
-    """The decode step's path, the one rule: decode_layer where every precondition holds (layer_errors) and,
-    unforced, on the device types of LAYER_DEVICE_TYPES for blocks of at most CPU_MAX_LAYER_WEIGHTS weights;
-    else the per-op kernels. EVERMIND_VK_DECODE_FUSED=0 turns it off; =1 runs it wherever it can run (any
-    device type, any size) and raises UnsupportedError (with the reasons) where it cannot."""
+def mamba_loop_count(push: dict, wg: int) -> int:
+    """The most loop iterations one invocation of mamba1_decode runs, all its loops together (push: its push
+    constants), the loops the compiler unrolls (softplus' and the input term's series) counted too."""
+    c = lambda n: -(-n // wg)  # noqa: E731  a thread's share of n items
+    d4, D4, N4, DR, S = push["d"] // 4, push["Di"] // 4, push["N"] // 4, push["DR"], push["S"]
+    DR4 = -(-DR // 4)
+    red = 2 * (wg.bit_length() + 1)  # the two norms' reductions
+    final = c(d4) + (c(-(-push["V"] // 4)) * (d4 + 1) if push["head"] else 0)  # the final norm, the logits
+    return (2 * c(d4) + c(2 * D4) * (d4 + 1) + c(D4) * push["K"] + c(DR4 + 2 * N4) * (D4 + 1)  # norm, in, conv, x
+            + c(D4) * (DR4 + 1 + 40 * S + N4 * (1 + 40 * S))  # the scan (4 channels a thread): dt, softplus, states
+            + c(d4) * (D4 + 1) + red + final)  # out_proj, the final norm and logits
+
+
+def mamba_shared_vec4s(launch: MambaLaunch) -> int:
+    """mamba1_decode's shared vec4s a sequence: h, x, xc (then y), z, u, dt_raw, B, C
+    (templates/decode.comp.j2)."""
+    return 2 * (launch.d // 4) + 4 * (launch.d_inner // 4) + -(-launch.dt_rank // 4) + 2 * (launch.d_state // 4)
+
+
+def mamba_push(launch: MambaLaunch, items: int, embed: int = 0, final: int = 0, head: int = 0, seqs: int = 1,
+               first: int = 0, ids_at: int = 0, eps: float = 1e-6, dtin: int = 2) -> dict:
+    """mamba1_decode's push constants for `items` sequences from state slot `first` (embed: the block reads the
+    embedding rows of the ids from word ids_at of its ids binding instead of x; final: it ends with the final
+    norm, head: and the logits, launch.vocab of them; seqs: sequences a workgroup; dtin: ops.scan's input
+    term code)."""
+    return dict(R=items, d=launch.d, Di=launch.d_inner, N=launch.d_state, K=launch.d_conv, DR=launch.dt_rank,
+                V=launch.vocab, first=int(first), embed=int(embed), final=int(final), head=int(head), S=int(seqs),
+                ids_at=int(ids_at), dtin=int(dtin), eps=float(eps))
+
+
+def mamba_errors(launch: MambaLaunch, v, device) -> list[str]:
+    """Why mamba1_decode's variant v cannot run a launch on a device (empty: it can)."""
+    why = []
+    if launch.dtype != v.dtype:
+        why.append(f"mamba1_decode computes {v.dtype}, the step is {launch.dtype}")
+    other = sorted(set(launch.layers) - {"mamba1"})
+    if other:
+        why.append(f"{', '.join(other)} layers (mamba1_decode runs mamba1 blocks only)")
+    if launch.d % 4 or launch.d_inner % 4 or launch.d_state % 4:
+        why.append(f"shapes: dModel {launch.d}, dInner {launch.d_inner} and dState {launch.d_state} must be "
+                   "multiples of 4 (vec4 loads)")
+    n = mamba_loop_count(mamba_push(launch, 1), v.spec["WG"])
+    if n > MAX_LOOP:
+        why.append(f"{n} loop iterations an invocation > MAX_LOOP = {MAX_LOOP} (one workgroup a sequence: "
+                   "too large a model)")
+    need = mamba_shared_vec4s(launch)
+    if need > v.spec["SW"]:
+        why.append(f"{need} vec4s of shared memory > the variant's {v.spec['SW']} (too large a model)")
+    if 16 * (v.spec["SW"] + v.spec["WG"]) > device.info.shared_memory:
+        why.append(f"{v.name} uses {16 * (v.spec['SW'] + v.spec['WG'])} bytes of shared memory, the device has "
+                   f"{device.info.shared_memory}")
+    why += binding_errors(v, max_bindings(device.info))
+    return why
+
+
+class _Kind:
+    """What `plan` asks of a fused kernel: its op, why a variant cannot run a launch, its shared vec4s a
+    sequence, and the loop count of one invocation for `seqs` sequences a workgroup with the head folded in."""
+
+    def __init__(self, op, errors, shared, loops_with_head):
+        self.op, self.errors, self.shared, self.loops_with_head = op, errors, shared, loops_with_head
+
+
+_LAYER = _Kind("decode_layer", lambda launch, v, dev: layer_errors(launch, v, dev), lambda launch: shared_vec4s(launch),
+               lambda launch, v, s: layer_loop_count(layer_push(launch, 1, 1, launch.vocab, head=1, seqs=s),
+                                                     v.spec["WG"]))
+_MAMBA = _Kind("mamba1_decode", mamba_errors, mamba_shared_vec4s,
+               lambda launch, v, s: mamba_loop_count(mamba_push(launch, 1, 1, 1, 1, s), v.spec["WG"]))
+
+
+def _kind(launch) -> _Kind:
+    return _MAMBA if isinstance(launch, MambaLaunch) else _LAYER
+
+
+def plan(launch, device, knobs: Knobs) -> Plan:
+    """The decode step's path, the one rule: the fused kernel (decode_layer for a Launch, mamba1_decode for a
+    MambaLaunch) where every precondition holds (layer_errors, mamba_errors) and, unforced, on the device types of
+    LAYER_DEVICE_TYPES for blocks of at most CPU_MAX_LAYER_WEIGHTS weights; else the per-op kernels.
+    EVERMIND_VK_DECODE_FUSED=0 turns it off; =1 runs it wherever it can run (any device type, any size) and
+    raises UnsupportedError (with the reasons) where it cannot."""
     if knobs.fused not in LAYER_PATHS:
         raise UnsupportedError(f"EVERMIND_VK_DECODE_FUSED={knobs.fused!r}: want 0 or 1 (or unset)")
     if knobs.fused == "0":
         return Plan(None)
+    kind = _kind(launch)
     try:  # one sequence a workgroup first (the q4 variant where the batch is shared: layer_seqs)
-        cands = sorted(usable("decode_layer", launch.dtype, device), key=lambda v: ("q4" in v.flags, v.spec["WG"]))
+        cands = sorted(usable(kind.op, launch.dtype, device), key=lambda v: ("q4" in v.flags, v.spec["WG"]))
     except UnsupportedError as e:  # no variant of this dtype, none with the features or the bindings
         cands, why = [], [str(e)]
     else:
         why = []
     for v in cands:
-        why = layer_errors(launch, v, device)
+        why = kind.errors(launch, v, device)
         if not why:
             break
     else:
-        why = why or [f"no decode_layer kernel for {launch.dtype} on this device"]
+        why = why or [f"no {kind.op} kernel for {launch.dtype} on this device"]
     if why:
         if knobs.fused == "1":
-            raise UnsupportedError("EVERMIND_VK_DECODE_FUSED=1, but decode_layer cannot run this step: " + "; ".join(why))
+            raise UnsupportedError(f"EVERMIND_VK_DECODE_FUSED=1, but {kind.op} cannot run this step: " + "; ".join(why))
         return Plan(None, tuple(why))
     if knobs.fused != "1" and device.info.type not in LAYER_DEVICE_TYPES:
         return Plan(None, (f"{device.info.type} devices run the per-op step unless forced",))
@@ -178,29 +283,32 @@ def plan(launch: Launch, device, knobs: Knobs) -> Plan:
     # within the loop cap
     seqs = layer_seqs(launch, v, device.info.type)
     if seqs > 1:
-        multi = [u for u in cands if "q4" in u.flags and not layer_errors(launch, u, device)]
+        multi = [u for u in cands if "q4" in u.flags and not kind.errors(launch, u, device)]
         v, seqs = (multi[0], seqs) if multi else (v, 1)
-    with_head = layer_push(launch, 1, 1, launch.vocab, head=1, seqs=seqs)
     return Plan(v, head=0 < launch.vocab * launch.d <= CPU_MAX_LAYER_WEIGHTS
-                and layer_loop_count(with_head, v.spec["WG"]) <= MAX_LOOP, seqs=seqs)
+                and kind.loops_with_head(launch, v, seqs) <= MAX_LOOP, seqs=seqs)
 
 
-def layer_seqs(launch: Launch, v, device_type: str) -> int:
-    """Sequences a decode_layer workgroup runs: on CPU devices the batch shared among CPU_GROUPS workgroups,
+def layer_seqs(launch, v, device_type: str) -> int:
+    """Sequences a fused-kernel workgroup runs: on CPU devices the batch shared among CPU_GROUPS workgroups,
     at most SEQS_MAX and as many as the variant's shared memory and the loop cap allow; one on GPUs (more
     workgroups)."""
     if device_type != "cpu":
         return 1
-    s = max(1, min(SEQS_MAX, -(-launch.items // CPU_GROUPS), v.spec["SW"] // shared_vec4s(launch)))
-    while s > 1 and layer_loop_count(layer_push(launch, 1, 1, launch.vocab, head=1, seqs=s), v.spec["WG"]) > MAX_LOOP:
+    kind = _kind(launch)
+    s = max(1, min(SEQS_MAX, -(-launch.items // CPU_GROUPS), v.spec["SW"] // kind.shared(launch)))
+    while s > 1 and kind.loops_with_head(launch, v, s) > MAX_LOOP:
         s -= 1
     return s
 
 
 def loop_count(op: str, spec: dict, flags, push: dict) -> int | None:
-    """decode_layer's loop count (layer_loop_count), sample's (sample_loop_count); None for the other ops."""
+    """decode_layer's loop count (layer_loop_count), mamba1_decode's (mamba_loop_count), sample's
+    (sample_loop_count); None for the other ops."""
     if op == "sample":
         return sample_loop_count(push["cols"], spec["WG"])
+    if op == "mamba1_decode":
+        return mamba_loop_count(push, spec["WG"])
     return layer_loop_count(push, spec["WG"]) if op == "decode_layer" else None
 
 
