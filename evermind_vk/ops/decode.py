@@ -318,7 +318,7 @@ def mamba1_decode(x: Tensor, weights, conv: Tensor | None, h: Tensor, *, first: 
     push = select_decode.mamba_push(launch, R, ids is not None, final_norm is not None, head is not None, plan.seqs,
                                     first, ids_offset, eps, _dtin(discretization))
     n = select_decode.mamba_loop_count(push, plan.variant.spec["WG"])
-    if n > select_decode.MAX_LOOP:
+    if n > select_decode.MAX_LOOP:  # (past mamba_errors' count only by the head's rows)
         raise UnsupportedError(f"mamba1_decode: {n} loop iterations an invocation with a head of {V} rows > "
                                f"MAX_LOOP = {select_decode.MAX_LOOP}, the loop cap (run the head's product apart)")
     kernels.dispatch(plan.variant, [x, x if ids is None else ids, x if table is None else table, wn, win, bin_, wconv,

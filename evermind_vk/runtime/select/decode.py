@@ -214,7 +214,7 @@ def mamba_errors(launch: MambaLaunch, v, device) -> list[str]:
     if launch.d % 4 or launch.d_inner % 4 or launch.d_state % 4:
         why.append(f"shapes: dModel {launch.d}, dInner {launch.d_inner} and dState {launch.d_state} must be "
                    "multiples of 4 (vec4 loads)")
-    n = mamba_loop_count(mamba_push(launch, 1), v.spec["WG"])
+    n = mamba_loop_count(mamba_push(launch, 1, final=1), v.spec["WG"])  # the last block's final norm included
     if n > MAX_LOOP:
         why.append(f"{n} loop iterations an invocation > MAX_LOOP = {MAX_LOOP} (one workgroup a sequence: "
                    "too large a model)")
