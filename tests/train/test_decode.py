@@ -217,3 +217,57 @@ def test_fused_step_only_without_adapters(device):
     check(False)
     merge_lora(m)
     check(True)
+
+
+# ---- EvermindLM: recurrent decoding from conv windows (ConvDecoder), fused (evermind_layer) or per-op ----------
+@pytest.mark.parametrize("path", ["fused", "per-op"])
+def test_evermind_greedy_and_batches_on_both_paths(device, path, monkeypatch):
+    """Greedy tokens equal the uncached path's (prompts longer and shorter than the receptive field W), a batch
+    decodes as each prompt alone, a stopped sequence leaves the others as they were; the decode step is one
+    recorded program: the upload (hyper with the ids), one evermind_layer a block (the last also the tied
+    head's logits), the sampler and the download where fused; the per-op kernels (EvermindLM._step_ids) with
+    EVERMIND_VK_DECODE_FUSED=0."""
+    if path == "per-op":
+        monkeypatch.setenv("EVERMIND_VK_DECODE_FUSED", "0")
+    m = _evermind()
+    W = decoder(m, 1).W
+    prompts = [[3, 1, 4, 1, 5, 9, 2, 6, 5], [6], [5, 3, 5]]
+    assert len(prompts[0]) > W > len(prompts[2])
+    plain = [generate(m, p, max_new_tokens=7, use_cache=False, repetition_penalty=2.0) for p in prompts]
+    alone = [generate(m, p, max_new_tokens=7, repetition_penalty=2.0) for p in prompts]
+    assert alone == plain and len({t for p in plain for t in p}) > 4
+    assert generate(m, prompts, max_new_tokens=7, repetition_penalty=2.0) == plain
+    stop = plain[1][1]
+    got = generate(m, prompts, max_new_tokens=7, repetition_penalty=2.0, stop_tokens=[stop])
+    assert got == [a[:a.index(stop)] if stop in a else a for a in plain]
+    dec, dev = decoder(m, 3), m.device
+    labels = dec.step_program().labels
+    n_fused = sum(lb.startswith("evermind_layer") for lb in labels)
+    if path == "fused":
+        assert n_fused == m.config.num_layers and len(labels) == 1 + m.config.num_layers + 2, labels
+    else:
+        assert n_fused == 0 and labels.count("upload") == 2, labels
+    step = dec.step_program()
+    before = dev.submits
+    st = {}
+    generate(m, prompts, max_new_tokens=6, stats=st)
+    # the windows' reset; the shortest prompt's one token to all slots at once; the others' remaining W - 1
+    # and 2 tokens slot by slot; then one replay per decoded token
+    assert dev.submits - before == 1 + 1 + (W - 1) + 2 + 5 and dec.step_program() is step
+    assert st["prefill_tokens"] == W + 1 + 3
+
+
+def test_evermind_fused_step_forced_where_it_cannot_run(device, monkeypatch):
+    """EVERMIND_VK_DECODE_FUSED=1 on a model evermind_layer cannot run (width 6: not whole vec4s) raises with
+    the reason; unforced, the same model decodes per-op, greedy as the uncached path."""
+    from evermind_vk.errors import UnsupportedError
+    from evermind_vk.models import EvermindLM, EvermindLMConfig
+    m = EvermindLM(EvermindLMConfig(19, d_model=6, num_layers=2, conv_kernel=2, hidden_dim=8, num_experts=2,
+                                    top_k=1, seed=5))
+    prompt = [1, 2, 3]
+    assert generate(m, prompt, max_new_tokens=4) == generate(m, prompt, max_new_tokens=4, use_cache=False)
+    assert not any(lb.startswith("evermind_layer") for lb in decoder(m, 1).step_program().labels)
+    monkeypatch.setenv("EVERMIND_VK_DECODE_FUSED", "1")
+    m2 = EvermindLM(m.config)  # a fresh decoder records its programs again
+    with pytest.raises(UnsupportedError, match="EVERMIND_VK_DECODE_FUSED=1.*multiples of 4"):
+        generate(m2, prompt, max_new_tokens=2)

@@ -254,7 +254,7 @@ def pick_sample_wg(cands, device_type: str, cols: int):
 # with only the shared and the selected experts computed) for one new token of each sequence, one workgroup a
 # sequence (templates/decode_evermind.comp.j2). SW: its shared vec4s (16 KiB); EMAX: the template's bound on
 # the experts (its router logits and active-expert list live in fixed shared arrays).
-# ROWS.append(Row("decode_evermind", "evermind_layer", "f32", (("WG", 64), ("SW", 1024))))
+ROWS.append(Row("decode_evermind", "evermind_layer", "f32", (("WG", 64), ("SW", 1024))))
 CONV_EMAX = 64
 
 
