@@ -248,7 +248,8 @@ def evermind_layer(x: Tensor, hyper: Tensor, window: Tensor | None, conv: Tensor
                    moe, *, top_k: int, eps: float = 1e-5, table: Tensor | None = None, ids_offset: int = 0,
                    head: Tensor | None = None, logits: Tensor | None = None) -> Tensor:
     """One EvermindLM block (models/evermind_lm.py) for the newest token of each of R sequences, in one dispatch
-    (templates/decode_evermind.comp.j2, one workgroup a sequence): x [R, d], the residual stream, is updated in
+    (templates/decode_evermind.comp.j2, one workgroup a sequence, or up to 4 sharing each weight load on CPU
+    devices: select.decode.conv_layer_seqs): x [R, d], the residual stream, is updated in
     place: a = x + conv(RMSNorm(x; n_conv)), x = a + MoE(RMSNorm(a; n_moe)). Item r's conv window is slot
     hyper[8 + 4r + 1] of `window` ([slots * (K - 1), d], its last K - 1 conv inputs oldest first; None for
     K = 1), shifted in place; conv [d, K] (tap j reads t - j). moe: (wr [E, d], w1 [(E+1) h, d], b1
@@ -298,7 +299,7 @@ def evermind_layer(x: Tensor, hyper: Tensor, window: Tensor | None, conv: Tensor
     V = head.shape[0] if head is not None else table.shape[0] if table is not None else 0
     launch = select_decode.ConvLaunch(d, h, E, top_k, K, V, R)
     plan = select_decode.conv_plan(launch, x.device, select_decode.Knobs("1"))
-    push = select_decode.conv_layer_push(launch, R, table is not None, head is not None, eps, ids_offset)
+    push = select_decode.conv_layer_push(launch, R, table is not None, head is not None, eps, ids_offset, plan.seqs)
     n = select_decode.conv_layer_loop_count(push, plan.variant.spec["WG"])
     if n > select_decode.MAX_LOOP:
         raise UnsupportedError(f"evermind_layer: {n} loop iterations an invocation with a head of {V} rows > "
@@ -306,6 +307,6 @@ def evermind_layer(x: Tensor, hyper: Tensor, window: Tensor | None, conv: Tensor
     kernels.dispatch(plan.variant, [x, hyper, x if table is None else table, conv, n_conv, n_moe, wr, w1, b1, w2,
                                     b2, x if window is None else window, x if head is None else head,
                                     x if logits is None else logits],
-                     push, kernels.grid(R))
+                     push, kernels.grid(-(-R // plan.seqs)))
     return x
 # ---- end of evermind_layer --------------------------------------------------------------------------------------

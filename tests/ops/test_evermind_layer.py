@@ -187,6 +187,10 @@ def test_evermind_decode_path_rule(device):
     p = select_decode.conv_plan(small, dev, kn())
     assert p.variant.op == "evermind_layer" and not p.why and p.head
     assert not select_decode.conv_plan(dataclasses.replace(small, vocab=50000), dev, kn()).head  # head apart
+    # sequences a workgroup: the batch over CPU_GROUPS workgroups, at most SEQS_MAX (the q4 variant); one on GPUs
+    plans = [select_decode.conv_plan(dataclasses.replace(small, items=b), dev, kn()) for b in (1, 2, 3, 8, 32)]
+    assert [(p.seqs, p.variant.flags) for p in plans] == [(1, ()), (1, ()), (2, ("q4",)), (4, ("q4",)), (4, ("q4",))]
+    assert select_decode.conv_plan(dataclasses.replace(small, items=8), gpu_like(dev), kn("1")).seqs == 1
     assert select_decode.conv_plan(small, dev, kn("0")).variant is None  # the kill switch
     assert select_decode.conv_plan(small, gpu_like(dev), kn()).variant is None  # CPU devices only, unforced
     assert select_decode.conv_plan(small, gpu_like(dev), kn("1")).variant is not None

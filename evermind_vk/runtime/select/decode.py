@@ -253,8 +253,9 @@ def pick_sample_wg(cands, device_type: str, cols: int):
 # One EvermindLM block (RMSNorm, causal conv from the sequence's conv window, RMSNorm, the shared-expert MoE
 # with only the shared and the selected experts computed) for one new token of each sequence, one workgroup a
 # sequence (templates/decode_evermind.comp.j2). SW: its shared vec4s (16 KiB); EMAX: the template's bound on
-# the experts (its router logits and active-expert list live in fixed shared arrays).
-ROWS.append(Row("decode_evermind", "evermind_layer", "f32", (("WG", 64), ("SW", 1024))))
+# the experts (its router logits and active-expert lists live in fixed shared arrays). Flag q4: up to 4
+# sequences a workgroup (push S), each weight load serving every one of them that uses the weight.
+ROWS += [Row("decode_evermind", "evermind_layer", "f32", (("WG", 64), ("SW", 1024)), flags=fl) for fl in ((), ("q4",))]
 CONV_EMAX = 64
 
 
@@ -280,11 +281,12 @@ class ConvLaunch:
 
 
 def conv_layer_push(launch: ConvLaunch, items: int, embed: int = 0, head: int = 0, eps: float = 1e-5,
-                    ids_at: int = 0) -> dict:
+                    ids_at: int = 0, seqs: int = 1) -> dict:
     """evermind_layer's push constants for `items` sequences (embed: the layer reads the embedding rows of the
-    ids at word ids_at of hyper instead of x; head: it ends with the tied head's logits)."""
+    ids at word ids_at of hyper instead of x; head: it ends with the tied head's logits; seqs: sequences a
+    workgroup)."""
     return dict(R=items, d=launch.d, h=launch.hidden, E=launch.experts, k=launch.top_k, K=launch.conv_kernel,
-                V=launch.vocab, embed=int(embed), head=int(head), eps=float(eps), ids_at=int(ids_at))
+                V=launch.vocab, embed=int(embed), head=int(head), eps=float(eps), ids_at=int(ids_at), S=int(seqs))
 
 
 def conv_layer_loop_count(push: dict, wg: int) -> int:
@@ -293,14 +295,32 @@ def conv_layer_loop_count(push: dict, wg: int) -> int:
     d4, h4, E, k, K = push["d"] // 4, push["h"] // 4, push["E"], push["k"], push["K"]
     red = 2 * (wg.bit_length() + 1)  # the two norms' reductions
     head = c(-(-push["V"] // 4)) * (d4 + 1) if push["head"] else 0
-    route = 3 * E + k * (E + 1) + k + 2  # thread 0: the top-k selection, the gates, the active list
+    route = 4 * (E + 1) + k * (E + 1) + k + 2  # a thread a sequence: the top-k, the gates, the list; the union
     return (4 * c(d4) + c(d4) * (2 * K + 1) + red + c(E) * (d4 + 1) + route  # norms, conv, router
             + c((k + 1) * h4) * (d4 + 1) + c(d4) * ((k + 1) * (h4 + 1) + 1) + head + 8)  # experts, combine
 
 
 def conv_shared_vec4s(launch: ConvLaunch) -> int:
-    """evermind_layer's shared vec4s: x, the norm's output, the active experts' hidden rows."""
+    """evermind_layer's shared vec4s a sequence: x, the norm's output, the active experts' hidden rows."""
     return 2 * launch.d // 4 + (launch.top_k + 1) * launch.hidden // 4
+
+
+def conv_shared_bytes(v) -> int:
+    """evermind_layer variant v's shared memory: its SW vec4s, the reduction's WG, and per sequence (flag q4:
+    4) the router logits, gates, expert lists and places (EMAX + 3 (EMAX + 1) words), the union list."""
+    sq = 4 if "q4" in v.flags else 1
+    return 16 * (v.spec["SW"] + v.spec["WG"]) + 4 * sq * (CONV_EMAX + 3 * (CONV_EMAX + 1)) + 4 * (CONV_EMAX + 2)
+
+
+def conv_layer_seqs(launch: ConvLaunch, v, device_type: str) -> int:
+    """Sequences an evermind_layer workgroup runs: on CPU devices the batch shared among CPU_GROUPS workgroups,
+    at most SEQS_MAX and as many as the variant's shared memory and the loop cap allow; one on GPUs."""
+    if device_type != "cpu":
+        return 1
+    s = max(1, min(SEQS_MAX, -(-launch.items // CPU_GROUPS), v.spec["SW"] // conv_shared_vec4s(launch)))
+    while s > 1 and conv_layer_loop_count(conv_layer_push(launch, 1, 1, 1, seqs=s), v.spec["WG"]) > MAX_LOOP:
+        s -= 1
+    return s
 
 
 def conv_layer_errors(launch: ConvLaunch, v, device) -> list[str]:
@@ -321,8 +341,9 @@ def conv_layer_errors(launch: ConvLaunch, v, device) -> list[str]:
     need = conv_shared_vec4s(launch)
     if need > v.spec["SW"]:
         why.append(f"{need} vec4s of shared memory > the variant's {v.spec['SW']} (too large a model)")
-    if 16 * (v.spec["SW"] + v.spec["WG"]) + 12 * (CONV_EMAX + 1) > device.info.shared_memory:
-        why.append(f"{v.name} uses more shared memory than the device's {device.info.shared_memory} bytes")
+    if conv_shared_bytes(v) > device.info.shared_memory:
+        why.append(f"{v.name} uses {conv_shared_bytes(v)} bytes of shared memory, the device has "
+                   f"{device.info.shared_memory}")
     why += binding_errors(v, max_bindings(device.info))
     return why
 
@@ -339,7 +360,7 @@ def conv_plan(launch: ConvLaunch, device, knobs: Knobs) -> Plan:
     if knobs.fused == "0":
         return Plan(None)
     try:
-        cands = sorted(usable("evermind_layer", launch.dtype, device), key=lambda v: v.spec["WG"])
+        cands = sorted(usable("evermind_layer", launch.dtype, device), key=lambda v: ("q4" in v.flags, v.spec["WG"]))
     except UnsupportedError as e:
         cands, why = [], [str(e)]
     else:
@@ -360,6 +381,10 @@ def conv_plan(launch: ConvLaunch, device, knobs: Knobs) -> Plan:
     if knobs.fused != "1" and launch.layer_weights > CPU_MAX_LAYER_WEIGHTS:
         return Plan(None, (f"{launch.layer_weights} weights a block > {CPU_MAX_LAYER_WEIGHTS}: the per-op step's "
                            "products use every core",))
-    with_head = conv_layer_loop_count(conv_layer_push(launch, 1, 1, 1), v.spec["WG"])
-    return Plan(v, head=0 < launch.vocab * launch.d <= CPU_MAX_LAYER_WEIGHTS and with_head <= MAX_LOOP)
+    seqs = conv_layer_seqs(launch, v, device.info.type)  # one a workgroup first; the q4 variant to share the batch
+    if seqs > 1:
+        multi = [u for u in cands if "q4" in u.flags and not conv_layer_errors(launch, u, device)]
+        v, seqs = (multi[0], seqs) if multi else (v, 1)
+    with_head = conv_layer_loop_count(conv_layer_push(launch, 1, 1, 1, seqs=seqs), v.spec["WG"])
+    return Plan(v, head=0 < launch.vocab * launch.d <= CPU_MAX_LAYER_WEIGHTS and with_head <= MAX_LOOP, seqs=seqs)
 # ---- end of evermind_layer -------------------------------------------------------------------------------------
