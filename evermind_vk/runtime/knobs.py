@@ -86,9 +86,10 @@ KNOBS: tuple[Knob, ...] = (
          "unset: recompute where they outgrow the layer's other activations (long sequences).",
          "kernel selection", choices=("", "keep", "recompute")),
     Knob("EVERMIND_VK_DECODE_FUSED", "choice", "",
-         "Recorded decode step of a TransformerLM: `0` runs the per-op kernels, `1` one `decode_layer` dispatch a "
-         "block wherever it can run (an error where it cannot); unset: `decode_layer` on CPU devices where it can "
-         "run (f32, no unmerged LoRA adapters, no quantized weights, small enough for one workgroup a sequence).",
+         "Recorded decode step of a TransformerLM or an EvermindLM: `0` runs the per-op kernels, `1` one fused "
+         "dispatch a block (`decode_layer`, `evermind_layer`) wherever it can run (an error where it cannot); "
+         "unset: the fused kernel on CPU devices where it can run (f32, no unmerged LoRA adapters, no quantized "
+         "weights, small enough for one workgroup a sequence).",
          "kernel selection", choices=("", "0", "1")),
     Knob("EVERMIND_VK_ATTENTION_VARIANT", "text", "",
          "Force one fused attention configuration by the tail of its name (e.g. `d64_p2_r64x64`).", "kernel selection"),

@@ -5,7 +5,8 @@ one item each: pick_sample_wg chooses.
 
 decode_layer is a whole transformer block for one new token of each sequence in one dispatch (one workgroup
 a sequence): `plan` is the one rule that says whether a decode step runs on it (the fused step) or on the
-per-op kernels (the unfused step)."""
+per-op kernels (the unfused step). evermind_layer is the same for an EvermindLM block (its section at the end:
+`conv_plan`, under the same knob)."""
 from __future__ import annotations
 
 import math
