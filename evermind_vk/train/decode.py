@@ -16,6 +16,7 @@ import numpy as np
 
 from .. import ops
 from ..errors import ConfigError
+from ..models.evermind_lm import RMS_EPS
 from ..models.lora import lora_linear
 from ..runtime import empty, record, zeros
 from ..runtime.kernels import fill_words
@@ -509,7 +510,7 @@ class ConvDecoder(_Sampling):
             t = m.moe[i].t
             ops.evermind_layer(x, hyper, self.state[i], P[f"layer{i}.conv"], P[f"layer{i}.nConv"],
                                P[f"layer{i}.nMoe"], [t[k] for k in ("wr", "w1", "b1", "w2", "b2")],
-                               top_k=c.top_k, eps=1e-5, table=P["emb"] if i == 0 else None,
+                               top_k=c.top_k, eps=RMS_EPS, table=P["emb"] if i == 0 else None,
                                ids_offset=HEADER + ITEM * n + MAX_STOPS,
                                head=P["emb"] if head and last else None, logits=logits if last else None)
         return logits if head else ops.matmul(x, P["emb"], transpose_b=True)

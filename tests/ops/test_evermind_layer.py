@@ -71,13 +71,13 @@ def run(x, P, win, items, k, eps, ids=None, table=None, head=None):
     return xt.numpy(), None if wt is None else wt.numpy(), None if logits is None else logits.numpy()
 
 
-@given(R=st.integers(1, 6), d=st.sampled_from([4, 8, 20, 64]), h=st.sampled_from([4, 12, 32]),
+@given(R=st.integers(1, 9), d=st.sampled_from([4, 8, 20, 64]), h=st.sampled_from([4, 12, 32]),
        ek=st.sampled_from([(1, 1), (2, 1), (3, 2), (4, 2), (6, 3), (5, 5)]), K=st.integers(1, 4),
        embed=st.booleans(), head=st.booleans(), seed=st.integers(0, 2**31))
 def test_evermind_layer_matches_oracle(device, R, d, h, ek, K, embed, head, seed):
     E, k = ek
     rng = np.random.default_rng(seed)
-    slots, eps = 7, 1e-5
+    slots, eps = 9, 1e-5  # R > 2: several sequences a workgroup on CPU devices (select.decode.conv_layer_seqs)
     P = make(rng, d, h, E, K)
     x = rng.standard_normal((R, d)).astype(np.float32)
     win0 = rng.standard_normal((slots * (K - 1), d)).astype(np.float32) if K > 1 else None

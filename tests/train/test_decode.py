@@ -161,7 +161,8 @@ def test_other_models_greedy_and_batches(device, make, rp):
 
 
 def test_evermind_window_is_the_receptive_field(device):
-    """The window decoder's W tokens give the last token's logits exactly as the whole context; W - 1 do not."""
+    """The W tokens of a prompt the decoder feeds give the last token's logits exactly as the whole context (and
+    so the conv windows after them); W - 1 do not."""
     from evermind_vk.runtime import tensor
     m = _evermind()
     W = decoder(m, 1).W
@@ -271,3 +272,19 @@ def test_evermind_fused_step_forced_where_it_cannot_run(device, monkeypatch):
     m2 = EvermindLM(m.config)  # a fresh decoder records its programs again
     with pytest.raises(UnsupportedError, match="EVERMIND_VK_DECODE_FUSED=1.*multiples of 4"):
         generate(m2, prompt, max_new_tokens=2)
+
+
+@pytest.mark.parametrize("fused", ["", "0"])
+def test_evermind_one_tap_conv_has_no_window(device, fused, monkeypatch):
+    """conv_kernel 1: no past to keep (no window buffers, W = 1); greedy tokens equal the uncached path's."""
+    from evermind_vk.models import EvermindLM, EvermindLMConfig
+    monkeypatch.setenv("EVERMIND_VK_DECODE_FUSED", fused)
+    m = EvermindLM(EvermindLMConfig(19, d_model=8, num_layers=2, conv_kernel=1, hidden_dim=8, num_experts=3,
+                                    top_k=2, seed=6))
+    m.load_state_dict({k: v * 20 if v.ndim == 2 else v for k, v in m.state_dict().items()})
+    dec = decoder(m, 2)
+    assert dec.W == 1 and dec.state == [None, None]
+    prompts = [[1, 2, 3], [4]]
+    want = [generate(m, p, max_new_tokens=5, use_cache=False, repetition_penalty=2.0) for p in prompts]
+    assert generate(m, prompts, max_new_tokens=5, repetition_penalty=2.0) == want
+    assert any(lb.startswith("evermind_layer") for lb in dec.step_program().labels) == (fused == "")
