@@ -119,7 +119,7 @@ def torch_rates(name, m, B: int, P: int, new: int, dev: str, compiled: bool, rep
             tm = TorchEvermind(sd, m.config, dev)
             run_prefill = lambda: tm.forward(ids)  # noqa: E731
             def run_decode(nxt, i):
-                return tm.forward(ids[:, -tm.window:]).argmax(-1)  # the window of tokens that matter
+                return tm.step(nxt).argmax(-1)  # one new row a sequence from the carried conv windows
         elif name.startswith("mamba"):
             tm = TorchMamba(sd, m.config, dev, B)
 

@@ -1,6 +1,7 @@
 """PyTorch twins of evermind-vk's generation, for bench/generate_bench.py: a TransformerLM decoding with a
 KV cache (eager; and a static-shape step for torch.compile with CUDA graphs), and an EvermindLM decoding from
-the window of tokens its logits depend on (num_layers (conv_kernel - 1) + 1). Weights are copied from the
+its per-layer conv windows (each sequence's last conv_kernel - 1 conv inputs, carried: one new row a step, as
+ours). Weights are copied from the
 evermind-vk model's state_dict, greedy choice on the device, the chosen ids read back each step."""
 import torch
 import torch.nn.functional as Fn
@@ -89,12 +90,16 @@ class TorchTransformer:
 
 class TorchEvermind:
     """EvermindLM (RMSNorm, causal depthwise conv, shared-expert MoE dense over experts as evermind-vk
-    computes it, tied head) over ids [B, T]: the logits of each sequence's last token."""
+    computes it per-op, tied head). forward: the logits of each sequence's last token over ids [B, T], which
+    also leaves each layer's conv window (the last conv_kernel - 1 conv inputs, zeros before the start); step:
+    one new token of each sequence from the windows, which advance (the same computation as evermind-vk's
+    recurrent decode step)."""
 
     def __init__(self, sd: dict, cfg, dev):
         self.c, self.dev = cfg, dev
         self.W = {k: torch.tensor(v, device=dev) for k, v in sd.items()}
         self.window = cfg.num_layers * (cfg.conv_kernel - 1) + 1
+        self.win = None  # per layer [B, K - 1, d], oldest first
 
     def _moe(self, x, P):
         W, E, k = self.W, self.c.num_experts, self.c.top_k
@@ -111,15 +116,31 @@ class TorchEvermind:
 
     def forward(self, ids):
         c, W = self.c, self.W
+        K1 = c.conv_kernel - 1
         x = W["emb"][ids]  # [B, T, d]
+        self.win = []
         for i in range(c.num_layers):
             P = f"layer{i}."
             n = _rms(x, W[P + "nConv"], 1e-5)
-            pad = Fn.pad(n.transpose(1, 2), (c.conv_kernel - 1, 0))
+            pad = Fn.pad(n.transpose(1, 2), (K1, 0))  # [B, d, K1 + T]
+            self.win.append(pad[:, :, pad.shape[2] - K1:].transpose(1, 2).contiguous())
             conv = Fn.conv1d(pad, W[P + "conv"].flip(1)[:, None, :], groups=c.d_model).transpose(1, 2)
             a = x + conv
             x = a + self._moe(_rms(a, W[P + "nMoe"], 1e-5), P + "moe.")
         return x[:, -1] @ W["emb"].T
+
+    def step(self, ids):
+        """Logits [B, V] after one token per sequence (ids [B]); the windows advance."""
+        c, W = self.c, self.W
+        x = W["emb"][ids]  # [B, d]
+        for i in range(c.num_layers):
+            P = f"layer{i}."
+            n = _rms(x, W[P + "nConv"], 1e-5)
+            window = torch.cat([self.win[i], n[:, None]], 1)  # [B, K, d], oldest first
+            self.win[i] = window[:, 1:]
+            a = x + (window.flip(1) * W[P + "conv"].T[None]).sum(1)  # tap j reads t - j
+            x = a + self._moe(_rms(a, W[P + "nMoe"], 1e-5), P + "moe.")
+        return x @ W["emb"].T
 
 
 class TorchMamba:

@@ -18,7 +18,8 @@ import numpy as np
 
 from ..autodiff import Tape, functional as F
 from ..errors import ShapeError
-from ..runtime import Tensor, get_device, tensor
+from .. import ops
+from ..runtime import Tensor, empty, get_device, tensor, zeros
 from .inputs import as_ids
 from .moe import MoELayerParams, SeededRng, moe_init, stack_experts, unstack_experts
 from .protocol import NextTokenModel, check_options, checkpointed_layers, config_from_dict
@@ -181,6 +182,50 @@ class EvermindLM(NextTokenModel):
         return F.matmul(x, P["emb"], transpose_b=True)
 
     __call__ = forward
+
+    # -- recurrent decoding (train/decode.py ConvDecoder) ------------------------------------------
+    def init_state(self, batch: int = 1) -> list:
+        """Per layer, the conv window of `batch` sequences after zero tokens, a fixed buffer updated in place
+        by _step_ids: each sequence's last conv_kernel - 1 conv inputs (RMSNorm(x; nConv) rows, oldest first;
+        zeros at the start: the causal padding), [batch * (conv_kernel - 1), d_model], sequence b's rows
+        b * (conv_kernel - 1)..; None per layer when conv_kernel is 1 (no past to keep)."""
+        c = self.config
+        if batch < 1:
+            raise ShapeError(f"init_state: batch {batch} < 1")
+        K1 = c.conv_kernel - 1
+        return [zeros((batch * K1, c.d_model), "f32", self.device) if K1 else None for _ in range(c.num_layers)]
+
+    def _conv_step(self, win, row: Tensor, w: Tensor, first: int) -> Tensor:
+        """The causal conv of one new input row [n, d] of each of n sequences whose windows are
+        first..first+n-1 of win: window and row stacked into segments of conv_kernel rows, convolved (the same
+        kernel and arithmetic as the forward's), each segment's last row returned; the windows shift in place."""
+        n, C = row.shape
+        if win is None:
+            return ops.conv1d_causal(row, w, seq_len=1)
+        K = self.config.conv_kernel
+        W = (K - 1) * C
+        full = empty((n * K, C), "f32", self.device)
+        ops.copy2d(win, full, n, W, first * W, W, 0, K * C)
+        ops.copy2d(row, full, n, C, 0, C, W, K * C)
+        y = ops.conv1d_causal(full, w, seq_len=K)
+        ops.copy2d(full, win, n, W, C, K * C, first * W, W)
+        out = empty((n, C), "f32", self.device)
+        ops.copy2d(y, out, n, C, W, K * C, 0, C)
+        return out
+
+    def _step_ids(self, ids: Tensor, state: list, first: int = 0) -> Tensor:
+        """Logits [n, V] of one new token of each of n sequences (ids u32 [n]) given their conv windows,
+        slots first..first+n-1 of `state` (init_state), which advance in place: the forward's last row of
+        each sequence, one row of work per sequence instead of its receptive field."""
+        c, P = self.config, self.plain
+        x = F.embedding(ids, P["emb"])
+        for i in range(c.num_layers):
+            t = self.moe[i].t
+            a = F.add(x, self._conv_step(state[i], F.rms_norm(x, P[f"layer{i}.nConv"], RMS_EPS),
+                                         P[f"layer{i}.conv"], first))
+            m = F.rms_norm(a, P[f"layer{i}.nMoe"], RMS_EPS)
+            x = F.add(a, F.moe_ffn(m, t["wr"], t["w1"], t["b1"], t["w2"], t["b2"], c.top_k)[0])
+        return F.matmul(x, P["emb"], transpose_b=True)
 
     def loss(self, ids: Tensor, targets: Tensor, seq_len: int | None = None, checkpoint: bool | int = False) -> Tensor:
         """Mean cross-entropy over targets < vocab (next_token_targets gives builderforce's T - 1 positions)."""

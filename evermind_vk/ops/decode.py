@@ -21,7 +21,8 @@ from ._util import FLOATS, knob, like, per_thread, want
 from .scan import _dtin
 
 __all__ = ["HEADER", "ITEM", "MAX_STOPS", "hyper_words", "rope_at", "kv_write", "rope_kv_at", "attention_decode", "sample",
-           "LAYER_WEIGHTS", "decode_layer", "decode_step_plan", "MAMBA1_WEIGHTS", "mamba1_decode"]
+           "LAYER_WEIGHTS", "decode_layer", "decode_step_plan", "MAMBA1_WEIGHTS", "mamba1_decode", "evermind_layer",
+           "conv_step_plan"]
 
 # decode_layer's weights, in its binding order (TransformerLM's names after "layers.{i}.")
 LAYER_WEIGHTS = ("attn_norm.weight", "attn.wq", "attn.wk", "attn.wv", "attn.wo", "mlp_norm.weight",
@@ -327,3 +328,78 @@ def mamba1_decode(x: Tensor, weights, conv: Tensor | None, h: Tensor, *, first: 
                                     x if head is None else head, x if logits is None else logits],
                      push, kernels.grid(-(-R // plan.seqs)))
     return y
+
+
+# ---- EvermindLM's fused decode step (train/decode.py ConvDecoder) -----------------------------------------------
+def conv_step_plan(launch: select_decode.ConvLaunch, device) -> select_decode.Plan:
+    """Whether an EvermindLM decode step runs on evermind_layer (plan.variant) or on the per-op kernels (None):
+    the rule runtime.select.decode.conv_plan with EVERMIND_VK_DECODE_FUSED."""
+    return select_decode.conv_plan(launch, device, select_decode.Knobs(knob("EVERMIND_VK_DECODE_FUSED")))
+
+
+def evermind_layer(x: Tensor, hyper: Tensor, window: Tensor | None, conv: Tensor, n_conv: Tensor, n_moe: Tensor,
+                   moe, *, top_k: int, eps: float = 1e-5, table: Tensor | None = None, ids_offset: int = 0,
+                   head: Tensor | None = None, logits: Tensor | None = None) -> Tensor:
+    """One EvermindLM block (models/evermind_lm.py) for the newest token of each of R sequences, in one dispatch
+    (templates/decode_evermind.comp.j2, one workgroup a sequence, or up to 4 sharing each weight load on CPU
+    devices: select.decode.conv_layer_seqs): x [R, d], the residual stream, is updated in
+    place: a = x + conv(RMSNorm(x; n_conv)), x = a + MoE(RMSNorm(a; n_moe)). Item r's conv window is slot
+    hyper[8 + 4r + 1] of `window` ([slots * (K - 1), d], its last K - 1 conv inputs oldest first; None for
+    K = 1), shifted in place; conv [d, K] (tap j reads t - j). moe: (wr [E, d], w1 [(E+1) h, d], b1
+    [(E+1) h], w2 [(E+1) d, h], b2 [(E+1) d]), expert 0 the shared one (ops.moe_ffn's route: the top_k largest
+    router logits, ties to the lower index, gates their softmax; experts combined in index order, zero gates
+    skipped); only the shared and the selected experts are computed. With table [V, d] (layer 0) x is first
+    the table's rows of the ids hyper[ids_offset + r] (ids >= V: zero rows) and its old contents are not read;
+    with head [V, d] (the last block, the tied table) and logits [R, V] it also writes logits = x head^T.
+    Returns x. Raises UnsupportedError where evermind_layer cannot run (select.decode.conv_layer_errors)."""
+    want(x, "x", ndim=2, dtype="f32")
+    R, d = x.shape
+    wr, w1, b1, w2, b2 = moe
+    want(wr, "wr", ndim=2, dtype="f32")
+    E = wr.shape[0]
+    want(w1, "w1", ndim=2, dtype="f32")
+    if wr.shape[1] != d or w1.shape[1] != d or w1.shape[0] % (E + 1):
+        raise ShapeError(f"evermind_layer: wr {wr.shape}, w1 {w1.shape} for width {d} and {E} experts")
+    h = w1.shape[0] // (E + 1)
+    want(b1, "b1", shape=(w1.shape[0],), dtype="f32")
+    want(w2, "w2", shape=((E + 1) * d, h), dtype="f32")
+    want(b2, "b2", shape=((E + 1) * d,), dtype="f32")
+    want(conv, "conv", ndim=2, dtype="f32")
+    want(n_conv, "n_conv", shape=(d,), dtype="f32")
+    want(n_moe, "n_moe", shape=(d,), dtype="f32")
+    K = conv.shape[1]
+    if conv.shape[0] != d:
+        raise ShapeError(f"evermind_layer: conv {conv.shape} is not [{d}, K]")
+    if (window is None) != (K == 1):
+        raise ShapeError(f"evermind_layer: a conv of {K} taps needs {'no' if K == 1 else 'a'} window")
+    if window is not None:
+        want(window, "window", ndim=2, dtype="f32")
+        if window.shape[1] != d or window.shape[0] % (K - 1):
+            raise ShapeError(f"evermind_layer: window {window.shape} is not [slots * {K - 1}, {d}]")
+    _check_hyper(hyper, R)
+    if table is not None:
+        want(table, "table", ndim=2, dtype="f32")
+        if table.shape[1] != d or ids_offset < HEADER + ITEM * R or hyper.numel < ids_offset + R:
+            raise ShapeError(f"evermind_layer: table {table.shape} for width {d}, {hyper.numel} hyper words for "
+                             f"{R} ids from {ids_offset}")
+    if (head is None) != (logits is None):
+        raise ShapeError("evermind_layer: head and logits come together (the last block) or not at all")
+    if head is not None:
+        want(head, "head", ndim=2, dtype="f32")
+        want(logits, "logits", shape=(R, head.shape[0]), dtype="f32")
+        if head.shape[1] != d:
+            raise ShapeError(f"evermind_layer: head {head.shape} for width {d}")
+    V = head.shape[0] if head is not None else table.shape[0] if table is not None else 0
+    launch = select_decode.ConvLaunch(d, h, E, top_k, K, V, R)
+    plan = select_decode.conv_plan(launch, x.device, select_decode.Knobs("1"))
+    push = select_decode.conv_layer_push(launch, R, table is not None, head is not None, eps, ids_offset, plan.seqs)
+    n = select_decode.conv_layer_loop_count(push, plan.variant.spec["WG"])
+    if n > select_decode.MAX_LOOP:
+        raise UnsupportedError(f"evermind_layer: {n} loop iterations an invocation with a head of {V} rows > "
+                               f"MAX_LOOP = {select_decode.MAX_LOOP}, the loop cap (run the head's product apart)")
+    kernels.dispatch(plan.variant, [x, hyper, x if table is None else table, conv, n_conv, n_moe, wr, w1, b1, w2,
+                                    b2, x if window is None else window, x if head is None else head,
+                                    x if logits is None else logits],
+                     push, kernels.grid(-(-R // plan.seqs)))
+    return x
+# ---- end of evermind_layer --------------------------------------------------------------------------------------

@@ -86,10 +86,11 @@ KNOBS: tuple[Knob, ...] = (
          "unset: recompute where they outgrow the layer's other activations (long sequences).",
          "kernel selection", choices=("", "keep", "recompute")),
     Knob("EVERMIND_VK_DECODE_FUSED", "choice", "",
-         "Recorded decode step of a TransformerLM or a HybridMambaModel: `0` runs the per-op kernels, `1` one fused "
-         "dispatch a block (`decode_layer`; `mamba1_decode` for a stack of mamba1 layers) wherever it can run (an "
-         "error where it cannot); unset: the fused kernel on CPU devices where it can run (f32, no unmerged LoRA "
-         "adapters, no quantized weights, mamba1 layers only, small enough for one workgroup a sequence).",
+         "Recorded decode step of a TransformerLM, an EvermindLM or a HybridMambaModel: `0` runs the per-op kernels, "
+         "`1` one fused dispatch a block (`decode_layer`, `evermind_layer`; `mamba1_decode` for a stack of mamba1 "
+         "layers) wherever it can run (an error where it cannot); unset: the fused kernel on CPU devices where it can "
+         "run (f32, no unmerged LoRA adapters, no quantized weights, mamba1 layers only, small enough for one "
+         "workgroup a sequence).",
          "kernel selection", choices=("", "0", "1")),
     Knob("EVERMIND_VK_ATTENTION_VARIANT", "text", "",
          "Force one fused attention configuration by the tail of its name (e.g. `d64_p2_r64x64`).", "kernel selection"),

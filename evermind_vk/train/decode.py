@@ -16,10 +16,11 @@ import numpy as np
 
 from .. import ops
 from ..errors import ConfigError
+from ..models.evermind_lm import RMS_EPS
 from ..models.lora import lora_linear
 from ..runtime import empty, record, zeros
 from ..runtime.kernels import fill_words
-from ..ops.decode import HEADER, ITEM, LAYER_WEIGHTS, MAX_STOPS, decode_step_plan, hyper_words
+from ..ops.decode import HEADER, ITEM, LAYER_WEIGHTS, MAX_STOPS, conv_step_plan, decode_step_plan, hyper_words
 from ..runtime.select import decode as select_decode
 
 MIN_BUCKET = 16
@@ -68,6 +69,16 @@ class _Sampling:
         w[:HEADER] = self.sampling[:HEADER]
         w[4], w[7] = len(self.stops), step & 0xFFFFFFFF
         return w
+
+    @staticmethod
+    def _ids_words(words, tokens) -> np.ndarray:
+        """A program's hyper words with its n token ids after the words of n items and MAX_STOPS stops (where the
+        fused steps read them: decode_layer's, mamba1_decode's, evermind_layer's)."""
+        n = len(tokens)
+        out = np.zeros(HEADER + ITEM * n + MAX_STOPS + n, np.uint32)
+        out[:words.size] = words
+        out[-n:] = tokens
+        return out
 
     def _replay(self, entry, ids: np.ndarray, words: np.ndarray, build) -> np.ndarray:
         prog, ids_t, hyper = entry[:3]
@@ -159,11 +170,8 @@ class Decoder(_Sampling):
                           empty((HEADER + ITEM * B + MAX_STOPS + B,), "u32", dev, host_visible=True),
                           empty((B * self.model.config.n_heads * self.L,), "f32", dev))
         marks = active if marks is None else marks
-        words = np.zeros(HEADER + ITEM * B + MAX_STOPS + B, np.uint32)
-        w = self._words([(int(positions[b]) if active[b] else 0, b, b, bool(active[b] and marks[b]))
-                         for b in range(B)], step)
-        words[:w.size] = w
-        words[-B:] = tokens
+        words = self._ids_words(self._words([(int(positions[b]) if active[b] else 0, b, b,
+                                              bool(active[b] and marks[b])) for b in range(B)], step), tokens)
 
         def build():
             self._step = (self._record_step(*self._step[1:]),) + self._step[1:]
@@ -302,53 +310,6 @@ class Decoder(_Sampling):
         return x, h
 
 
-class WindowDecoder(_Sampling):
-    """EvermindLM: each layer is a causal conv of conv_kernel taps and a per-token mixture of experts, so a
-    token's logits depend on its last W = num_layers (conv_kernel - 1) + 1 tokens only. One recorded program
-    for `slots` sequences runs each one's last (up to) W tokens, packed into W-token rows (short ones padded
-    after their end, which causality hides), and samples each from the logits row of its newest token: the
-    prompt's prefill and every decode step are replays of it."""
-
-    def __init__(self, model, slots: int):
-        super().__init__(model, slots)
-        c, dev = model.config, model.device
-        self.W = c.num_layers * (c.conv_kernel - 1) + 1
-        self._prog = (None, empty((self.slots * self.W,), "u32", dev, host_visible=True),
-                      empty((HEADER + ITEM * self.slots + MAX_STOPS,), "u32", dev, host_visible=True))
-
-    def advance(self, seqs, live, step: int) -> dict:
-        """The next token of each live sequence, {b: (id, is stop)}: one replay over all windows."""
-        B, W = self.slots, self.W
-        ids = np.zeros(B * W, np.uint32)
-        items = []
-        for b in range(B):
-            ctx = seqs[b][-W:]
-            ids[b * W: b * W + len(ctx)] = ctx
-            items.append((0, b, b * W + len(ctx) - 1, bool(live[b])))
-        if step == 0:
-            self.prefill_tokens = sum(min(len(q), W) for q in seqs)
-
-        def build():
-            self._prog = (self._record(),) + self._prog[1:]
-            return self.picked.read_staging()
-        pk = self._replay(self._prog, ids, self._words(items, step), build)
-        return {b: (int(pk[b]), bool(pk[B + b])) for b in range(B) if live[b]}
-
-    def step_program(self):
-        """The recorded program of a step (prefill and decode alike), or None before the first."""
-        return self._prog[0]
-
-    def _record(self):
-        dev, (_, ids, hyper) = self.model.device, self._prog
-        with record(dev) as prog:
-            dev.upload(ids)
-            dev.upload(hyper)
-            logits = self.model.forward(ids, seq_len=self.W)
-            ops.sample(logits, hyper, self.seen, self.picked, self.slots)
-            dev.sync_local(self.picked)
-        return prog
-
-
 class RecurrentDecoder(_Sampling):
     """HybridMambaModel: the model's recurrent state (conv windows and scan states, updated in place; attention
     layers' key and value caches) of `slots` sequences (slot b: row b of every state buffer) and two kinds of
@@ -453,16 +414,6 @@ class RecurrentDecoder(_Sampling):
         self.pos[first:first + n] = S
         return pk
 
-    @staticmethod
-    def _ids_words(words, tokens) -> np.ndarray:
-        """A program's hyper words with its n token ids after the words of n items and MAX_STOPS stops (where the
-        fused step reads them: HybridMambaModel._fused_step_ids)."""
-        n = len(tokens)
-        out = np.zeros(HEADER + ITEM * n + MAX_STOPS + n, np.uint32)
-        out[:words.size] = words
-        out[-n:] = tokens
-        return out
-
     def _prefill(self, seqs) -> dict:
         """Reset the states and feed the prompts, each from its slot's reset state: prompts of one length in
         one prefill program for all slots, else one per slot; each slot's next token {b: (id, is stop)}."""
@@ -491,12 +442,138 @@ class RecurrentDecoder(_Sampling):
 
 def _entry(dev, items: int, ids: int | None = None) -> tuple:
     """A program slot of `items` sequences: (program or None until recorded, ids u32 [ids, default items],
-    hyper words and, after them, room for the ids again: RecurrentDecoder._ids_words)."""
+    hyper words and, after them, room for the ids again: _Sampling._ids_words)."""
     return (None, empty((items if ids is None else ids,), "u32", dev, host_visible=True),
             empty((HEADER + ITEM * items + MAX_STOPS + items,), "u32", dev, host_visible=True))
 
 
-KINDS = {"TransformerLM": Decoder, "LlamaLM": Decoder, "EvermindLM": WindowDecoder, "HybridMambaModel": RecurrentDecoder}
+# ---- EvermindLM: recurrent decoding from conv windows (ConvDecoder) --------------------------------------
+class ConvDecoder(_Sampling):
+    """EvermindLM: each layer's causal conv is its only memory of the past, so each sequence's state is, per
+    layer, its last conv_kernel - 1 conv inputs (EvermindLM.init_state, updated in place) and a step feeds ONE
+    new token of each sequence: the recorded decode step (every slot at once, one submit for the batch; a
+    stopped slot is fed a dummy token, its results ignored) and, per slot, a step of that slot alone (the
+    prompts' tokens past the shortest one). A prompt is fed from its last W = num_layers (conv_kernel - 1) + 1
+    tokens (the receptive field: the windows after it, and its last token's logits, are those of the whole
+    prompt). The step runs on evermind_layer (one dispatch a block, runtime.select.decode.conv_plan) or on
+    the per-op kernels (EvermindLM._step_ids). The token ids ride at the end of the hyper words."""
+
+    def __init__(self, model, slots: int):
+        super().__init__(model, slots)
+        c, dev = model.config, model.device
+        self.W = c.num_layers * (c.conv_kernel - 1) + 1
+        self.state = model.init_state(self.slots)
+        self._progs = [_entry(dev, 1) for _ in range(self.slots)]  # per slot: (program or None, ids, hyper)
+        self._step = _entry(dev, self.slots)  # every slot's token at once
+        self._zero = None  # the recorded reset of the windows
+
+    def step_launch(self, items: int) -> select_decode.ConvLaunch:
+        """What the step's path rule (ops.conv_step_plan) needs to know of the model."""
+        c = self.model.config
+        return select_decode.ConvLaunch(c.d_model, c.hidden_dim, c.num_experts, c.top_k, c.conv_kernel,
+                                        c.vocab_size, items)
+
+    def step_program(self):
+        """The recorded decode step (one token of every slot, one submit for the batch), or None before it."""
+        return self._step[0]
+
+    def _reset(self) -> None:
+        if self._zero is not None:
+            self._zero.run()
+            return
+        with record(self.model.device) as self._zero:  # runs on leaving
+            for t in self.state:
+                if t is not None:
+                    fill_words(t, 0)
+
+    def _run(self, key, items, tokens, step: int) -> np.ndarray:
+        entry = self._step if key is None else self._progs[key]
+        first, n = (0, self.slots) if key is None else (key, 1)
+
+        def build():
+            prog = (self._record(entry, first, n),) + entry[1:]
+            if key is None:
+                self._step = prog
+            else:
+                self._progs[key] = prog
+            return self.picked.read_staging()
+        words = self._ids_words(self._words(items, step), tokens)
+        return self._replay(entry, np.asarray(tokens, np.uint32), words, build)
+
+    def _feed(self, b: int, token: int, step: int, mark: bool) -> tuple[int, bool]:
+        """Feed `token` to slot b alone and choose its next token: (id, is a stop token)."""
+        pk = self._run(b, [(0, b, 0, mark)], [token], step)
+        return int(pk[b]), bool(pk[self.slots + b])
+
+    def _feed_all(self, tokens, marks, step: int) -> np.ndarray:
+        """Feed tokens[b] to every slot b in one replay of the decode step; picked: ids, then stop flags."""
+        return self._run(None, [(0, b, b, bool(marks[b])) for b in range(self.slots)], tokens, step)
+
+    def _record(self, entry, first: int, n: int):
+        """Record (and run) a step of slots first..first+n-1 with entry's ids and hyper."""
+        m, dev, (_, ids, hyper) = self.model, self.model.device, entry
+        plan = conv_step_plan(self.step_launch(n), dev)
+        with record(dev) as prog:
+            if plan.variant is None:
+                dev.upload(ids)
+                dev.upload(hyper)
+                logits = m._step_ids(ids, self.state, first)
+            else:
+                dev.upload(hyper)  # the ids ride at its end
+                logits = self._fused(hyper, n, plan.head)
+            ops.sample(logits, hyper, self.seen, self.picked, n)
+            dev.sync_local(self.picked)
+        return prog
+
+    def _fused(self, hyper, n: int, head: bool):
+        """The step on evermind_layer: one dispatch a block (layer 0 also looks up the embedding rows, the last
+        also computes the tied head's logits where `head`, else the head's product follows)."""
+        m, dev = self.model, self.model.device
+        c, P = m.config, m.plain
+        x = empty((n, c.d_model), "f32", dev)  # the residual stream (layer 0 writes it)
+        logits = empty((n, c.vocab_size), "f32", dev) if head else None
+        for i in range(c.num_layers):
+            last = i + 1 == c.num_layers
+            t = m.moe[i].t
+            ops.evermind_layer(x, hyper, self.state[i], P[f"layer{i}.conv"], P[f"layer{i}.nConv"],
+                               P[f"layer{i}.nMoe"], [t[k] for k in ("wr", "w1", "b1", "w2", "b2")],
+                               top_k=c.top_k, eps=RMS_EPS, table=P["emb"] if i == 0 else None,
+                               ids_offset=HEADER + ITEM * n + MAX_STOPS,
+                               head=P["emb"] if head and last else None, logits=logits if last else None)
+        return logits if head else ops.matmul(x, P["emb"], transpose_b=True)
+
+    def _prefill(self, seqs) -> dict:
+        """Reset the windows and feed each prompt's last W tokens: the first m (the shortest one's length) to
+        all slots at once, the rest slot by slot; each slot's next token {b: (id, is stop)}."""
+        self._reset()
+        seqs = [list(q[-self.W:]) for q in seqs]
+        B, res = self.slots, {}
+        m = min(len(q) for q in seqs)
+        for k in range(m):
+            last = [len(q) == k + 1 for q in seqs]
+            pk = self._feed_all([q[k] for q in seqs], last, 0)
+            res.update({b: (int(pk[b]), bool(pk[B + b])) for b in range(B) if last[b]})
+        for b, q in enumerate(seqs):
+            for k in range(m, len(q)):
+                r = self._feed(b, q[k], 0, k == len(q) - 1)
+            if len(q) > m:
+                res[b] = r
+        self.prefill_tokens = sum(len(q) for q in seqs)
+        return res
+
+    def advance(self, seqs, live, step: int) -> dict:
+        """The next token of each live sequence, {b: (id, is stop)}: step 0 feeds the prompts (windows reset
+        first), later steps each live sequence's last token (one replay for all slots)."""
+        if step == 0:
+            return self._prefill(seqs)
+        pk = self._feed_all([seqs[b][-1] if live[b] else 0 for b in range(self.slots)], live, step)
+        return {b: (int(pk[b]), bool(pk[self.slots + b])) for b in range(self.slots) if live[b]}
+
+
+# ---- end of ConvDecoder ------------------------------------------------------------------------------------
+
+
+KINDS = {"TransformerLM": Decoder, "LlamaLM": Decoder, "EvermindLM": ConvDecoder, "HybridMambaModel": RecurrentDecoder}
 
 
 def decoder(model, slots: int) -> Decoder:

@@ -29,7 +29,7 @@ def test_generate_prints_rates_and_batches(device, monkeypatch, capsys, kind):
     assert got.out.count("--- ") == 3 and "batch 3" in got.err and RATES.search(got.err)
 
 
-@pytest.mark.parametrize("kind,kernel", [("lm", "attention_decode"), ("evermind-lm", "conv1d_causal"),
+@pytest.mark.parametrize("kind,kernel", [("lm", "attention_decode"), ("evermind-lm", "evermind_layer"),
                                          ("mamba", "mamba1_decode")])
 def test_profile_generate(device, capsys, kind, kernel):
     shape = ["--d-ff", "16"] if kind != "mamba" else []

@@ -161,7 +161,8 @@ def test_other_models_greedy_and_batches(device, make, rp):
 
 
 def test_evermind_window_is_the_receptive_field(device):
-    """The window decoder's W tokens give the last token's logits exactly as the whole context; W - 1 do not."""
+    """The W tokens of a prompt the decoder feeds give the last token's logits exactly as the whole context (and
+    so the conv windows after them); W - 1 do not."""
     from evermind_vk.runtime import tensor
     m = _evermind()
     W = decoder(m, 1).W
@@ -300,3 +301,73 @@ def test_mamba_prefill_is_one_program(device, layers):
     assert generate(m, longer, max_new_tokens=5, repetition_penalty=100.0) == plain
     # one program for both prompts of 10 tokens, then one a slot: (first slot, slots, tokens)
     assert set(decoder(m, 2)._prefills) == {(0, 2, 10), (0, 1, 12), (1, 1, 10)}
+
+
+# ---- EvermindLM: recurrent decoding from conv windows (ConvDecoder), fused (evermind_layer) or per-op ----------
+@pytest.mark.parametrize("path", ["fused", "per-op"])
+def test_evermind_greedy_and_batches_on_both_paths(device, path, monkeypatch):
+    """Greedy tokens equal the uncached path's (prompts longer and shorter than the receptive field W), a batch
+    decodes as each prompt alone, a stopped sequence leaves the others as they were; the decode step is one
+    recorded program: the upload (hyper with the ids), one evermind_layer a block (the last also the tied
+    head's logits), the sampler and the download where fused; the per-op kernels (EvermindLM._step_ids) with
+    EVERMIND_VK_DECODE_FUSED=0."""
+    if path == "per-op":
+        monkeypatch.setenv("EVERMIND_VK_DECODE_FUSED", "0")
+    m = _evermind()
+    W = decoder(m, 1).W
+    prompts = [[3, 1, 4, 1, 5, 9, 2, 6, 5], [6], [5, 3, 5]]
+    assert len(prompts[0]) > W > len(prompts[2])
+    plain = [generate(m, p, max_new_tokens=7, use_cache=False, repetition_penalty=2.0) for p in prompts]
+    alone = [generate(m, p, max_new_tokens=7, repetition_penalty=2.0) for p in prompts]
+    assert alone == plain and len({t for p in plain for t in p}) > 4
+    assert generate(m, prompts, max_new_tokens=7, repetition_penalty=2.0) == plain
+    stop = plain[1][1]
+    got = generate(m, prompts, max_new_tokens=7, repetition_penalty=2.0, stop_tokens=[stop])
+    assert got == [a[:a.index(stop)] if stop in a else a for a in plain]
+    dec, dev = decoder(m, 3), m.device
+    labels = dec.step_program().labels
+    n_fused = sum(lb.startswith("evermind_layer") for lb in labels)
+    if path == "fused":
+        assert n_fused == m.config.num_layers and len(labels) == 1 + m.config.num_layers + 2, labels
+    else:
+        assert n_fused == 0 and labels.count("upload") == 2, labels
+    step = dec.step_program()
+    before = dev.submits
+    st = {}
+    generate(m, prompts, max_new_tokens=6, stats=st)
+    # the windows' reset; the shortest prompt's one token to all slots at once; the others' remaining W - 1
+    # and 2 tokens slot by slot; then one replay per decoded token
+    assert dev.submits - before == 1 + 1 + (W - 1) + 2 + 5 and dec.step_program() is step
+    assert st["prefill_tokens"] == W + 1 + 3
+
+
+def test_evermind_fused_step_forced_where_it_cannot_run(device, monkeypatch):
+    """EVERMIND_VK_DECODE_FUSED=1 on a model evermind_layer cannot run (width 6: not whole vec4s) raises with
+    the reason; unforced, the same model decodes per-op, greedy as the uncached path."""
+    from evermind_vk.errors import UnsupportedError
+    from evermind_vk.models import EvermindLM, EvermindLMConfig
+    m = EvermindLM(EvermindLMConfig(19, d_model=6, num_layers=2, conv_kernel=2, hidden_dim=8, num_experts=2,
+                                    top_k=1, seed=5))
+    prompt = [1, 2, 3]
+    assert generate(m, prompt, max_new_tokens=4) == generate(m, prompt, max_new_tokens=4, use_cache=False)
+    assert not any(lb.startswith("evermind_layer") for lb in decoder(m, 1).step_program().labels)
+    monkeypatch.setenv("EVERMIND_VK_DECODE_FUSED", "1")
+    m2 = EvermindLM(m.config)  # a fresh decoder records its programs again
+    with pytest.raises(UnsupportedError, match="EVERMIND_VK_DECODE_FUSED=1.*multiples of 4"):
+        generate(m2, prompt, max_new_tokens=2)
+
+
+@pytest.mark.parametrize("fused", ["", "0"])
+def test_evermind_one_tap_conv_has_no_window(device, fused, monkeypatch):
+    """conv_kernel 1: no past to keep (no window buffers, W = 1); greedy tokens equal the uncached path's."""
+    from evermind_vk.models import EvermindLM, EvermindLMConfig
+    monkeypatch.setenv("EVERMIND_VK_DECODE_FUSED", fused)
+    m = EvermindLM(EvermindLMConfig(19, d_model=8, num_layers=2, conv_kernel=1, hidden_dim=8, num_experts=3,
+                                    top_k=2, seed=6))
+    m.load_state_dict({k: v * 20 if v.ndim == 2 else v for k, v in m.state_dict().items()})
+    dec = decoder(m, 2)
+    assert dec.W == 1 and dec.state == [None, None]
+    prompts = [[1, 2, 3], [4]]
+    want = [generate(m, p, max_new_tokens=5, use_cache=False, repetition_penalty=2.0) for p in prompts]
+    assert generate(m, prompts, max_new_tokens=5, repetition_penalty=2.0) == want
+    assert any(lb.startswith("evermind_layer") for lb in dec.step_program().labels) == (fused == "")

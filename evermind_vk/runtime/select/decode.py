@@ -6,7 +6,8 @@ one item each: pick_sample_wg chooses.
 decode_layer is a whole transformer block for one new token of each sequence in one dispatch (one workgroup
 a sequence), mamba1_decode a whole mamba1 block of a HybridMambaModel the same way: `plan` is the one rule that
 says whether a decode step (a Launch: TransformerLM; a MambaLaunch: HybridMambaModel) runs on them (the fused
-step) or on the per-op kernels (the unfused step)."""
+step) or on the per-op kernels (the unfused step). evermind_layer is the same for an EvermindLM block (its
+section at the end: `conv_plan`, under the same knob)."""
 from __future__ import annotations
 
 import math
@@ -303,12 +304,14 @@ def layer_seqs(launch, v, device_type: str) -> int:
 
 
 def loop_count(op: str, spec: dict, flags, push: dict) -> int | None:
-    """decode_layer's loop count (layer_loop_count), mamba1_decode's (mamba_loop_count), sample's
-    (sample_loop_count); None for the other ops."""
+    """decode_layer's loop count (layer_loop_count), mamba1_decode's (mamba_loop_count), evermind_layer's
+    (conv_layer_loop_count), sample's (sample_loop_count); None for the other ops."""
     if op == "sample":
         return sample_loop_count(push["cols"], spec["WG"])
     if op == "mamba1_decode":
         return mamba_loop_count(push, spec["WG"])
+    if op == "evermind_layer":
+        return conv_layer_loop_count(push, spec["WG"])
     return layer_loop_count(push, spec["WG"]) if op == "decode_layer" else None
 
 
@@ -352,3 +355,144 @@ def pick_sample_wg(cands, device_type: str, cols: int):
         if fit:
             return fit[0]
     return ordered[-1]
+
+
+# ---- EvermindLM's fused decode step: evermind_layer (train/decode.py ConvDecoder) ------------------------------
+# One EvermindLM block (RMSNorm, causal conv from the sequence's conv window, RMSNorm, the shared-expert MoE
+# with only the shared and the selected experts computed) for one new token of each sequence, one workgroup a
+# sequence (templates/decode_evermind.comp.j2). SW: its shared vec4s (16 KiB); EMAX: the template's bound on
+# the experts (its router logits and active-expert lists live in fixed shared arrays). Flag q4: up to 4
+# sequences a workgroup (push S), each weight load serving every one of them that uses the weight.
+ROWS += [Row("decode_evermind", "evermind_layer", "f32", (("WG", 64), ("SW", 1024)), flags=fl) for fl in ((), ("q4",))]
+CONV_EMAX = 64
+
+
+@dataclass(frozen=True)
+class ConvLaunch:
+    """A decode step of an EvermindLM: its shapes (width d, expert hidden width, experts, top-k, conv taps,
+    vocabulary) and the sequences it feeds."""
+    d: int
+    hidden: int
+    experts: int
+    top_k: int
+    conv_kernel: int
+    vocab: int
+    items: int = 1
+    dtype: str = "f32"
+
+    @property
+    def layer_weights(self) -> int:
+        """Weight elements one block reads for a token: conv taps, norm gains, router, and the shared and
+        top-k experts' w1, b1, w2, b2."""
+        d, h = self.d, self.hidden
+        return d * self.conv_kernel + 2 * d + self.experts * d + (self.top_k + 1) * (2 * h * d + h + d)
+
+
+def conv_layer_push(launch: ConvLaunch, items: int, embed: int = 0, head: int = 0, eps: float = 1e-5,
+                    ids_at: int = 0, seqs: int = 1) -> dict:
+    """evermind_layer's push constants for `items` sequences (embed: the layer reads the embedding rows of the
+    ids at word ids_at of hyper instead of x; head: it ends with the tied head's logits; seqs: sequences a
+    workgroup)."""
+    return dict(R=items, d=launch.d, h=launch.hidden, E=launch.experts, k=launch.top_k, K=launch.conv_kernel,
+                V=launch.vocab, embed=int(embed), head=int(head), eps=float(eps), ids_at=int(ids_at), S=int(seqs))
+
+
+def conv_layer_loop_count(push: dict, wg: int) -> int:
+    """The most loop iterations one invocation of evermind_layer runs, all its loops together."""
+    c = lambda n: -(-n // wg)  # noqa: E731  a thread's share of n items
+    d4, h4, E, k, K = push["d"] // 4, push["h"] // 4, push["E"], push["k"], push["K"]
+    red = 2 * (wg.bit_length() + 1)  # the two norms' reductions
+    head = c(-(-push["V"] // 4)) * (d4 + 1) if push["head"] else 0
+    route = 4 * (E + 1) + k * (E + 1) + k + 2  # a thread a sequence: the top-k, the gates, the list; the union
+    return (4 * c(d4) + c(d4) * (2 * K + 1) + red + c(E) * (d4 + 1) + route  # norms, conv, router
+            + c((k + 1) * h4) * (d4 + 1) + c(d4) * ((k + 1) * (h4 + 1) + 1) + head + 8)  # experts, combine
+
+
+def conv_shared_vec4s(launch: ConvLaunch) -> int:
+    """evermind_layer's shared vec4s a sequence: x, the norm's output, the active experts' hidden rows."""
+    return 2 * launch.d // 4 + (launch.top_k + 1) * launch.hidden // 4
+
+
+def conv_shared_bytes(v) -> int:
+    """evermind_layer variant v's shared memory: its SW vec4s, the reduction's WG, and per sequence (flag q4:
+    4) the router logits, gates, expert lists and places (EMAX + 3 (EMAX + 1) words), the union list."""
+    sq = 4 if "q4" in v.flags else 1
+    return 16 * (v.spec["SW"] + v.spec["WG"]) + 4 * sq * (CONV_EMAX + 3 * (CONV_EMAX + 1)) + 4 * (CONV_EMAX + 2)
+
+
+def conv_layer_seqs(launch: ConvLaunch, v, device_type: str) -> int:
+    """Sequences an evermind_layer workgroup runs: on CPU devices the batch shared among CPU_GROUPS workgroups,
+    at most SEQS_MAX and as many as the variant's shared memory and the loop cap allow; one on GPUs."""
+    if device_type != "cpu":
+        return 1
+    s = max(1, min(SEQS_MAX, -(-launch.items // CPU_GROUPS), v.spec["SW"] // conv_shared_vec4s(launch)))
+    while s > 1 and conv_layer_loop_count(conv_layer_push(launch, 1, 1, 1, seqs=s), v.spec["WG"]) > MAX_LOOP:
+        s -= 1
+    return s
+
+
+def conv_layer_errors(launch: ConvLaunch, v, device) -> list[str]:
+    """Why evermind_layer's variant v cannot run a launch on a device (empty: it can)."""
+    why = []
+    if launch.dtype != v.dtype:
+        why.append(f"evermind_layer computes {v.dtype}, the step is {launch.dtype}")
+    if launch.d % 4 or launch.hidden % 4:
+        why.append(f"shapes: d {launch.d} and the expert hidden width {launch.hidden} must be multiples of 4 "
+                   "(vec4 loads)")
+    if not 1 <= launch.top_k <= launch.experts <= CONV_EMAX:
+        why.append(f"{launch.experts} experts, top {launch.top_k}: evermind_layer takes 1 <= top_k <= experts "
+                   f"<= {CONV_EMAX}")
+    n = conv_layer_loop_count(conv_layer_push(launch, 1, 1), v.spec["WG"])
+    if n > MAX_LOOP:
+        why.append(f"{n} loop iterations an invocation > MAX_LOOP = {MAX_LOOP} (one workgroup a sequence: "
+                   "too large a model)")
+    need = conv_shared_vec4s(launch)
+    if need > v.spec["SW"]:
+        why.append(f"{need} vec4s of shared memory > the variant's {v.spec['SW']} (too large a model)")
+    if conv_shared_bytes(v) > device.info.shared_memory:
+        why.append(f"{v.name} uses {conv_shared_bytes(v)} bytes of shared memory, the device has "
+                   f"{device.info.shared_memory}")
+    why += binding_errors(v, max_bindings(device.info))
+    return why
+
+
+def conv_plan(launch: ConvLaunch, device, knobs: Knobs) -> Plan:
+    """An EvermindLM decode step's path, the one rule (plan's, for evermind_layer): evermind_layer where every
+    precondition holds (conv_layer_errors) and, unforced, on the device types of LAYER_DEVICE_TYPES for blocks
+    of at most CPU_MAX_LAYER_WEIGHTS weights read a token; else the per-op kernels (EvermindLM._step_ids).
+    EVERMIND_VK_DECODE_FUSED=0 turns it off; =1 runs it wherever it can run and raises UnsupportedError (with
+    the reasons) where it cannot. The head's product joins the last block where the tied table is at most
+    CPU_MAX_LAYER_WEIGHTS and the loop count with it stays within MAX_LOOP."""
+    if knobs.fused not in LAYER_PATHS:
+        raise UnsupportedError(f"EVERMIND_VK_DECODE_FUSED={knobs.fused!r}: want 0 or 1 (or unset)")
+    if knobs.fused == "0":
+        return Plan(None)
+    try:
+        cands = sorted(usable("evermind_layer", launch.dtype, device), key=lambda v: ("q4" in v.flags, v.spec["WG"]))
+    except UnsupportedError as e:
+        cands, why = [], [str(e)]
+    else:
+        why = []
+    for v in cands:
+        why = conv_layer_errors(launch, v, device)
+        if not why:
+            break
+    else:
+        why = why or [f"no evermind_layer kernel for {launch.dtype} on this device"]
+    if why:
+        if knobs.fused == "1":
+            raise UnsupportedError("EVERMIND_VK_DECODE_FUSED=1, but evermind_layer cannot run this step: "
+                                   + "; ".join(why))
+        return Plan(None, tuple(why))
+    if knobs.fused != "1" and device.info.type not in LAYER_DEVICE_TYPES:
+        return Plan(None, (f"{device.info.type} devices run the per-op step unless forced",))
+    if knobs.fused != "1" and launch.layer_weights > CPU_MAX_LAYER_WEIGHTS:
+        return Plan(None, (f"{launch.layer_weights} weights a block > {CPU_MAX_LAYER_WEIGHTS}: the per-op step's "
+                           "products use every core",))
+    seqs = conv_layer_seqs(launch, v, device.info.type)  # one a workgroup first; the q4 variant to share the batch
+    if seqs > 1:
+        multi = [u for u in cands if "q4" in u.flags and not conv_layer_errors(launch, u, device)]
+        v, seqs = (multi[0], seqs) if multi else (v, 1)
+    with_head = conv_layer_loop_count(conv_layer_push(launch, 1, 1, 1, seqs=seqs), v.spec["WG"])
+    return Plan(v, head=0 < launch.vocab * launch.d <= CPU_MAX_LAYER_WEIGHTS and with_head <= MAX_LOOP, seqs=seqs)
+# ---- end of evermind_layer -------------------------------------------------------------------------------------
