@@ -24,6 +24,7 @@ from .inputs import as_ids
 from .moe import MoELayerParams, SeededRng, moe_init, stack_experts, unstack_experts
 from .protocol import NextTokenModel, check_options, checkpointed_layers, config_from_dict
 from .weights import check_state_dict
+from .windows import conv_window_step
 
 DEFAULT_LM_SEED = 0x45564C4D  # "EVLM"
 RMS_EPS = 1e-5
@@ -195,36 +196,26 @@ class EvermindLM(NextTokenModel):
         K1 = c.conv_kernel - 1
         return [zeros((batch * K1, c.d_model), "f32", self.device) if K1 else None for _ in range(c.num_layers)]
 
-    def _conv_step(self, win, row: Tensor, w: Tensor, first: int) -> Tensor:
-        """The causal conv of one new input row [n, d] of each of n sequences whose windows are
-        first..first+n-1 of win: window and row stacked into segments of conv_kernel rows, convolved (the same
-        kernel and arithmetic as the forward's), each segment's last row returned; the windows shift in place."""
-        n, C = row.shape
-        if win is None:
-            return ops.conv1d_causal(row, w, seq_len=1)
-        K = self.config.conv_kernel
-        W = (K - 1) * C
-        full = empty((n * K, C), "f32", self.device)
-        ops.copy2d(win, full, n, W, first * W, W, 0, K * C)
-        ops.copy2d(row, full, n, C, 0, C, W, K * C)
-        y = ops.conv1d_causal(full, w, seq_len=K)
-        ops.copy2d(full, win, n, W, C, K * C, first * W, W)
-        out = empty((n, C), "f32", self.device)
-        ops.copy2d(y, out, n, C, W, K * C, 0, C)
-        return out
-
-    def _step_ids(self, ids: Tensor, state: list, first: int = 0) -> Tensor:
-        """Logits [n, V] of one new token of each of n sequences (ids u32 [n]) given their conv windows,
-        slots first..first+n-1 of `state` (init_state), which advance in place: the forward's last row of
-        each sequence, one row of work per sequence instead of its receptive field."""
+    def _step_ids(self, ids: Tensor, state: list, first: int = 0, S: int = 1) -> Tensor:
+        """Logits [n, V] of the last of S new tokens of each of n sequences (ids u32 [n*S], sequence-major)
+        given their conv windows, slots first..first+n-1 of `state` (init_state), which advance in place: the
+        forward's rows from each sequence's windows (models.windows.conv_window_step), S rows of work per
+        sequence instead of its receptive field."""
         c, P = self.config, self.plain
+        n = ids.numel // S
+        if S < 1 or n * S != ids.numel:
+            raise ShapeError(f"_step_ids: {ids.numel} ids are not whole sequences of {S}")
         x = F.embedding(ids, P["emb"])
         for i in range(c.num_layers):
             t = self.moe[i].t
-            a = F.add(x, self._conv_step(state[i], F.rms_norm(x, P[f"layer{i}.nConv"], RMS_EPS),
-                                         P[f"layer{i}.conv"], first))
+            a = F.add(x, conv_window_step(state[i], F.rms_norm(x, P[f"layer{i}.nConv"], RMS_EPS),
+                                          P[f"layer{i}.conv"], None, c.conv_kernel, first, S))
             m = F.rms_norm(a, P[f"layer{i}.nMoe"], RMS_EPS)
             x = F.add(a, F.moe_ffn(m, t["wr"], t["w1"], t["b1"], t["w2"], t["b2"], c.top_k)[0])
+        if S > 1:  # the last token of each sequence
+            last = empty((n, c.d_model), x.dtype, x.device)
+            ops.copy2d(x, last, n, c.d_model, (S - 1) * c.d_model, S * c.d_model, 0, c.d_model)
+            x = last
         return F.matmul(x, P["emb"], transpose_b=True)
 
     def loss(self, ids: Tensor, targets: Tensor, seq_len: int | None = None, checkpoint: bool | int = False) -> Tensor:

@@ -43,6 +43,7 @@ from ..runtime.select.decode import MambaLaunch
 from .inputs import as_ids
 from .protocol import NextTokenModel, checkpointed_layers
 from .weights import load_named
+from .windows import conv_window_step
 
 LAYER_TYPES = ("mamba1", "mamba2", "mamba3", "attention")
 IMPLEMENTED = LAYER_TYPES
@@ -524,24 +525,9 @@ class HybridMambaModel(NextTokenModel):
             st["score"] = empty((B * H * capacity,), "f32", self.device)
 
     def _conv_step(self, st: dict, key: str, rows: Tensor, w: Tensor, b: Tensor, first: int = 0, S: int = 1) -> Tensor:
-        """S tokens of each of n sequences through the causal conv: rows [n*S, C] hold sequence r's new inputs,
-        whose window (its previous dConv-1 inputs) is window `first + r` of st[key]. Each window and its rows
-        are stacked into a segment of dConv-1+S rows, the segments convolved (no tap crosses a segment),
-        each segment's last S rows returned [n*S, C]; the windows become each segment's last dConv-1 rows."""
-        win, C = st[key], rows.shape[1]
-        n = rows.shape[0] // S
-        if win is None:
-            return ops.conv1d_causal(rows, w, b, seq_len=S)
-        K = self.config.dConv
-        W, T = (K - 1) * C, (K - 1 + S) * C  # one window's elements, one segment's
-        full = empty((n * (K - 1 + S), C), rows.dtype, rows.device)
-        ops.copy2d(win, full, n, W, first * W, W, 0, T)
-        ops.copy2d(rows, full, n, S * C, 0, S * C, W, T)
-        y = ops.conv1d_causal(full, w, b, seq_len=K - 1 + S)
-        ops.copy2d(full, win, n, W, S * C, T, first * W, W)
-        out = empty((n * S, C), y.dtype, y.device)
-        ops.copy2d(y, out, n, S * C, W, T, 0, S * C)
-        return out
+        """S tokens of each of n sequences through the causal conv from their windows (slots first.. of
+        st[key], advanced in place): models.windows.conv_window_step."""
+        return conv_window_step(st[key], rows, w, b, self.config.dConv, first, S)
 
     def _chunk(self, S: int) -> int:
         """The scans' chunk for S tokens a sequence (1: a decode step)."""

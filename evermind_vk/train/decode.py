@@ -12,6 +12,8 @@ Causal attention makes the padding invisible to the first n positions, and the c
 are overwritten by the decode steps before any query reads them."""
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+
 import numpy as np
 
 from .. import ops
@@ -24,7 +26,7 @@ from ..ops.decode import HEADER, ITEM, LAYER_WEIGHTS, MAX_STOPS, conv_step_plan,
 from ..runtime.select import decode as select_decode
 
 MIN_BUCKET = 16
-PREFILLS = 8  # HybridMamba prefill programs a decoder keeps beyond one a slot (least recently used out)
+PREFILLS = 8  # prefill programs a state decoder keeps beyond one a slot (least recently used out)
 
 
 def bucket(n: int, max_len: int) -> int:
@@ -310,30 +312,52 @@ class Decoder(_Sampling):
         return x, h
 
 
-class RecurrentDecoder(_Sampling):
-    """HybridMambaModel: the model's recurrent state (conv windows and scan states, updated in place; attention
-    layers' key and value caches) of `slots` sequences (slot b: row b of every state buffer) and two kinds of
-    recorded program: the prefill, which runs prompts of S tokens through every layer from the reset states
-    (the scans in chunks; attention within the prompt), all slots in one program where the prompts are of one
-    length, else one program a slot (one per (slots, S), the last PREFILLS + slots kept: padding would enter
-    the recurrent state, so prompt lengths are not bucketed); and the decode step, which feeds one token of
-    every slot and samples all of them (one submit for the batch; slots whose sequence has stopped are fed a
-    dummy token, their rows advance on their own and their results are ignored). The context is never re-run.
-    Attention layers read each slot's position from the hyper buffer; their caches start at
-    ATTENTION_CACHE_MIN positions and double (programs recorded again) when a sequence outgrows them.
-    A decode step of a stack of mamba1 layers runs one ops.mamba1_decode dispatch a layer
-    (HybridMambaModel._fused_step_ids) where the decode path rule (runtime.select.decode.plan,
-    EVERMIND_VK_DECODE_FUSED) says so; else the model's per-op step (_step_ids), as the prefill always does."""
+class _StateDecoder(_Sampling, ABC):
+    """The decoders of models whose past is a fixed-size state per sequence (EvermindLM's conv windows,
+    HybridMambaModel's conv windows, scan states and attention caches; model.init_state(slots), slot b: row b of
+    every state buffer, updated in place), never re-running the context. Two kinds of recorded program: the
+    prefill, which runs prompts of S tokens through every layer from the reset states (the per-op step with S
+    rows a sequence: convs over window + S rows, scans in chunks), all slots in one program where the prompts
+    are of one length, else one program a slot (kept per (first slot, slots, S), the last PREFILLS + slots:
+    padding would enter the state, so prompt lengths are not bucketed); and the decode step, which feeds one
+    token of every slot and samples all of them (one submit for the batch; a stopped slot is fed a dummy token,
+    its results ignored). The decode step runs on the model's fused kernel (one dispatch a block, the ids at
+    the end of the hyper words) where the path rule (_plan) says so, else on the per-op step (_step_logits).
+    Each slot's position (tokens fed since the reset) travels in the hyper words."""
 
     def __init__(self, model, slots: int):
         super().__init__(model, slots)
-        dev = model.device
         self.state = model.init_state(self.slots)
         self.pos = np.zeros(self.slots, np.int64)  # tokens fed to each slot since the reset
-        self._step = _entry(dev, self.slots)  # every slot's token at once
+        self._step = _entry(model.device, self.slots)  # every slot's token at once
         self._prefills: dict = {}  # (first, n, S) -> (program or None, ids [n * S], hyper): prompts of S tokens
         self._zero = None  # the recorded reset of the states
 
+    # -- what a model kind provides ------------------------------------------------------------------
+    @abstractmethod
+    def _state_tensors(self) -> list:
+        """The state buffers a reset zeroes."""
+
+    @abstractmethod
+    def _plan(self, n: int):
+        """The decode step's path for n sequences (plan.variant None: per-op)."""
+
+    @abstractmethod
+    def _fused_logits(self, hyper, first: int, n: int, head: bool):
+        """Logits [n, V] of one token of slots first.. on the fused kernel (ids at hyper's end)."""
+
+    @abstractmethod
+    def _step_logits(self, ids, first: int, hyper, S: int):
+        """Logits [n, V] of the last of S tokens of slots first.. on the per-op step."""
+
+    def _prompt(self, q) -> list:
+        """The part of a prompt the state needs (all of it)."""
+        return list(q)
+
+    def _fit(self, need: int) -> None:
+        """A state that holds `need` positions (fixed-size states always do)."""
+
+    # -- shared ------------------------------------------------------------------------------------
     def _reset(self) -> None:
         """The states after zero tokens: one submit zeroes every state buffer."""
         self.pos[:] = 0
@@ -341,21 +365,8 @@ class RecurrentDecoder(_Sampling):
             self._zero.run()
             return
         with record(self.model.device) as self._zero:  # runs on leaving
-            for layer in self.state:
-                for key, t in layer.items():
-                    if t is not None and key in ("conv", "h"):  # attention reads only positions it wrote
-                        fill_words(t, 0)
-
-    def _fit(self, need: int) -> None:
-        """Attention caches that hold `need` positions: grown (doubled at least) when short, every program
-        recorded again over the new buffers."""
-        cap = self.model.state_capacity(self.state)
-        if cap is None or need <= cap:
-            return
-        self.model.grow_state(self.state, max(need, 2 * cap))
-        self._step = (None,) + self._step[1:]
-        self._prefills = {m: (None,) + e[1:] for m, e in self._prefills.items()}
-        self._zero = None
+            for t in self._state_tensors():
+                fill_words(t, 0)
 
     def _feed_all(self, tokens, marks, step: int) -> np.ndarray:
         """Feed tokens[b] to every slot b in one replay of the decode step; picked: ids, then stop flags."""
@@ -377,24 +388,22 @@ class RecurrentDecoder(_Sampling):
 
     def _record(self, entry, first: int, n: int, S: int = 1):
         """Record (and run) a step of slots first..first+n-1 with entry's ids and hyper: the fused step where the
-        path rule says so, else the model's per-op step; S > 1 tokens a slot: the prefill of the prompts from
-        the reset states (per-op)."""
+        path rule says so, else the per-op step; S > 1 tokens a slot: a prefill from the reset states (per-op)."""
         dev, (_, ids, hyper) = self.model.device, entry
-        plan = decode_step_plan(self.model.decode_launch(n), dev) if S == 1 else None
+        plan = self._plan(n) if S == 1 else None
         with record(dev) as prog:
             if plan is not None and plan.variant is not None:  # the ids ride at the end of hyper: one upload
                 dev.upload(hyper)
-                logits = self.model._fused_step_ids(hyper, self.state, n, first, HEADER + ITEM * n + MAX_STOPS,
-                                                    plan.head)
+                logits = self._fused_logits(hyper, first, n, plan.head)
             else:
                 dev.upload(ids)
                 dev.upload(hyper)
-                logits = self.model._step_ids(ids, self.state, first, hyper, S, start=S > 1)
+                logits = self._step_logits(ids, first, hyper, S)
             ops.sample(logits, hyper, self.seen, self.picked, n)
             dev.sync_local(self.picked)
         return prog
 
-    def _prefill_run(self, first: int, n: int, S: int, ids: np.ndarray, marks) -> np.ndarray:
+    def _prefill_run(self, first: int, n: int, S: int, ids: np.ndarray) -> np.ndarray:
         """Feed S prompt tokens to each of slots first..first+n-1 (from their reset states) in one replay of
         the prefill program for (first, n, S); picked: ids, then stop flags."""
         key = (first, n, S)
@@ -403,7 +412,7 @@ class RecurrentDecoder(_Sampling):
         while len(self._prefills) >= PREFILLS + self.slots:  # the least recently used goes
             del self._prefills[next(iter(self._prefills))]
         self._prefills[key] = entry
-        words = self._words([(0, first + r, r, marks[r]) for r in range(n)], 0)
+        words = self._words([(0, first + r, r, True) for r in range(n)], 0)
         if S == 1:  # a one-token prompt runs the decode step's path (_record): the fused one reads ids from hyper
             words = self._ids_words(words, ids)
 
@@ -415,18 +424,19 @@ class RecurrentDecoder(_Sampling):
         return pk
 
     def _prefill(self, seqs) -> dict:
-        """Reset the states and feed the prompts, each from its slot's reset state: prompts of one length in
-        one prefill program for all slots, else one per slot; each slot's next token {b: (id, is stop)}."""
+        """Reset the states and feed the prompts (_prompt of each), each from its slot's reset state: prompts of
+        one length in one prefill program for all slots, else one per slot; each slot's next token
+        {b: (id, is stop)}."""
         self._reset()
         B = self.slots
+        seqs = [self._prompt(q) for q in seqs]
         if len({len(q) for q in seqs}) == 1:
-            pk = self._prefill_run(0, B, len(seqs[0]), np.concatenate([np.asarray(q, np.uint32) for q in seqs]),
-                                   [True] * B)
+            pk = self._prefill_run(0, B, len(seqs[0]), np.concatenate([np.asarray(q, np.uint32) for q in seqs]))
             res = {b: (int(pk[b]), bool(pk[B + b])) for b in range(B)}
         else:
             res = {}
             for b, q in enumerate(seqs):
-                pk = self._prefill_run(b, 1, len(q), np.asarray(q, np.uint32), [True])
+                pk = self._prefill_run(b, 1, len(q), np.asarray(q, np.uint32))
                 res[b] = (int(pk[b]), bool(pk[B + b]))
         self.prefill_tokens = sum(len(q) for q in seqs)
         return res
@@ -440,32 +450,49 @@ class RecurrentDecoder(_Sampling):
         return {b: (int(pk[b]), bool(pk[self.slots + b])) for b in range(self.slots) if live[b]}
 
 
-def _entry(dev, items: int, ids: int | None = None) -> tuple:
-    """A program slot of `items` sequences: (program or None until recorded, ids u32 [ids, default items],
-    hyper words and, after them, room for the ids again: _Sampling._ids_words)."""
-    return (None, empty((items if ids is None else ids,), "u32", dev, host_visible=True),
-            empty((HEADER + ITEM * items + MAX_STOPS + items,), "u32", dev, host_visible=True))
+class RecurrentDecoder(_StateDecoder):
+    """HybridMambaModel (_StateDecoder): conv windows and scan states, and attention layers' key and value
+    caches, which read each slot's position from the hyper buffer; the caches start at ATTENTION_CACHE_MIN
+    positions and double (every program recorded again) when a sequence outgrows them. The fused step:
+    ops.mamba1_decode, one dispatch a layer for stacks of mamba1 layers (HybridMambaModel._fused_step_ids,
+    runtime.select.decode.plan, EVERMIND_VK_DECODE_FUSED)."""
+
+    def _state_tensors(self) -> list:
+        # attention reads only the positions it wrote: its caches need no zeroing
+        return [t for layer in self.state for key, t in layer.items() if t is not None and key in ("conv", "h")]
+
+    def _plan(self, n: int):
+        return decode_step_plan(self.model.decode_launch(n), self.model.device)
+
+    def _fused_logits(self, hyper, first: int, n: int, head: bool):
+        return self.model._fused_step_ids(hyper, self.state, n, first, HEADER + ITEM * n + MAX_STOPS, head)
+
+    def _step_logits(self, ids, first: int, hyper, S: int):
+        return self.model._step_ids(ids, self.state, first, hyper, S, start=S > 1)
+
+    def _fit(self, need: int) -> None:
+        """Attention caches that hold `need` positions: grown (doubled at least) when short, every program
+        recorded again over the new buffers."""
+        cap = self.model.state_capacity(self.state)
+        if cap is None or need <= cap:
+            return
+        self.model.grow_state(self.state, max(need, 2 * cap))
+        self._step = (None,) + self._step[1:]
+        self._prefills = {k: (None,) + e[1:] for k, e in self._prefills.items()}
+        self._zero = None
 
 
-# ---- EvermindLM: recurrent decoding from conv windows (ConvDecoder) --------------------------------------
-class ConvDecoder(_Sampling):
-    """EvermindLM: each layer's causal conv is its only memory of the past, so each sequence's state is, per
-    layer, its last conv_kernel - 1 conv inputs (EvermindLM.init_state, updated in place) and a step feeds ONE
-    new token of each sequence: the recorded decode step (every slot at once, one submit for the batch; a
-    stopped slot is fed a dummy token, its results ignored) and, per slot, a step of that slot alone (the
-    prompts' tokens past the shortest one). A prompt is fed from its last W = num_layers (conv_kernel - 1) + 1
-    tokens (the receptive field: the windows after it, and its last token's logits, are those of the whole
-    prompt). The step runs on evermind_layer (one dispatch a block, runtime.select.decode.conv_plan) or on
-    the per-op kernels (EvermindLM._step_ids). The token ids ride at the end of the hyper words."""
+class ConvDecoder(_StateDecoder):
+    """EvermindLM (_StateDecoder): each layer's causal conv is its only memory of the past, so a sequence's
+    state is, per layer, its last conv_kernel - 1 conv inputs (EvermindLM.init_state), and a prompt is fed from
+    its last W = num_layers (conv_kernel - 1) + 1 tokens (the receptive field: the windows after it, and its
+    last token's logits, are those of the whole prompt). The fused step: ops.evermind_layer, one dispatch a
+    block (runtime.select.decode.conv_plan, EVERMIND_VK_DECODE_FUSED)."""
 
     def __init__(self, model, slots: int):
         super().__init__(model, slots)
-        c, dev = model.config, model.device
+        c = model.config
         self.W = c.num_layers * (c.conv_kernel - 1) + 1
-        self.state = model.init_state(self.slots)
-        self._progs = [_entry(dev, 1) for _ in range(self.slots)]  # per slot: (program or None, ids, hyper)
-        self._step = _entry(dev, self.slots)  # every slot's token at once
-        self._zero = None  # the recorded reset of the windows
 
     def step_launch(self, items: int) -> select_decode.ConvLaunch:
         """What the step's path rule (ops.conv_step_plan) needs to know of the model."""
@@ -473,61 +500,22 @@ class ConvDecoder(_Sampling):
         return select_decode.ConvLaunch(c.d_model, c.hidden_dim, c.num_experts, c.top_k, c.conv_kernel,
                                         c.vocab_size, items)
 
-    def step_program(self):
-        """The recorded decode step (one token of every slot, one submit for the batch), or None before it."""
-        return self._step[0]
+    def _state_tensors(self) -> list:
+        return [t for t in self.state if t is not None]
 
-    def _reset(self) -> None:
-        if self._zero is not None:
-            self._zero.run()
-            return
-        with record(self.model.device) as self._zero:  # runs on leaving
-            for t in self.state:
-                if t is not None:
-                    fill_words(t, 0)
+    def _plan(self, n: int):
+        return conv_step_plan(self.step_launch(n), self.model.device)
 
-    def _run(self, key, items, tokens, step: int) -> np.ndarray:
-        entry = self._step if key is None else self._progs[key]
-        first, n = (0, self.slots) if key is None else (key, 1)
+    def _prompt(self, q) -> list:
+        return list(q[-self.W:])
 
-        def build():
-            prog = (self._record(entry, first, n),) + entry[1:]
-            if key is None:
-                self._step = prog
-            else:
-                self._progs[key] = prog
-            return self.picked.read_staging()
-        words = self._ids_words(self._words(items, step), tokens)
-        return self._replay(entry, np.asarray(tokens, np.uint32), words, build)
+    def _step_logits(self, ids, first: int, hyper, S: int):
+        return self.model._step_ids(ids, self.state, first, S)
 
-    def _feed(self, b: int, token: int, step: int, mark: bool) -> tuple[int, bool]:
-        """Feed `token` to slot b alone and choose its next token: (id, is a stop token)."""
-        pk = self._run(b, [(0, b, 0, mark)], [token], step)
-        return int(pk[b]), bool(pk[self.slots + b])
-
-    def _feed_all(self, tokens, marks, step: int) -> np.ndarray:
-        """Feed tokens[b] to every slot b in one replay of the decode step; picked: ids, then stop flags."""
-        return self._run(None, [(0, b, b, bool(marks[b])) for b in range(self.slots)], tokens, step)
-
-    def _record(self, entry, first: int, n: int):
-        """Record (and run) a step of slots first..first+n-1 with entry's ids and hyper."""
-        m, dev, (_, ids, hyper) = self.model, self.model.device, entry
-        plan = conv_step_plan(self.step_launch(n), dev)
-        with record(dev) as prog:
-            if plan.variant is None:
-                dev.upload(ids)
-                dev.upload(hyper)
-                logits = m._step_ids(ids, self.state, first)
-            else:
-                dev.upload(hyper)  # the ids ride at its end
-                logits = self._fused(hyper, n, plan.head)
-            ops.sample(logits, hyper, self.seen, self.picked, n)
-            dev.sync_local(self.picked)
-        return prog
-
-    def _fused(self, hyper, n: int, head: bool):
-        """The step on evermind_layer: one dispatch a block (layer 0 also looks up the embedding rows, the last
-        also computes the tied head's logits where `head`, else the head's product follows)."""
+    def _fused_logits(self, hyper, first: int, n: int, head: bool):
+        """One evermind_layer dispatch a block (each item's window slot from hyper; layer 0 also looks up the
+        embedding rows, the last also computes the tied head's logits where `head`, else the head's product
+        follows)."""
         m, dev = self.model, self.model.device
         c, P = m.config, m.plain
         x = empty((n, c.d_model), "f32", dev)  # the residual stream (layer 0 writes it)
@@ -542,35 +530,12 @@ class ConvDecoder(_Sampling):
                                head=P["emb"] if head and last else None, logits=logits if last else None)
         return logits if head else ops.matmul(x, P["emb"], transpose_b=True)
 
-    def _prefill(self, seqs) -> dict:
-        """Reset the windows and feed each prompt's last W tokens: the first m (the shortest one's length) to
-        all slots at once, the rest slot by slot; each slot's next token {b: (id, is stop)}."""
-        self._reset()
-        seqs = [list(q[-self.W:]) for q in seqs]
-        B, res = self.slots, {}
-        m = min(len(q) for q in seqs)
-        for k in range(m):
-            last = [len(q) == k + 1 for q in seqs]
-            pk = self._feed_all([q[k] for q in seqs], last, 0)
-            res.update({b: (int(pk[b]), bool(pk[B + b])) for b in range(B) if last[b]})
-        for b, q in enumerate(seqs):
-            for k in range(m, len(q)):
-                r = self._feed(b, q[k], 0, k == len(q) - 1)
-            if len(q) > m:
-                res[b] = r
-        self.prefill_tokens = sum(len(q) for q in seqs)
-        return res
 
-    def advance(self, seqs, live, step: int) -> dict:
-        """The next token of each live sequence, {b: (id, is stop)}: step 0 feeds the prompts (windows reset
-        first), later steps each live sequence's last token (one replay for all slots)."""
-        if step == 0:
-            return self._prefill(seqs)
-        pk = self._feed_all([seqs[b][-1] if live[b] else 0 for b in range(self.slots)], live, step)
-        return {b: (int(pk[b]), bool(pk[self.slots + b])) for b in range(self.slots) if live[b]}
-
-
-# ---- end of ConvDecoder ------------------------------------------------------------------------------------
+def _entry(dev, items: int, ids: int | None = None) -> tuple:
+    """A program slot of `items` sequences: (program or None until recorded, ids u32 [ids, default items],
+    hyper words and, after them, room for the ids again: _Sampling._ids_words)."""
+    return (None, empty((items if ids is None else ids,), "u32", dev, host_visible=True),
+            empty((HEADER + ITEM * items + MAX_STOPS + items,), "u32", dev, host_visible=True))
 
 
 KINDS = {"TransformerLM": Decoder, "LlamaLM": Decoder, "EvermindLM": ConvDecoder, "HybridMambaModel": RecurrentDecoder}

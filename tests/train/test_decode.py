@@ -335,9 +335,9 @@ def test_evermind_greedy_and_batches_on_both_paths(device, path, monkeypatch):
     before = dev.submits
     st = {}
     generate(m, prompts, max_new_tokens=6, stats=st)
-    # the windows' reset; the shortest prompt's one token to all slots at once; the others' remaining W - 1
-    # and 2 tokens slot by slot; then one replay per decoded token
-    assert dev.submits - before == 1 + 1 + (W - 1) + 2 + 5 and dec.step_program() is step
+    # the windows' reset; one prefill program a prompt (their lengths differ: the first's last W tokens, 1 and 3);
+    # then one replay per decoded token
+    assert dev.submits - before == 1 + 3 + 5 and dec.step_program() is step
     assert st["prefill_tokens"] == W + 1 + 3
 
 
@@ -371,3 +371,21 @@ def test_evermind_one_tap_conv_has_no_window(device, fused, monkeypatch):
     want = [generate(m, p, max_new_tokens=5, use_cache=False, repetition_penalty=2.0) for p in prompts]
     assert generate(m, prompts, max_new_tokens=5, repetition_penalty=2.0) == want
     assert any(lb.startswith("evermind_layer") for lb in dec.step_program().labels) == (fused == "")
+
+
+def test_evermind_prefill_is_one_program(device):
+    """Prompts of one length feed their last W tokens (the receptive field) through every layer in one recorded
+    prefill program from the reset windows: one submit for all the prompts, greedy output equal to the
+    uncached path's."""
+    m = _evermind()
+    W = decoder(m, 2).W
+    prompts = [[3, 1, 4, 1, 5, 9, 2, 6, 5, 3], [2, 7, 1, 8, 2, 8, 1, 8, 2, 8]]
+    assert len(prompts[0]) > W
+    plain = [generate(m, p, max_new_tokens=5, use_cache=False, repetition_penalty=2.0) for p in prompts]
+    assert generate(m, prompts, max_new_tokens=5, repetition_penalty=2.0) == plain  # records the programs
+    dev, st = m.device, {}
+    before = dev.submits
+    assert generate(m, prompts, max_new_tokens=5, repetition_penalty=2.0, stats=st) == plain
+    # the penalty's seen ids, the reset, the prefill of both prompts, one replay a new token
+    assert dev.submits - before == 1 + 1 + 1 + 4 and st["prefill_tokens"] == 2 * W
+    assert set(decoder(m, 2)._prefills) == {(0, 2, W)}
