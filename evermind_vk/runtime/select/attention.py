@@ -153,7 +153,8 @@ def row(op: str, dtype: str, hd: int, rows: int, tile: int, tpr: int, flags=()) 
 
 
 # Fused attention configurations (HD, ROWS, TILE, TPR), the same for every pass. CPU devices: one thread per
-# row, 32 rows (bench/results/evidence/lavapipe-attention-paths.txt). GPUs: rows split over 2 or 4 threads of a subgroup;
+# row, 32 rows (bench/results/evidence/lavapipe-attention-paths.txt), where no uR row below fits (D % 4 != 0,
+# HD 128, less shared memory). GPUs: rows split over 2 or 4 threads of a subgroup;
 # 32-row variants for launches with few heads (more workgroups).
 CONFIGS = (
     *((hd, 32, 32, 1) for hd in (8, 16, 32, 64)), (128, 32, 16, 1),
@@ -164,7 +165,9 @@ CONFIGS = (
     (64, 32, 32, 2), (128, 16, 16, 4),
 )
 
-# CPU devices (flag uR, TPR 1, WG 8): (HD, R, TILE).
+# CPU devices (flag uR, TPR 1, WG 8): (HD, R, TILE). On lavapipe (small LM step, serialized) about 3x faster per
+# pass than the TPR 1 shared-tile rows; R 32 measured no faster than R 16 at HD 16. HD 64's R 16 forward needs
+# 33 KiB (its dq and dkv exactly lavapipe's 32 KiB), so lavapipe's HD 64 forward runs R 8.
 U_CONFIGS = (*((hd, r, 32) for hd in (8, 16, 32, 64) for r in (8, 16)),)
 
 ROWS = [
