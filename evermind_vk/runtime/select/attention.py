@@ -165,7 +165,7 @@ CONFIGS = (
     (64, 32, 32, 2), (128, 16, 16, 4),
 )
 
-# CPU devices (flag uR, TPR 1, WG 8): (HD, R, TILE). On lavapipe (small LM step, serialized) about 3x faster per
+# CPU devices (flag uR, TPR 1, WG 8): (HD, R, TILE). On lavapipe (small LM step, serialized) about 2x faster per
 # pass than the TPR 1 shared-tile rows; R 32 measured no faster than R 16 at HD 16. HD 64's R 16 forward needs
 # 33 KiB (its dq and dkv exactly lavapipe's 32 KiB), so lavapipe's HD 64 forward runs R 8.
 U_CONFIGS = (*((hd, r, 32) for hd in (8, 16, 32, 64) for r in (8, 16)),)
