@@ -14,21 +14,29 @@ from .table import F, Row, Tuned
 # one subgroup's neighbours) are template parameters (flags dHD, pTPR); ROWS (rows a workgroup owns),
 # TILE (rows streamed through shared memory per step) and WG = ROWS * TPR are specialization constants.
 # Passes: "fwd" (op attention), "dq" and "dkv" (op attention_backward, flag dq or dkv).
+# Flag uR (CPU devices; TPR 1, WG 8, ROWS = R, a template parameter): the R rows sit in registers, the same
+# in every lane, and the 8 lanes split the streamed rows (lane l takes l, l + 8, ...), keeping partial sums
+# that meet in shared memory at the end, instead of a shared tile every lane reads at the same address:
+# Mesa 22.3 lavapipe runs each load (and each subgroup broadcast) as a loop over the lanes. TILE (a multiple
+# of 8) is then the streamed rows of an outer-loop iteration only.
 ATTENTION_MAX_HD = 128
 ATTENTION_LOOP_LIMIT = 4096  # per-invocation tile-loop iterations allowed (lavapipe ends loops at 65535)
 
 
 def attention_params(v) -> dict:
     """A fused attention variant's specialization constants plus HD and TPR from its flags."""
-    out = dict(v.spec)
+    out = dict(v.spec, U=0)
     for f in v.flags:
-        if f[0] in "dp" and f[1:].isdigit():
-            out["HD" if f[0] == "d" else "TPR"] = int(f[1:])
+        if f[0] in "dpu" and f[1:].isdigit():
+            out[{"d": "HD", "p": "TPR", "u": "U"}[f[0]]] = int(f[1:])
     return out
 
 
 def attention_shared_bytes(spec: dict, stage: str) -> int:
-    """Shared memory a fused attention variant declares (two f32 tiles, the exchange buffer, dkv's stats)."""
+    """Shared memory a fused attention variant declares (two f32 tiles, the exchange buffer, dkv's stats;
+    with flag uR the lanes' partials: a vec4 per (lane, row, HD / 4), the forward's running max and sum)."""
+    if spec.get("U"):
+        return spec["WG"] * spec["U"] * spec["HD"] * 4 + (8 * spec["WG"] * spec["U"] if stage == "fwd" else 0)
     tiles = 2 * spec["TILE"] * (spec["HD"] + 4 * (spec["TPR"] - 1)) * 4  # rows padded one vec4 per part
     xch = 4 * spec["WG"] * 16 if spec["TPR"] > 1 else 16
     return tiles + xch + (8 * spec["TILE"] if stage == "dkv" else 0)
@@ -44,14 +52,20 @@ def attention_row_errors(spec: dict) -> list[str]:
         errs.append(f"HD {hd} must be a multiple of 4 * TPR = {4 * tpr} and at most {ATTENTION_MAX_HD}")
     if tile % 4:
         errs.append(f"TILE {tile} must be a multiple of 4 (rows are consumed four at a time)")
-    if wg != rows * tpr:
+    if wg != rows * tpr and not spec.get("U"):
         errs.append(f"WG {wg} must be ROWS * TPR = {rows * tpr}")
+    if spec.get("U") and (tpr != 1 or wg != 8 or rows != spec["U"] or rows % 8 or tile % 8):
+        errs.append(f"u{spec['U']}: TPR {tpr} must be 1, WG {wg} 8 (the lanes that split the streamed rows), "
+                    f"ROWS {rows} R, and R and TILE {tile} multiples of 8")
     return errs
 
 
 def attention_launch_errors(spec: dict, stage: str, S: int, D: int, shared_memory: int, subgroup_size: int) -> list[str]:
     """Each assumption the fused template makes about a launch that this one breaks (empty: it may run)."""
     errs = []
+    if spec.get("U") and D % 4:
+        errs.append(f"u{spec['U']} loads rows as whole 16-byte vectors (no branches): head dim {D} must be a "
+                    "multiple of 4")
     if D > spec["HD"]:
         errs.append(f"head dim {D} exceeds the variant's HD {spec['HD']}")
     if attention_shared_bytes(spec, stage) > shared_memory:
@@ -73,9 +87,9 @@ def pick_attention(cands, stage: str, S: int, D: int, groups_per_row_tile: int, 
     attention takes the matmul path for every pass, the other documented path (strided matmul and row
     softmax kernels, 2-3 bindings each).
     A forced configuration (EVERMIND_VK_ATTENTION_VARIANT: the name's tail, e.g. `d64_p2_r64x64`, the
-    same for every pass) wins where its launch rules hold. Otherwise: the smallest HD that holds D; on CPU devices one thread per row (TPR 1: no exchange), on others
-    split rows (TPR > 1); then the largest ROWS that still gives 128 workgroups (a GPU) or 4 (a CPU),
-    else the smallest ROWS."""
+    same for every pass) wins where its launch rules hold. Otherwise: the smallest HD that holds D; on CPU devices one thread per row (TPR 1: no exchange),
+    with flag uR where one fits (D % 4 == 0, shared memory), on others split rows (TPR > 1); then the
+    largest ROWS that still gives 128 workgroups (a GPU) or 4 (a CPU), else the smallest ROWS."""
     P = {v.name: attention_params(v) for v in cands}
     ok = [v for v in cands if not attention_launch_errors(P[v.name], stage, S, D, shared_memory, subgroup_size)
           and not binding_errors(v, max_bindings)]
@@ -85,6 +99,8 @@ def pick_attention(cands, stage: str, S: int, D: int, groups_per_row_tile: int, 
     ok = [v for v in ok if (P[v.name]["TPR"] == 1) == (device_type == "cpu")]
     if not ok:
         return None
+    if device_type == "cpu" and any(P[v.name]["U"] for v in ok):
+        ok = [v for v in ok if P[v.name]["U"]]
     hd = min(P[v.name]["HD"] for v in ok)
     ok = [v for v in ok if P[v.name]["HD"] == hd]
     want = 4 if device_type == "cpu" else 128
@@ -125,15 +141,20 @@ def row(op: str, dtype: str, hd: int, rows: int, tile: int, tpr: int, flags=()) 
     """A fused attention row: head-dim bound HD and TPR threads a row (template parameters, flags dHD and
     pTPR: they size the named registers), ROWS per workgroup and TILE streamed rows (specialization).
     Raises ValueError for a row its template cannot run."""
-    spec = dict(WG=rows * tpr, ROWS=rows, TILE=tile)
-    errors = attention_row_errors(dict(spec, HD=hd, TPR=tpr))
+    u = [f for f in flags if f[0] == "u" and f[1:].isdigit()]
+    spec = dict(WG=8 if u else rows * tpr, ROWS=rows, TILE=tile)
+    errors = attention_row_errors(dict(spec, HD=hd, TPR=tpr, U=int(u[0][1:]) if u else 0))
     if errors:
-        raise ValueError(f"{op} {dtype} {spec} d{hd} p{tpr}:\n  " + "\n  ".join(errors))
-    return Row("attention", op, dtype, tuple(spec.items()), flags=(*flags, f"d{hd}", f"p{tpr}"), tile=f"r{rows}x{tile}")
+        raise ValueError(f"{op} {dtype} {spec} d{hd} p{tpr} {' '.join(u)}:\n  " + "\n  ".join(errors))
+    # uR after dHD_pTPR, so a forced tail without it (d16_p1_r32x32) names only the shared-tile variant
+    rest = tuple(f for f in flags if f not in u)
+    return Row("attention", op, dtype, tuple(spec.items()), flags=(*rest, f"d{hd}", f"p{tpr}", *u),
+               tile=f"r{rows}x{tile}")
 
 
 # Fused attention configurations (HD, ROWS, TILE, TPR), the same for every pass. CPU devices: one thread per
-# row, 32 rows (bench/results/evidence/lavapipe-attention-paths.txt). GPUs: rows split over 2 or 4 threads of a subgroup;
+# row, 32 rows (bench/results/evidence/lavapipe-attention-paths.txt), where no uR row below fits (D % 4 != 0,
+# HD 128, less shared memory). GPUs: rows split over 2 or 4 threads of a subgroup;
 # 32-row variants for launches with few heads (more workgroups).
 CONFIGS = (
     *((hd, 32, 32, 1) for hd in (8, 16, 32, 64)), (128, 32, 16, 1),
@@ -144,10 +165,18 @@ CONFIGS = (
     (64, 32, 32, 2), (128, 16, 16, 4),
 )
 
+# CPU devices (flag uR, TPR 1, WG 8): (HD, R, TILE). On lavapipe (small LM step, serialized) about 2x faster per
+# pass than the TPR 1 shared-tile rows; R 32 measured no faster than R 16 at HD 16. HD 64's R 16 forward needs
+# 33 KiB (its dq and dkv exactly lavapipe's 32 KiB), so lavapipe's HD 64 forward runs R 8.
+U_CONFIGS = (*((hd, r, 32) for hd in (8, 16, 32, 64) for r in (8, 16)),)
+
 ROWS = [
     # Fused attention: forward, and the two backward passes (dq, then dkv).
     *(row("attention", dt, *cfg) for dt in F for cfg in CONFIGS),
     *(row("attention_backward", dt, *cfg, flags=[stage]) for stage in ("dq", "dkv") for dt in F for cfg in CONFIGS),
+    *(row("attention", dt, *cfg, 1, flags=[f"u{cfg[1]}"]) for dt in F for cfg in U_CONFIGS),
+    *(row("attention_backward", dt, *cfg, 1, flags=[stage, f"u{cfg[1]}"]) for stage in ("dq", "dkv") for dt in F
+      for cfg in U_CONFIGS),
 ]
 
 # Causal *_a products (P V, dS K, dS^T Q, P^T dO) have an S x hd output, few tiles, and k ranges that grow
