@@ -38,14 +38,14 @@ ROWS = [
 TUNED = {
     "LAYER_DEVICE_TYPES": Tuned(("cpu",), "unforced, the fused decode step runs on CPU devices only: lavapipe pays "
                                           "~23 us a dispatch, and one workgroup a sequence leaves a GPU idle",
-                                "bench/results/generate_bench-lavapipe.txt"),
+                                "bench/results/evidence/lavapipe-decode-tuning.txt"),
     "CPU_GROUPS": Tuned(2, "CPU devices: workgroups a fused step keeps busy (lavapipe's threads: one a core of the "
                            "2-core machine); the batch's sequences are shared among them, up to SEQS_MAX a workgroup",
-                        "bench/results/generate_bench-lavapipe.txt"),
+                        "bench/results/evidence/lavapipe-decode-tuning.txt"),
     "CPU_MAX_LAYER_WEIGHTS": Tuned(1 << 19, "unforced, CPU devices run decode_layer for blocks of at most this many "
                                              "weights: one workgroup (one core) a sequence reads them all, and past "
                                              "~590k (d 256) the per-op step's products on every core win",
-                                   "bench/results/generate_bench-lavapipe.txt"),
+                                   "bench/results/evidence/lavapipe-decode-tuning.txt"),
 }
 LAYER_DEVICE_TYPES = TUNED["LAYER_DEVICE_TYPES"].value
 CPU_GROUPS = TUNED["CPU_GROUPS"].value

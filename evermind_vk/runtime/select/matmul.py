@@ -292,7 +292,7 @@ TUNED = {
     "V4_MIN_WORK": Tuned(1, "CPU devices: every aligned product takes the v4 blocks (pipelines are built once)",
                          "bench/results/evidence/lavapipe-iree-cpu-rows.txt"),
     "V4_FEW_ROWS": Tuned(8, "CPU devices: products of fewer rows take the v4 tile that pads least (1 or 4 rows)",
-                         "bench/results/generate_bench-lavapipe.txt"),
+                         "bench/results/evidence/lavapipe-decode-tuning.txt"),
     "CPU_V4_THREADS": Tuned((8, 1), "CPU devices: v4 on 8x1 threads (one 256-bit vector of lavapipe's)",
                             "bench/results/lavapipe_step_products-lavapipe.txt"),
     "V4_SB_TILE": Tuned((16, 64), "CPU devices with subgroupBroadcast in subgroups of 8: the v4 sb tile of "
