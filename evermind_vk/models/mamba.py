@@ -649,22 +649,34 @@ class HybridMambaModel(NextTokenModel):
                            vocab=c.vocabSize, items=n)
 
     def _fused_step_ids(self, ids: Tensor, state: list, n: int, first: int = 0, ids_offset: int = 0,
-                        head: bool = True) -> Tensor:
-        """_step_ids on ops.mamba1_decode, for stacks of mamba1 layers (ops.decode_step_plan says where it runs):
-        logits [n, V] of the n ids from word ids_offset of `ids` (u32), sequence r's state slot first + r, one
-        dispatch a layer (layer 0 also looks up the embedding rows, the last also computes the final norm and,
-        with `head`, the tied head's logits; without, the head's product follows)."""
+                        head: bool = True, hyper: Tensor | None = None, tokens: Tensor | None = None) -> Tensor:
+        """_step_ids with its mamba1 layers on ops.mamba1_decode (ops.decode_step_plan says where it runs): logits
+        [n, V] of the n ids from word ids_offset of `ids` (u32), sequence r's state slot first + r; one dispatch a
+        mamba1 layer (a first one also looks up the embedding rows, a last one also computes the final norm and,
+        with `head`, the tied head's logits; without, the head's product follows). The other layers of a mixed
+        stack run their per-op steps: attention layers read positions from `hyper`, and a first layer that is not
+        mamba1 looks the embedding up from `tokens` (the n ids alone; default: ids itself)."""
         c, P, dev = self.config, self.params, self.device
-        x = empty((n, c.dModel), "f32", dev)  # the residual stream (layer 0 writes it)
-        y = empty((n, c.dModel), "f32", dev)
-        logits = empty((n, c.vocabSize), "f32", dev) if head else None
-        for i in range(c.numLayers):
-            last, st = i + 1 == c.numLayers, state[i]
-            ops.mamba1_decode(x, [P[f"layer{i}.{w}"] for w in ops.MAMBA1_WEIGHTS], st["conv"], st["h"], first=first,
-                              discretization=c.discretization, ids=ids if i == 0 else None, ids_offset=ids_offset,
-                              table=P["embedding"] if i == 0 else None, final_norm=P["final_norm"] if last else None,
-                              out=y if last else None, head=P["embedding"] if head and last else None,
-                              logits=logits if last else None)
+        kinds = c.layers
+        x = empty((n, c.dModel), "f32", dev) if kinds[0] == "mamba1" else \
+            F.embedding(ids if tokens is None else tokens, P["embedding"])
+        fused_last = kinds[-1] == "mamba1"
+        y = empty((n, c.dModel), "f32", dev) if fused_last else None
+        logits = empty((n, c.vocabSize), "f32", dev) if head and fused_last else None
+        for i, kind in enumerate(kinds):
+            last, st = i + 1 == len(kinds), state[i]
+            if kind == "mamba1":  # x in place
+                ops.mamba1_decode(x, [P[f"layer{i}.{w}"] for w in ops.MAMBA1_WEIGHTS], st["conv"], st["h"],
+                                  first=first, discretization=c.discretization, ids=ids if i == 0 else None,
+                                  ids_offset=ids_offset, table=P["embedding"] if i == 0 else None,
+                                  final_norm=P["final_norm"] if last else None, out=y if last else None,
+                                  head=P["embedding"] if head and last else None, logits=logits if last else None)
+            elif kind == "attention":
+                x = self._attention_step(x, i, st, hyper)
+            else:
+                x = {"mamba2": self._mamba2_step, "mamba3": self._mamba3_step}[kind](x, i, st, first)
+        if not fused_last:
+            return F.matmul(F.rms_norm(x, P["final_norm"], 1e-6), P["embedding"], transpose_b=True)
         return logits if head else ops.matmul(y, P["embedding"], transpose_b=True)
 
     def _recorded_step(self, state: list):

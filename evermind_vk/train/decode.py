@@ -343,8 +343,9 @@ class _StateDecoder(_Sampling, ABC):
         """The decode step's path for n sequences (plan.variant None: per-op)."""
 
     @abstractmethod
-    def _fused_logits(self, hyper, first: int, n: int, head: bool):
-        """Logits [n, V] of one token of slots first.. on the fused kernel (ids at hyper's end)."""
+    def _fused_logits(self, hyper, ids, first: int, n: int, head: bool):
+        """Logits [n, V] of one token of slots first.. on the fused kernel (ids at hyper's end; `ids`, the same
+        ids alone, not uploaded: for a per-op layer that needs them)."""
 
     @abstractmethod
     def _step_logits(self, ids, first: int, hyper, S: int):
@@ -394,7 +395,7 @@ class _StateDecoder(_Sampling, ABC):
         with record(dev) as prog:
             if plan is not None and plan.variant is not None:  # the ids ride at the end of hyper: one upload
                 dev.upload(hyper)
-                logits = self._fused_logits(hyper, first, n, plan.head)
+                logits = self._fused_logits(hyper, ids, first, n, plan.head)
             else:
                 dev.upload(ids)
                 dev.upload(hyper)
@@ -454,8 +455,8 @@ class RecurrentDecoder(_StateDecoder):
     """HybridMambaModel (_StateDecoder): conv windows and scan states, and attention layers' key and value
     caches, which read each slot's position from the hyper buffer; the caches start at ATTENTION_CACHE_MIN
     positions and double (every program recorded again) when a sequence outgrows them. The fused step:
-    ops.mamba1_decode, one dispatch a layer for stacks of mamba1 layers (HybridMambaModel._fused_step_ids,
-    runtime.select.decode.plan, EVERMIND_VK_DECODE_FUSED)."""
+    ops.mamba1_decode, one dispatch a mamba1 layer, a mixed stack's other layers per-op beside them
+    (HybridMambaModel._fused_step_ids, runtime.select.decode.plan, EVERMIND_VK_DECODE_FUSED)."""
 
     def _state_tensors(self) -> list:
         # attention reads only the positions it wrote: its caches need no zeroing
@@ -464,8 +465,11 @@ class RecurrentDecoder(_StateDecoder):
     def _plan(self, n: int):
         return decode_step_plan(self.model.decode_launch(n), self.model.device)
 
-    def _fused_logits(self, hyper, first: int, n: int, head: bool):
-        return self.model._fused_step_ids(hyper, self.state, n, first, HEADER + ITEM * n + MAX_STOPS, head)
+    def _fused_logits(self, hyper, ids, first: int, n: int, head: bool):
+        if self.model.config.layers[0] != "mamba1":  # a per-op first layer looks the embedding up from ids
+            self.model.device.upload(ids)
+        return self.model._fused_step_ids(hyper, self.state, n, first, HEADER + ITEM * n + MAX_STOPS, head,
+                                          hyper=hyper, tokens=ids)
 
     def _step_logits(self, ids, first: int, hyper, S: int):
         return self.model._step_ids(ids, self.state, first, hyper, S, start=S > 1)
@@ -512,7 +516,7 @@ class ConvDecoder(_StateDecoder):
     def _step_logits(self, ids, first: int, hyper, S: int):
         return self.model._step_ids(ids, self.state, first, S)
 
-    def _fused_logits(self, hyper, first: int, n: int, head: bool):
+    def _fused_logits(self, hyper, ids, first: int, n: int, head: bool):
         """One evermind_layer dispatch a block (each item's window slot from hyper; layer 0 also looks up the
         embedding rows, the last also computes the tied head's logits where `head`, else the head's product
         follows)."""
