@@ -35,3 +35,14 @@ def assert_within(got: np.ndarray, want: np.ndarray, bound, what: str = "") -> N
         i = np.unravel_index(np.argmax(np.where(bad, err - bound, -np.inf)), err.shape)
         raise AssertionError(f"{what}: {bad.sum()} of {err.size} elements off; worst at {i}: "
                              f"got {got[i]!r}, want {want[i]!r}, bound {np.broadcast_to(bound, err.shape)[i]!r}")
+
+
+def embedded_rows(rng, x: np.ndarray, table: np.ndarray | None, embed: bool):
+    """A fused decode kernel's layer-0 input (x [R, d] f32): with `embed`, R ids drawn from 0..V+1 (ids >= V
+    look up zero rows), the float64 rows of `table` [V, d] they look up, and x filled with NaN (the kernel must
+    not read it); else x itself. Returns (x, the float64 input rows, ids or None)."""
+    if not embed:
+        return x, x.astype(np.float64), None
+    V = table.shape[0]
+    ids = rng.integers(0, V + 2, x.shape[0]).astype(np.uint32)
+    return np.full_like(x, np.nan), np.where((ids < V)[:, None], table[np.minimum(ids, V - 1)], 0.0), ids

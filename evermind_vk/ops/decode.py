@@ -21,8 +21,7 @@ from ._util import FLOATS, knob, like, per_thread, want
 from .scan import _dtin
 
 __all__ = ["HEADER", "ITEM", "MAX_STOPS", "hyper_words", "rope_at", "kv_write", "rope_kv_at", "attention_decode", "sample",
-           "LAYER_WEIGHTS", "decode_layer", "decode_step_plan", "MAMBA1_WEIGHTS", "mamba1_decode", "evermind_layer",
-           "conv_step_plan"]
+           "LAYER_WEIGHTS", "decode_layer", "decode_step_plan", "MAMBA1_WEIGHTS", "mamba1_decode", "evermind_layer"]
 
 # decode_layer's weights, in its binding order (TransformerLM's names after "layers.{i}.")
 LAYER_WEIGHTS = ("attn_norm.weight", "attn.wq", "attn.wk", "attn.wv", "attn.wo", "mlp_norm.weight",
@@ -61,6 +60,19 @@ def _check_hyper(hyper: Tensor, items: int) -> None:
     want(hyper, "hyper", ndim=1, dtype="u32")
     if hyper.numel < HEADER + ITEM * items:
         raise ShapeError(f"hyper has {hyper.numel} words, {items} items need {HEADER + ITEM * items}")
+
+
+def _check_embedding(op: str, ids: Tensor | None, table: Tensor | None, ids_offset: int, R: int, d: int) -> None:
+    """A fused layer 0's embedding lookup: ids (u32, R of them from word ids_offset) and table [V, d] come
+    together or not at all."""
+    if (ids is None) != (table is None):
+        raise ShapeError(f"{op}: ids and table come together (layer 0's embedding) or not at all")
+    if ids is not None:
+        want(ids, "ids", ndim=1, dtype="u32")
+        want(table, "table", ndim=2, dtype="f32")
+        if ids_offset < 0 or ids.numel < ids_offset + R or table.shape[1] != d:
+            raise ShapeError(f"{op}: {ids.numel} ids (from {ids_offset}) for {R} items, table {table.shape} "
+                             f"for width {d}")
 
 
 def rope_at(x: Tensor, hyper: Tensor, tokens_per_item: int = 1, theta: float = 10000.0) -> Tensor:
@@ -164,9 +176,9 @@ def sample(logits: Tensor, hyper: Tensor, seen: Tensor, picked: Tensor, items: i
 
 
 def decode_step_plan(launch, device) -> select_decode.Plan:
-    """Whether a decode step (select.decode.Launch, MambaLaunch) runs on its fused kernel (plan.variant:
-    decode_layer, mamba1_decode) or on the per-op kernels (None): the rule runtime.select.decode.plan with
-    EVERMIND_VK_DECODE_FUSED."""
+    """Whether a decode step (select.decode.Launch, MambaLaunch, ConvLaunch) runs on its fused kernel
+    (plan.variant: decode_layer, mamba1_decode, evermind_layer) or on the per-op kernels (None): the rule
+    runtime.select.decode.plan with EVERMIND_VK_DECODE_FUSED."""
     return select_decode.plan(launch, device, select_decode.Knobs(knob("EVERMIND_VK_DECODE_FUSED")))
 
 
@@ -209,14 +221,7 @@ def decode_layer(x: Tensor, hyper: Tensor, k_cache: Tensor, v_cache: Tensor, wei
     ff = wgu.shape[0] // 2
     want(wd, "w_down", shape=(d, ff), dtype="f32")
     _check_hyper(hyper, R)
-    if (ids is None) != (table is None):
-        raise ShapeError("decode_layer: ids and table come together (layer 0's embedding) or not at all")
-    if ids is not None:
-        want(ids, "ids", ndim=1, dtype="u32")
-        want(table, "table", ndim=2, dtype="f32")
-        if ids_offset < 0 or ids.numel < ids_offset + R or table.shape[1] != d:
-            raise ShapeError(f"decode_layer: {ids.numel} ids (from {ids_offset}) for {R} items, table {table.shape} "
-                             f"for width {d}")
+    _check_embedding("decode_layer", ids, table, ids_offset, R, d)
     if (head is None) != (logits is None):
         raise ShapeError("decode_layer: head and logits come together (the last block) or not at all")
     V = 0 if table is None else table.shape[0]
@@ -289,16 +294,8 @@ def mamba1_decode(x: Tensor, weights, conv: Tensor | None, h: Tensor, *, first: 
         want(conv, "conv", shape=(slots * (K - 1), Di), dtype="f32")
     if first < 0 or first + R > slots:
         raise ShapeError(f"mamba1_decode: {R} sequences from slot {first} in a state of {slots} slots")
-    if (ids is None) != (table is None):
-        raise ShapeError("mamba1_decode: ids and table come together (layer 0's embedding) or not at all")
-    V = 0
-    if ids is not None:
-        want(ids, "ids", ndim=1, dtype="u32")
-        want(table, "table", ndim=2, dtype="f32")
-        if ids_offset < 0 or ids.numel < ids_offset + R or table.shape[1] != d:
-            raise ShapeError(f"mamba1_decode: {ids.numel} ids (from {ids_offset}) for {R} items, table {table.shape} "
-                             f"for width {d}")
-        V = table.shape[0]
+    _check_embedding("mamba1_decode", ids, table, ids_offset, R, d)
+    V = 0 if table is None else table.shape[0]
     if (head is None) != (logits is None) or (head is not None and final_norm is None):
         raise ShapeError("mamba1_decode: head and logits come together, and with the final norm (the last block)")
     if final_norm is not None:
@@ -331,18 +328,12 @@ def mamba1_decode(x: Tensor, weights, conv: Tensor | None, h: Tensor, *, first: 
 
 
 # ---- EvermindLM's fused decode step (train/decode.py ConvDecoder) -----------------------------------------------
-def conv_step_plan(launch: select_decode.ConvLaunch, device) -> select_decode.Plan:
-    """Whether an EvermindLM decode step runs on evermind_layer (plan.variant) or on the per-op kernels (None):
-    the rule runtime.select.decode.conv_plan with EVERMIND_VK_DECODE_FUSED."""
-    return select_decode.conv_plan(launch, device, select_decode.Knobs(knob("EVERMIND_VK_DECODE_FUSED")))
-
-
 def evermind_layer(x: Tensor, hyper: Tensor, window: Tensor | None, conv: Tensor, n_conv: Tensor, n_moe: Tensor,
                    moe, *, top_k: int, eps: float = 1e-5, table: Tensor | None = None, ids_offset: int = 0,
                    head: Tensor | None = None, logits: Tensor | None = None) -> Tensor:
     """One EvermindLM block (models/evermind_lm.py) for the newest token of each of R sequences, in one dispatch
     (templates/decode_evermind.comp.j2, one workgroup a sequence, or up to 4 sharing each weight load on CPU
-    devices: select.decode.conv_layer_seqs): x [R, d], the residual stream, is updated in
+    devices: select.decode.layer_seqs): x [R, d], the residual stream, is updated in
     place: a = x + conv(RMSNorm(x; n_conv)), x = a + MoE(RMSNorm(a; n_moe)). Item r's conv window is slot
     hyper[8 + 4r + 1] of `window` ([slots * (K - 1), d], its last K - 1 conv inputs oldest first; None for
     K = 1), shifted in place; conv [d, K] (tap j reads t - j). moe: (wr [E, d], w1 [(E+1) h, d], b1
@@ -391,7 +382,7 @@ def evermind_layer(x: Tensor, hyper: Tensor, window: Tensor | None, conv: Tensor
             raise ShapeError(f"evermind_layer: head {head.shape} for width {d}")
     V = head.shape[0] if head is not None else table.shape[0] if table is not None else 0
     launch = select_decode.ConvLaunch(d, h, E, top_k, K, V, R)
-    plan = select_decode.conv_plan(launch, x.device, select_decode.Knobs("1"))
+    plan = select_decode.plan(launch, x.device, select_decode.Knobs("1"))
     push = select_decode.conv_layer_push(launch, R, table is not None, head is not None, eps, ids_offset, plan.seqs)
     n = select_decode.conv_layer_loop_count(push, plan.variant.spec["WG"])
     if n > select_decode.MAX_LOOP:

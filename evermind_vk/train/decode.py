@@ -22,7 +22,7 @@ from ..models.evermind_lm import RMS_EPS
 from ..models.lora import lora_linear
 from ..runtime import empty, record, zeros
 from ..runtime.kernels import fill_words
-from ..ops.decode import HEADER, ITEM, LAYER_WEIGHTS, MAX_STOPS, conv_step_plan, decode_step_plan, hyper_words
+from ..ops.decode import HEADER, ITEM, LAYER_WEIGHTS, MAX_STOPS, decode_step_plan, hyper_words
 from ..runtime.select import decode as select_decode
 
 MIN_BUCKET = 16
@@ -491,7 +491,7 @@ class ConvDecoder(_StateDecoder):
     state is, per layer, its last conv_kernel - 1 conv inputs (EvermindLM.init_state), and a prompt is fed from
     its last W = num_layers (conv_kernel - 1) + 1 tokens (the receptive field: the windows after it, and its
     last token's logits, are those of the whole prompt). The fused step: ops.evermind_layer, one dispatch a
-    block (runtime.select.decode.conv_plan, EVERMIND_VK_DECODE_FUSED)."""
+    block (runtime.select.decode.plan with a ConvLaunch, EVERMIND_VK_DECODE_FUSED)."""
 
     def __init__(self, model, slots: int):
         super().__init__(model, slots)
@@ -499,7 +499,7 @@ class ConvDecoder(_StateDecoder):
         self.W = c.num_layers * (c.conv_kernel - 1) + 1
 
     def step_launch(self, items: int) -> select_decode.ConvLaunch:
-        """What the step's path rule (ops.conv_step_plan) needs to know of the model."""
+        """What the step's path rule (ops.decode_step_plan) needs to know of the model."""
         c = self.model.config
         return select_decode.ConvLaunch(c.d_model, c.hidden_dim, c.num_experts, c.top_k, c.conv_kernel,
                                         c.vocab_size, items)
@@ -508,7 +508,7 @@ class ConvDecoder(_StateDecoder):
         return [t for t in self.state if t is not None]
 
     def _plan(self, n: int):
-        return conv_step_plan(self.step_launch(n), self.model.device)
+        return decode_step_plan(self.step_launch(n), self.model.device)
 
     def _prompt(self, q) -> list:
         return list(q[-self.W:])

@@ -15,7 +15,7 @@ from evermind_vk import ops
 from evermind_vk.errors import ShapeError, UnsupportedError
 from evermind_vk.ops.decode import hyper_words
 from evermind_vk.runtime.select import decode as select_decode
-from oracle import U32, assert_within
+from oracle import U32, assert_within, embedded_rows
 
 NAMES = ("wn1", "wq", "wk", "wv", "wo", "wn2", "wgu", "wd")
 
@@ -100,16 +100,12 @@ def test_decode_layer_matches_oracle(device, R, heads, D, d, F, L, limit, embed,
     items = [(int(rng.integers(0, L)), int(s), 0, 0) for s in rng.permutation(slots)[:R]]
     for pos, slot, _, _ in items:  # rows past the position hold garbage the kernel must not read
         kc0[slot, pos + 1:] = vc0[slot, pos + 1:] = 1e4
-    ids = table = None
+    table = None
     V = 5  # the vocabulary of the embedding and the head: not a multiple of 4
     wh = rng.standard_normal((V, d)).astype(np.float32) if head else None
     if embed:
         table = wh if head else rng.standard_normal((V, d)).astype(np.float32)
-        ids = rng.integers(0, V + 2, R).astype(np.uint32)  # ids >= V give zero rows
-        x_in = np.where((ids < V)[:, None], table[np.minimum(ids, V - 1)], 0.0)
-        x = np.full_like(x, np.nan)  # not read
-    else:
-        x_in = x.astype(np.float64)
+    x, x_in, ids = embedded_rows(rng, x, table, embed)
     kc, vc = kc0.astype(np.float64), vc0.astype(np.float64)
     want_x, want_y = oracle(x_in, w, kc, vc, items, eps, theta, limit)
     got_x, got_y, got_k, got_v, got_l = run(x, w, kc0, vc0, items, eps, theta, limit, ids, table, wh)

@@ -2,7 +2,7 @@
 (templates/decode_evermind.comp.j2): against a float64 numpy block on the same f32 inputs (hypothesis over
 shapes, conv taps, experts and top-k, windows' slots, layer 0's embedding lookup and the last block's head),
 the router's tie-breaking, against the per-op step (EvermindLM._step_ids), its refusals, and the EvermindLM
-decode step's path rule (runtime.select.decode.conv_plan)."""
+decode step's path rule (runtime.select.decode.plan with a ConvLaunch)."""
 import dataclasses
 import types
 
@@ -15,7 +15,7 @@ from evermind_vk import ops
 from evermind_vk.errors import ShapeError, UnsupportedError
 from evermind_vk.ops.decode import HEADER, ITEM, hyper_words
 from evermind_vk.runtime.select import decode as select_decode
-from oracle import U32, assert_within
+from oracle import U32, assert_within, embedded_rows
 
 
 def make(rng, d, h, E, K, scale=0.4):
@@ -77,21 +77,17 @@ def run(x, P, win, items, k, eps, ids=None, table=None, head=None):
 def test_evermind_layer_matches_oracle(device, R, d, h, ek, K, embed, head, seed):
     E, k = ek
     rng = np.random.default_rng(seed)
-    slots, eps = 9, 1e-5  # R > 2: several sequences a workgroup on CPU devices (select.decode.conv_layer_seqs)
+    slots, eps = 9, 1e-5  # R > 2: several sequences a workgroup on CPU devices (select.decode.layer_seqs)
     P = make(rng, d, h, E, K)
     x = rng.standard_normal((R, d)).astype(np.float32)
     win0 = rng.standard_normal((slots * (K - 1), d)).astype(np.float32) if K > 1 else None
     items = [(0, int(s), 0, 0) for s in rng.permutation(slots)[:R]]
-    ids = table = None
+    table = None
     V = 5  # the vocabulary of the embedding and the head: not a multiple of 4
     wh = rng.standard_normal((V, d)).astype(np.float32) if head else None
     if embed:
         table = wh if head else rng.standard_normal((V, d)).astype(np.float32)
-        ids = rng.integers(0, V + 2, R).astype(np.uint32)  # ids >= V give zero rows
-        x_in = np.where((ids < V)[:, None], table[np.minimum(ids, V - 1)], 0.0)
-        x = np.full_like(x, np.nan)  # not read
-    else:
-        x_in = x.astype(np.float64)
+    x, x_in, ids = embedded_rows(rng, x, table, embed)
     win = np.zeros((0, d)) if win0 is None else win0.astype(np.float64)
     want_x = oracle(x_in, P, win, items, k, eps)
     got_x, got_w, got_l = run(x, P, win0, items, k, eps, ids, table, wh)
@@ -184,36 +180,36 @@ def gpu_like(device):
 def test_evermind_decode_path_rule(device):
     dev, kn = ev.get_device(), select_decode.Knobs
     small = select_decode.ConvLaunch(64, 128, 4, 2, 3, 256)  # the bench's default model
-    p = select_decode.conv_plan(small, dev, kn())
+    p = select_decode.plan(small, dev, kn())
     assert p.variant.op == "evermind_layer" and not p.why and p.head
-    assert not select_decode.conv_plan(dataclasses.replace(small, vocab=50000), dev, kn()).head  # head apart
+    assert not select_decode.plan(dataclasses.replace(small, vocab=50000), dev, kn()).head  # head apart
     # sequences a workgroup: the batch over CPU_GROUPS workgroups, at most SEQS_MAX (the q4 variant); one on GPUs
-    plans = [select_decode.conv_plan(dataclasses.replace(small, items=b), dev, kn()) for b in (1, 2, 3, 8, 32)]
+    plans = [select_decode.plan(dataclasses.replace(small, items=b), dev, kn()) for b in (1, 2, 3, 8, 32)]
     assert [(p.seqs, p.variant.flags) for p in plans] == [(1, ()), (1, ()), (2, ("q4",)), (4, ("q4",)), (4, ("q4",))]
-    assert select_decode.conv_plan(dataclasses.replace(small, items=8), gpu_like(dev), kn("1")).seqs == 1
-    assert select_decode.conv_plan(small, dev, kn("0")).variant is None  # the kill switch
-    assert select_decode.conv_plan(small, gpu_like(dev), kn()).variant is None  # CPU devices only, unforced
-    assert select_decode.conv_plan(small, gpu_like(dev), kn("1")).variant is not None
+    assert select_decode.plan(dataclasses.replace(small, items=8), gpu_like(dev), kn("1")).seqs == 1
+    assert select_decode.plan(small, dev, kn("0")).variant is None  # the kill switch
+    assert select_decode.plan(small, gpu_like(dev), kn()).variant is None  # CPU devices only, unforced
+    assert select_decode.plan(small, gpu_like(dev), kn("1")).variant is not None
     # the shared-memory and loop-cap boundaries: hidden 16k is the most the 1024 vec4s hold at top 2 ...
     edge = select_decode.ConvLaunch(4, 1360, 2, 2, 3, 0)
-    assert select_decode.conv_shared_vec4s(edge) == 1022 and select_decode.conv_plan(edge, dev, kn()).variant
-    assert "shared memory" in select_decode.conv_plan(dataclasses.replace(edge, hidden=1368), dev, kn()).why[0]
+    assert select_decode.conv_shared_vec4s(edge) == 1022 and select_decode.plan(edge, dev, kn()).variant
+    assert "shared memory" in select_decode.plan(dataclasses.replace(edge, hidden=1368), dev, kn()).why[0]
     # ... and loop counts (the conv's taps): the most taps within MAX_LOOP run, one more is refused
     n = lambda L: select_decode.conv_layer_loop_count(select_decode.conv_layer_push(L, 1, 1), 64)  # noqa: E731
     fits = max(K for K in range(1, 5000) if n(dataclasses.replace(small, conv_kernel=K)) <= select_decode.MAX_LOOP)
-    assert select_decode.conv_plan(dataclasses.replace(small, conv_kernel=fits), dev, kn("1")).variant
+    assert select_decode.plan(dataclasses.replace(small, conv_kernel=fits), dev, kn("1")).variant
     over = dataclasses.replace(small, conv_kernel=fits + 1)
     for launch, why in ((over, "MAX_LOOP"), (dataclasses.replace(small, d=66), "multiples of 4"),
                         (dataclasses.replace(small, experts=65, top_k=2), "experts"),
                         (dataclasses.replace(small, dtype="f16"), "f16")):
-        p = select_decode.conv_plan(launch, dev, kn())
+        p = select_decode.plan(launch, dev, kn())
         assert p.variant is None and any(why in w for w in p.why), (launch, p.why)
         with pytest.raises(UnsupportedError, match="EVERMIND_VK_DECODE_FUSED=1"):
-            select_decode.conv_plan(launch, dev, kn("1"))
+            select_decode.plan(launch, dev, kn("1"))
     # a block too large for one core a sequence: the per-op step unless forced
     big = select_decode.ConvLaunch(512, 1024, 4, 2, 3, 256)
     assert big.layer_weights > select_decode.CPU_MAX_LAYER_WEIGHTS
-    p = select_decode.conv_plan(big, dev, kn())
+    p = select_decode.plan(big, dev, kn())
     assert p.variant is None and "every core" in p.why[0]
     with pytest.raises(UnsupportedError, match="want 0 or 1"):
-        select_decode.conv_plan(small, dev, kn("yes"))
+        select_decode.plan(small, dev, kn("yes"))

@@ -14,7 +14,7 @@ import evermind_vk as ev
 from evermind_vk import ops
 from evermind_vk.errors import ShapeError, UnsupportedError
 from evermind_vk.runtime.select import decode as select_decode
-from oracle import U32, assert_within
+from oracle import U32, assert_within, embedded_rows
 
 NAMES = ("wn", "win", "bin", "wconv", "bconv", "wx", "bx", "wdt", "bdt", "alog", "dv", "wout", "bout")
 
@@ -97,13 +97,7 @@ def test_mamba1_decode_matches_oracle(device, R, d, expand, N, K, DR, disc, embe
     h0 = rng.standard_normal((slots, Di, N)).astype(np.float32)
     V = 7  # the vocabulary of the embedding and the head: not a multiple of 4
     table = rng.standard_normal((V, d)).astype(np.float32)
-    ids = None
-    if embed:
-        ids = rng.integers(0, V + 2, R).astype(np.uint32)  # ids >= V give zero rows
-        x_in = np.where((ids < V)[:, None], table[np.minimum(ids, V - 1)], 0.0)
-        x = np.full_like(x, np.nan)  # not read
-    else:
-        x_in = x.astype(np.float64)
+    x, x_in, ids = embedded_rows(rng, x, table, embed)
     wf = (1 + 0.2 * rng.standard_normal(d)).astype(np.float32) if final != "no" else None
     conv = None if conv0 is None else conv0.astype(np.float64)
     h = h0.astype(np.float64)

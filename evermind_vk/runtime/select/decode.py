@@ -7,7 +7,7 @@ decode_layer is a whole transformer block for one new token of each sequence in 
 a sequence), mamba1_decode a whole mamba1 block of a HybridMambaModel the same way: `plan` is the one rule that
 says whether a decode step (a Launch: TransformerLM; a MambaLaunch: HybridMambaModel) runs on them (the fused
 step) or on the per-op kernels (the unfused step). evermind_layer is the same for an EvermindLM block (its
-section at the end: `conv_plan`, under the same knob)."""
+section at the end, its ConvLaunch taken by the same `plan` and knob)."""
 from __future__ import annotations
 
 import math
@@ -137,6 +137,23 @@ def shared_vec4s(launch: Launch) -> int:
     return (2 * launch.d + 2 * H * D + KVH * D + launch.d_ff) // 4 + H * (-(-launch.max_len // 4) + 1)
 
 
+def _capacity_errors(v, device, loops: int, vec4s: int, shared_bytes: int | None = None,
+                     too_large: str = "too large a model") -> list[str]:
+    """What every fused decode kernel checks of a launch beside its shapes: its loop count within MAX_LOOP,
+    its shared vec4s a sequence within the variant's SW, the variant's shared memory (default 16 (SW + WG)
+    bytes) within the device's, and its bindings within the device's limit."""
+    why = []
+    if loops > MAX_LOOP:
+        why.append(f"{loops} loop iterations an invocation > MAX_LOOP = {MAX_LOOP} (one workgroup a sequence: "
+                   "too large a model)")
+    if vec4s > v.spec["SW"]:
+        why.append(f"{vec4s} vec4s of shared memory > the variant's {v.spec['SW']} ({too_large})")
+    used = 16 * (v.spec["SW"] + v.spec["WG"]) if shared_bytes is None else shared_bytes
+    if used > device.info.shared_memory:
+        why.append(f"{v.name} uses {used} bytes of shared memory, the device has {device.info.shared_memory}")
+    return why + binding_errors(v, max_bindings(device.info))
+
+
 def layer_errors(launch: Launch, v, device) -> list[str]:
     """Why decode_layer's variant v cannot run a launch on a device (empty: it can)."""
     why = []
@@ -149,18 +166,8 @@ def layer_errors(launch: Launch, v, device) -> list[str]:
     if launch.d % 4 or launch.d_ff % 4 or launch.head_dim % 8 or launch.heads % launch.kv_heads:
         why.append(f"shapes: d {launch.d} and d_ff {launch.d_ff} must be multiples of 4, the head dim "
                    f"{launch.head_dim} of 8 (vec4 loads), heads {launch.heads} a multiple of kv heads {launch.kv_heads}")
-    n = layer_loop_count(layer_push(launch, 1, 0, 0), v.spec["WG"])
-    if n > MAX_LOOP:
-        why.append(f"{n} loop iterations an invocation > MAX_LOOP = {MAX_LOOP} (one workgroup a sequence: "
-                   "too large a model)")
-    need = shared_vec4s(launch)
-    if need > v.spec["SW"]:
-        why.append(f"{need} vec4s of shared memory > the variant's {v.spec['SW']} (too large a model or context)")
-    if 16 * (v.spec["SW"] + v.spec["WG"]) > device.info.shared_memory:
-        why.append(f"{v.name} uses {16 * (v.spec['SW'] + v.spec['WG'])} bytes of shared memory, the device has "
-                   f"{device.info.shared_memory}")
-    why += binding_errors(v, max_bindings(device.info))
-    return why
+    return why + _capacity_errors(v, device, layer_loop_count(layer_push(launch, 1, 0, 0), v.spec["WG"]),
+                                  shared_vec4s(launch), too_large="too large a model or context")
 
 
 def layer_push(launch: Launch, items: int, embed: int, vocab: int, eps: float = 1e-6, theta: float = 10000.0,
@@ -214,18 +221,9 @@ def mamba_errors(launch: MambaLaunch, v, device) -> list[str]:
     if launch.d % 4 or launch.d_inner % 4 or launch.d_state % 4:
         why.append(f"shapes: dModel {launch.d}, dInner {launch.d_inner} and dState {launch.d_state} must be "
                    "multiples of 4 (vec4 loads)")
-    n = mamba_loop_count(mamba_push(launch, 1, final=1), v.spec["WG"])  # the last block's final norm included
-    if n > MAX_LOOP:
-        why.append(f"{n} loop iterations an invocation > MAX_LOOP = {MAX_LOOP} (one workgroup a sequence: "
-                   "too large a model)")
-    need = mamba_shared_vec4s(launch)
-    if need > v.spec["SW"]:
-        why.append(f"{need} vec4s of shared memory > the variant's {v.spec['SW']} (too large a model)")
-    if 16 * (v.spec["SW"] + v.spec["WG"]) > device.info.shared_memory:
-        why.append(f"{v.name} uses {16 * (v.spec['SW'] + v.spec['WG'])} bytes of shared memory, the device has "
-                   f"{device.info.shared_memory}")
-    why += binding_errors(v, max_bindings(device.info))
-    return why
+    # the loop count with the last block's final norm
+    return why + _capacity_errors(v, device, mamba_loop_count(mamba_push(launch, 1, final=1), v.spec["WG"]),
+                                  mamba_shared_vec4s(launch))
 
 
 class _Kind:
@@ -244,12 +242,13 @@ _MAMBA = _Kind("mamba1_decode", mamba_errors, mamba_shared_vec4s,
 
 
 def _kind(launch) -> _Kind:
-    return _MAMBA if isinstance(launch, MambaLaunch) else _LAYER
+    return _MAMBA if isinstance(launch, MambaLaunch) else _CONV if isinstance(launch, ConvLaunch) else _LAYER
 
 
 def plan(launch, device, knobs: Knobs) -> Plan:
     """The decode step's path, the one rule: the fused kernel (decode_layer for a Launch, mamba1_decode for a
-    MambaLaunch) where every precondition holds (layer_errors, mamba_errors) and, unforced, on the device types of
+    MambaLaunch, evermind_layer for a ConvLaunch) where every precondition holds (layer_errors, mamba_errors,
+    conv_layer_errors) and, unforced, on the device types of
     LAYER_DEVICE_TYPES for blocks of at most CPU_MAX_LAYER_WEIGHTS weights; else the per-op kernels.
     EVERMIND_VK_DECODE_FUSED=0 turns it off; =1 runs it wherever it can run (any device type, any size) and
     raises UnsupportedError (with the reasons) where it cannot."""
@@ -419,17 +418,6 @@ def conv_shared_bytes(v) -> int:
     return 16 * (v.spec["SW"] + v.spec["WG"]) + 4 * sq * (CONV_EMAX + 3 * (CONV_EMAX + 1)) + 4 * (CONV_EMAX + 2)
 
 
-def conv_layer_seqs(launch: ConvLaunch, v, device_type: str) -> int:
-    """Sequences an evermind_layer workgroup runs: on CPU devices the batch shared among CPU_GROUPS workgroups,
-    at most SEQS_MAX and as many as the variant's shared memory and the loop cap allow; one on GPUs."""
-    if device_type != "cpu":
-        return 1
-    s = max(1, min(SEQS_MAX, -(-launch.items // CPU_GROUPS), v.spec["SW"] // conv_shared_vec4s(launch)))
-    while s > 1 and conv_layer_loop_count(conv_layer_push(launch, 1, 1, 1, seqs=s), v.spec["WG"]) > MAX_LOOP:
-        s -= 1
-    return s
-
-
 def conv_layer_errors(launch: ConvLaunch, v, device) -> list[str]:
     """Why evermind_layer's variant v cannot run a launch on a device (empty: it can)."""
     why = []
@@ -441,57 +429,10 @@ def conv_layer_errors(launch: ConvLaunch, v, device) -> list[str]:
     if not 1 <= launch.top_k <= launch.experts <= CONV_EMAX:
         why.append(f"{launch.experts} experts, top {launch.top_k}: evermind_layer takes 1 <= top_k <= experts "
                    f"<= {CONV_EMAX}")
-    n = conv_layer_loop_count(conv_layer_push(launch, 1, 1), v.spec["WG"])
-    if n > MAX_LOOP:
-        why.append(f"{n} loop iterations an invocation > MAX_LOOP = {MAX_LOOP} (one workgroup a sequence: "
-                   "too large a model)")
-    need = conv_shared_vec4s(launch)
-    if need > v.spec["SW"]:
-        why.append(f"{need} vec4s of shared memory > the variant's {v.spec['SW']} (too large a model)")
-    if conv_shared_bytes(v) > device.info.shared_memory:
-        why.append(f"{v.name} uses {conv_shared_bytes(v)} bytes of shared memory, the device has "
-                   f"{device.info.shared_memory}")
-    why += binding_errors(v, max_bindings(device.info))
-    return why
+    return why + _capacity_errors(v, device, conv_layer_loop_count(conv_layer_push(launch, 1, 1), v.spec["WG"]),
+                                  conv_shared_vec4s(launch), conv_shared_bytes(v))
 
 
-def conv_plan(launch: ConvLaunch, device, knobs: Knobs) -> Plan:
-    """An EvermindLM decode step's path, the one rule (plan's, for evermind_layer): evermind_layer where every
-    precondition holds (conv_layer_errors) and, unforced, on the device types of LAYER_DEVICE_TYPES for blocks
-    of at most CPU_MAX_LAYER_WEIGHTS weights read a token; else the per-op kernels (EvermindLM._step_ids).
-    EVERMIND_VK_DECODE_FUSED=0 turns it off; =1 runs it wherever it can run and raises UnsupportedError (with
-    the reasons) where it cannot. The head's product joins the last block where the tied table is at most
-    CPU_MAX_LAYER_WEIGHTS and the loop count with it stays within MAX_LOOP."""
-    if knobs.fused not in LAYER_PATHS:
-        raise UnsupportedError(f"EVERMIND_VK_DECODE_FUSED={knobs.fused!r}: want 0 or 1 (or unset)")
-    if knobs.fused == "0":
-        return Plan(None)
-    try:
-        cands = sorted(usable("evermind_layer", launch.dtype, device), key=lambda v: ("q4" in v.flags, v.spec["WG"]))
-    except UnsupportedError as e:
-        cands, why = [], [str(e)]
-    else:
-        why = []
-    for v in cands:
-        why = conv_layer_errors(launch, v, device)
-        if not why:
-            break
-    else:
-        why = why or [f"no evermind_layer kernel for {launch.dtype} on this device"]
-    if why:
-        if knobs.fused == "1":
-            raise UnsupportedError("EVERMIND_VK_DECODE_FUSED=1, but evermind_layer cannot run this step: "
-                                   + "; ".join(why))
-        return Plan(None, tuple(why))
-    if knobs.fused != "1" and device.info.type not in LAYER_DEVICE_TYPES:
-        return Plan(None, (f"{device.info.type} devices run the per-op step unless forced",))
-    if knobs.fused != "1" and launch.layer_weights > CPU_MAX_LAYER_WEIGHTS:
-        return Plan(None, (f"{launch.layer_weights} weights a block > {CPU_MAX_LAYER_WEIGHTS}: the per-op step's "
-                           "products use every core",))
-    seqs = conv_layer_seqs(launch, v, device.info.type)  # one a workgroup first; the q4 variant to share the batch
-    if seqs > 1:
-        multi = [u for u in cands if "q4" in u.flags and not conv_layer_errors(launch, u, device)]
-        v, seqs = (multi[0], seqs) if multi else (v, 1)
-    with_head = conv_layer_loop_count(conv_layer_push(launch, 1, 1, 1, seqs=seqs), v.spec["WG"])
-    return Plan(v, head=0 < launch.vocab * launch.d <= CPU_MAX_LAYER_WEIGHTS and with_head <= MAX_LOOP, seqs=seqs)
+_CONV = _Kind("evermind_layer", conv_layer_errors, conv_shared_vec4s,
+              lambda launch, v, s: conv_layer_loop_count(conv_layer_push(launch, 1, 1, 1, seqs=s), v.spec["WG"]))
 # ---- end of evermind_layer -------------------------------------------------------------------------------------
