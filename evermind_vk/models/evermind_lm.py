@@ -18,13 +18,12 @@ import numpy as np
 
 from ..autodiff import Tape, functional as F
 from ..errors import ShapeError
-from .. import ops
-from ..runtime import Tensor, empty, get_device, tensor, zeros
+from ..runtime import Tensor, get_device, tensor, zeros
 from .inputs import as_ids
 from .moe import MoELayerParams, SeededRng, moe_init, stack_experts, unstack_experts
 from .protocol import NextTokenModel, check_options, checkpointed_layers, config_from_dict
 from .weights import check_state_dict
-from .windows import conv_window_step
+from .windows import conv_window_step, last_rows
 
 DEFAULT_LM_SEED = 0x45564C4D  # "EVLM"
 RMS_EPS = 1e-5
@@ -212,11 +211,7 @@ class EvermindLM(NextTokenModel):
                                           P[f"layer{i}.conv"], None, c.conv_kernel, first, S))
             m = F.rms_norm(a, P[f"layer{i}.nMoe"], RMS_EPS)
             x = F.add(a, F.moe_ffn(m, t["wr"], t["w1"], t["b1"], t["w2"], t["b2"], c.top_k)[0])
-        if S > 1:  # the last token of each sequence
-            last = empty((n, c.d_model), x.dtype, x.device)
-            ops.copy2d(x, last, n, c.d_model, (S - 1) * c.d_model, S * c.d_model, 0, c.d_model)
-            x = last
-        return F.matmul(x, P["emb"], transpose_b=True)
+        return F.matmul(last_rows(x, S), P["emb"], transpose_b=True)
 
     def loss(self, ids: Tensor, targets: Tensor, seq_len: int | None = None, checkpoint: bool | int = False) -> Tensor:
         """Mean cross-entropy over targets < vocab (next_token_targets gives builderforce's T - 1 positions)."""

@@ -43,7 +43,7 @@ from ..runtime.select.decode import MambaLaunch
 from .inputs import as_ids
 from .protocol import NextTokenModel, checkpointed_layers
 from .weights import load_named
-from .windows import conv_window_step
+from .windows import conv_window_step, last_rows
 
 LAYER_TYPES = ("mamba1", "mamba2", "mamba3", "attention")
 IMPLEMENTED = LAYER_TYPES
@@ -479,7 +479,7 @@ class HybridMambaModel(NextTokenModel):
         place: mamba layers keep their conv windows (each sequence's last dConv-1 conv inputs, zeros at the
         start: the causal padding; [batch*(dConv-1), conv width], sequence b's rows b*(dConv-1)..) and their
         scan states ([batch, dInner, dState(, 2)]); attention layers keep a key and a value cache
-        ([batch, capacity, nHeads, head dim], sequence b in slot b; grow_state enlarges them), the attention
+        ([batch, capacity, nHeads, head dim], sequence b in slot b; fit_state enlarges them), the attention
         scores' scratch and, for step(), the positions fed so far ("len", host integers per slot; recorded
         decoders pass positions in their hyper buffer instead). capacity: None is ATTENTION_CACHE_MIN."""
         c, dev = self.config, self.device
@@ -506,12 +506,14 @@ class HybridMambaModel(NextTokenModel):
         """Positions the state's attention caches hold (None: no attention layers)."""
         return next((st["k"].shape[1] for st in state if "k" in st), None)
 
-    def grow_state(self, state: list, capacity: int) -> None:
-        """Enlarge the attention caches of `state` (in place) to hold `capacity` positions, keeping what they
-        hold; the buffers are new (programs recorded over the old ones must be recorded again)."""
+    def fit_state(self, state: list, need: int) -> bool:
+        """Attention caches of `state` that hold `need` positions: when short, enlarged in place to
+        max(need, twice their capacity), keeping what they hold. Returns whether they were (the buffers are then
+        new: programs recorded over the old ones must be recorded again)."""
         old = self.state_capacity(state)
-        if old is None or capacity <= old:
-            return
+        if old is None or need <= old:
+            return False
+        capacity = max(need, 2 * old)
         if capacity > self.config.max_seq_len:
             raise ShapeError(f"attention caches of {capacity} positions > max_seq_len {self.config.max_seq_len}")
         for st in state:
@@ -523,6 +525,7 @@ class HybridMambaModel(NextTokenModel):
                 ops.copy2d(st[key], new, B, L * H * D, 0, L * H * D, 0, capacity * H * D)
                 st[key] = new
             st["score"] = empty((B * H * capacity,), "f32", self.device)
+        return True
 
     def _conv_step(self, st: dict, key: str, rows: Tensor, w: Tensor, b: Tensor, first: int = 0, S: int = 1) -> Tensor:
         """S tokens of each of n sequences through the causal conv from their windows (slots first.. of
@@ -576,10 +579,7 @@ class HybridMambaModel(NextTokenModel):
         if self.state_capacity(state) is None:
             return self._step_ids(ids, state)
         lens = next(st["len"] for st in state if "k" in st)
-        need = int(lens[0]) + 1
-        cap = self.state_capacity(state)
-        if need > cap:
-            self.grow_state(state, max(need, 2 * cap))
+        self.fit_state(state, int(lens[0]) + 1)
         hyper = tensor(hyper_words([(int(lens[0]), 0, 0, False)]), device=self.device)
         out = self._step_ids(ids, state, 0, hyper)
         for st in state:
@@ -615,12 +615,7 @@ class HybridMambaModel(NextTokenModel):
                 x = self._mamba3_step(x, i, st, first, S)
             else:
                 x = self._attention_step(x, i, st, hyper, S)
-        if S > 1:  # the last token of each sequence
-            d = self.config.dModel
-            last = empty((n, d), x.dtype, x.device)
-            ops.copy2d(x, last, n, d, (S - 1) * d, S * d, 0, d)
-            x = last
-        x = F.rms_norm(x, P["final_norm"], 1e-6)
+        x = F.rms_norm(last_rows(x, S), P["final_norm"], 1e-6)
         return F.matmul(x, P["embedding"], transpose_b=True)
 
     def _attention_step(self, x: Tensor, i: int, st: dict, hyper: Tensor, S: int = 1) -> Tensor:

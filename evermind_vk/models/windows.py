@@ -1,5 +1,6 @@
-"""The causal conv of recurrent decoding (EvermindLM's and HybridMambaModel's conv layers): each sequence keeps
-its last K-1 conv inputs (a window) and new tokens are convolved against it, the window advancing in place."""
+"""Recurrent decoding's pieces that EvermindLM and HybridMambaModel share: the causal conv from each sequence's
+window (its last K-1 conv inputs; new tokens are convolved against it, the window advancing in place) and the
+last row of each sequence's S new tokens."""
 from __future__ import annotations
 
 from .. import ops
@@ -26,4 +27,14 @@ def conv_window_step(win: Tensor | None, rows: Tensor, w: Tensor, b: Tensor | No
     ops.copy2d(full, win, n, W, S * C, T, first * W, W)
     out = empty((n * S, C), y.dtype, y.device)
     ops.copy2d(y, out, n, S * C, W, T, 0, S * C)
+    return out
+
+
+def last_rows(x: Tensor, S: int) -> Tensor:
+    """The last of each sequence's S rows of x [n*S, d] (sequence-major): [n, d]; x itself when S is 1."""
+    if S == 1:
+        return x
+    n, d = x.shape[0] // S, x.shape[1]
+    out = empty((n, d), x.dtype, x.device)
+    ops.copy2d(x, out, n, d, (S - 1) * d, S * d, 0, d)
     return out

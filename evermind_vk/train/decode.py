@@ -477,10 +477,8 @@ class RecurrentDecoder(_StateDecoder):
     def _fit(self, need: int) -> None:
         """Attention caches that hold `need` positions: grown (doubled at least) when short, every program
         recorded again over the new buffers."""
-        cap = self.model.state_capacity(self.state)
-        if cap is None or need <= cap:
+        if not self.model.fit_state(self.state, need):
             return
-        self.model.grow_state(self.state, max(need, 2 * cap))
         self._step = (None,) + self._step[1:]
         self._prefills = {k: (None,) + e[1:] for k, e in self._prefills.items()}
         self._zero = None
