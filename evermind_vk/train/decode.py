@@ -1,5 +1,7 @@
-"""Recorded decoding of a TransformerLM: the prompt's prefill as one recorded program per length bucket and
-the decode step (one token of each of B sequences) as one recorded program, each replayed with one submit.
+"""Recorded decoding of every text model: a TransformerLM's (Decoder) prompt prefill as one recorded program per
+length bucket and the decode step (one token of each of B sequences) as one recorded program, each replayed
+with one submit; EvermindLM and HybridMambaModel (ConvDecoder, RecurrentDecoder: _StateDecoder) the same way
+from their fixed-size states, their prefill one program per prompt length.
 Everything that changes from one replay to the next (each sequence's position, cache slot and logits row,
 the sampling parameters, the seed and step of the device sampler, the stop tokens) lives in a small u32
 device buffer (`hyper`, ops/decode.py), uploaded with the token ids at the start of each replay; only the
