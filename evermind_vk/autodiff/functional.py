@@ -165,11 +165,15 @@ def row_slice(x: Tensor, row: int) -> Tensor:
     return track("row_slice", (x,), ops.row_slice(x, row), lambda g: (ops.row_slice_backward(g, rows, row),))
 
 
-def cross_entropy(logits: Tensor, targets: Tensor) -> Tensor:
-    """Mean cross-entropy over targets < vocab (a 1-element f32 tensor)."""
+def cross_entropy(logits: Tensor, targets: Tensor, overwrite_logits: bool = False) -> Tensor:
+    """Mean cross-entropy over targets < vocab (a 1-element f32 tensor). overwrite_logits: the backward writes
+    the logits' gradient over the logits (their values are gone after backward()), so no second buffer of
+    the logits' size is allocated: for a loss over logits nothing else reads (the models' loss(): 1.5 GiB
+    less at 8 x 1,024 tokens of a 49,152-word vocabulary in f32)."""
     loss, count = ops.cross_entropy(logits, targets)
+    out = logits if overwrite_logits else None
     return track("cross_entropy", (logits, targets), loss,
-                  lambda g: (ops.cross_entropy_backward(logits, targets, count, g), None))
+                  lambda g: (ops.cross_entropy_backward(logits, targets, count, g, out=out), None))
 
 
 # -- image ops (NCHW) --------------------------------------------------------------------------

@@ -215,7 +215,7 @@ class EvermindLM(NextTokenModel):
 
     def loss(self, ids: Tensor, targets: Tensor, seq_len: int | None = None, checkpoint: bool | int = False) -> Tensor:
         """Mean cross-entropy over targets < vocab (next_token_targets gives builderforce's T - 1 positions)."""
-        return F.cross_entropy(self.forward(ids, seq_len, checkpoint), targets)
+        return F.cross_entropy(self.forward(ids, seq_len, checkpoint), targets, overwrite_logits=True)
 
     def batch_loss(self, inputs: dict, batch: int, seq_len: int, dtype: str = "f32", grad_scale: float = 1.0,
                    **options) -> tuple:

@@ -467,7 +467,7 @@ class HybridMambaModel(NextTokenModel):
 
     def loss(self, ids: Tensor, targets: Tensor, batch: int = 1, checkpoint: bool | int = False) -> Tensor:
         """Mean next-token cross-entropy; targets >= vocabSize are ignored. checkpoint: see forward."""
-        return F.cross_entropy(self.forward(ids, batch, checkpoint), targets)
+        return F.cross_entropy(self.forward(ids, batch, checkpoint), targets, overwrite_logits=True)
 
     # -- recurrent generation: O(1) work per token in mamba layers ------------------------------------
     def generation_state(self) -> list:

@@ -172,7 +172,7 @@ class TransformerLM(NextTokenModel):
     def loss(self, ids: Tensor, targets: Tensor, batch: int = 1, dtype: str = "f32",
              checkpoint: bool | int = False) -> Tensor:
         """Mean next-token cross-entropy (f32); targets >= vocab_size are ignored. dtype, checkpoint: see forward."""
-        return F.cross_entropy(self.forward(ids, batch, dtype, checkpoint), targets)
+        return F.cross_entropy(self.forward(ids, batch, dtype, checkpoint), targets, overwrite_logits=True)
 
     def generation_state(self) -> "KVCache":
         """A fresh KV cache for incremental decoding."""

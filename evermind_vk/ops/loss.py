@@ -23,11 +23,16 @@ def cross_entropy(logits: Tensor, targets: Tensor):
     return loss, count
 
 
-def cross_entropy_backward(logits: Tensor, targets: Tensor, count: Tensor, dloss: Tensor) -> Tensor:
-    """dlogits = (softmax - onehot) * dloss / count, zero rows for ignored targets."""
+def cross_entropy_backward(logits: Tensor, targets: Tensor, count: Tensor, dloss: Tensor,
+                           out: Tensor | None = None) -> Tensor:
+    """dlogits = (softmax - onehot) * dloss / count, zero rows for ignored targets; into `out` when given, which
+    may be logits itself (in place: a workgroup finishes its row's max and sum before it writes, and each
+    invocation reads an element before it writes that element's gradient)."""
     rows, cols = logits.shape
     want(dloss, "dloss", shape=(1,), dtype="f32")
-    dx = like(logits)
+    if out is not None:
+        want(out, "out", shape=logits.shape, dtype=logits.dtype)
+    dx = like(logits) if out is None else out
     run_rows("cross_entropy_backward", logits.dtype, [logits, targets, count, dloss, dx], dict(rows=rows, cols=cols),
              rows, cols)
     return dx

@@ -166,6 +166,9 @@ def test_cross_entropy(device, monkeypatch, wg, dtype, rows, vocab, seed, g):
     dx = ops.cross_entropy_backward(xt, tt, count, ev.tensor(np.array([g], np.float32)))
     close(dx.numpy(), ref.xent_bwd(X, t, np.float32(g)), vocab, dtype, "xent bwd",
           mag=g / max(float(count.numpy()[0]), 1.0))
+    xi = ev.tensor(x)  # in place (F.cross_entropy's overwrite_logits): the same gradient, in the logits' buffer
+    assert ops.cross_entropy_backward(xi, tt, count, ev.tensor(np.array([g], np.float32)), out=xi) is xi
+    assert np.array_equal(xi.numpy(), dx.numpy())
 
 
 def test_cross_entropy_whose_target_dominates(device, monkeypatch):
