@@ -40,11 +40,13 @@ from evermind_vk.train import Trainer
 
 rt_tensor = importlib.import_module("evermind_vk.runtime.tensor")
 
-CONFIGS = {  # name: (d_model, layers, heads, kv_heads, d_ff, batch, seq_len)
+CONFIGS = {  # name: (d_model, layers, heads, kv_heads, d_ff, batch, seq_len[, vocab]) (train_bench's 124m and 350m)
     "small": (64, 2, 4, 2, 128, 8, 64),
     "tiny": (128, 4, 4, 2, 352, 8, 128),
     "mid": (256, 4, 8, 4, 704, 8, 128),
     "23.7m": (512, 8, 8, 4, 1408, 16, 256),
+    "124m": (768, 12, 12, 4, 3072, 8, 1024, 49152),
+    "350m": (1024, 24, 16, 8, 4096, 4, 1024, 49152),
 }
 PKG = os.path.dirname(ev.__file__)
 
@@ -132,6 +134,7 @@ def main(argv=None):
     ap.add_argument("--precision", choices=("f32", "f16"), default="f32")
     ap.add_argument("--checkpoint", type=int, nargs="?", const=1, default=0, metavar="K",
                     help="activation checkpointing: every K-th layer recomputed in the backward (alone: every layer)")
+    ap.add_argument("--layers", type=int, default=0, help="override the config's layer count (0: the config's)")
     ap.add_argument("--top", type=int, default=12, help="rows of the holder table (0: none)")
     ap.add_argument("--record-only", action="store_true",
                     help="record one step and never submit it (memory accounting is host-side, so the numbers hold; "
@@ -147,12 +150,15 @@ def main(argv=None):
         import dataclasses
         dev = ev.get_device()
         dev.info = dataclasses.replace(dev.info, type="discrete_gpu", subgroup_size=32, shared_memory=49152,
+                                       max_storage_buffer_range=1 << 32,
                                        features=dict(dev.info.features, subgroup_size_32=True))
     if a.record_only:
         from evermind_vk.runtime import Program
         Program.run = lambda self: None
-    d, n_layers, H, KVH, ff, B, L = CONFIGS[a.config]
-    cfg = LMConfig(d_model=d, n_layers=n_layers, n_heads=H, n_kv_heads=KVH, d_ff=ff, max_seq_len=L)
+    d, n_layers, H, KVH, ff, B, L, *vocab = CONFIGS[a.config]
+    n_layers = a.layers or n_layers
+    cfg = LMConfig(d_model=d, n_layers=n_layers, n_heads=H, n_kv_heads=KVH, d_ff=ff, max_seq_len=L,
+                   **({"vocab_size": vocab[0]} if vocab else {}))
     ck = f", activation checkpointing every {a.checkpoint} layer(s)" if a.checkpoint else ""
     print(f"config {a.config} ({d=}, {n_layers} layers, {H}/{KVH} heads, ff {ff}, batch {B} x {L}), {a.precision}{ck}, "
           f"on {ev.get_device().info.name}", flush=True)
