@@ -46,3 +46,19 @@ def embedded_rows(rng, x: np.ndarray, table: np.ndarray | None, embed: bool):
     V = table.shape[0]
     ids = rng.integers(0, V + 2, x.shape[0]).astype(np.uint32)
     return np.full_like(x, np.nan), np.where((ids < V)[:, None], table[np.minimum(ids, V - 1)], 0.0), ids
+
+
+def dressed_as(device, device_type: str):
+    """The local device dressed as another device type ("cpu", "discrete"): what selection reads of a device
+    (its info and features), so a rule's choices for that type are checked whatever device runs the suite."""
+    import dataclasses
+    import types
+    return types.SimpleNamespace(info=dataclasses.replace(device.info, type=device_type), has=device.has)
+
+
+def gpu_like(device):
+    return dressed_as(device, "discrete")
+
+
+def cpu_like(device):
+    return dressed_as(device, "cpu")

@@ -4,7 +4,6 @@ positions, slots, GQA, the SwiGLU limit and layer 0's embedding lookup), against
 refusals, and the decode step's path rule (runtime.select.decode.plan)."""
 import dataclasses
 import math
-import types
 
 import numpy as np
 import pytest
@@ -15,7 +14,7 @@ from evermind_vk import ops
 from evermind_vk.errors import ShapeError, UnsupportedError
 from evermind_vk.ops.decode import hyper_words
 from evermind_vk.runtime.select import decode as select_decode
-from oracle import U32, assert_within, embedded_rows
+from oracle import U32, assert_within, cpu_like, embedded_rows, gpu_like
 
 NAMES = ("wn1", "wq", "wk", "wv", "wo", "wn2", "wgu", "wd")
 
@@ -185,13 +184,9 @@ def test_decode_layer_refusals(device):
         ops.decode_layer(x, ev.tensor(hyper_words([])), cache, cache, ws, ev.tensor(w["wn3"]))
 
 
-def gpu_like(device):
-    """The local device dressed as a discrete GPU (selection is pure: it reads info and the manifest)."""
-    return types.SimpleNamespace(info=dataclasses.replace(device.info, type="discrete"), has=device.has)
-
 
 def test_decode_path_rule(device):
-    dev = ev.get_device()
+    dev = cpu_like(ev.get_device())
     small = select_decode.Launch(64, 4, 2, 16, 128, 256)
     p = select_decode.plan(small, dev, select_decode.Knobs())
     assert p.variant.op == "decode_layer" and not p.why and not p.head  # no vocabulary: no head to fold

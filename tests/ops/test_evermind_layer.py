@@ -4,7 +4,6 @@ shapes, conv taps, experts and top-k, windows' slots, layer 0's embedding lookup
 the router's tie-breaking, against the per-op step (EvermindLM._step_ids), its refusals, and the EvermindLM
 decode step's path rule (runtime.select.decode.plan with a ConvLaunch)."""
 import dataclasses
-import types
 
 import numpy as np
 import pytest
@@ -15,7 +14,7 @@ from evermind_vk import ops
 from evermind_vk.errors import ShapeError, UnsupportedError
 from evermind_vk.ops.decode import HEADER, ITEM, hyper_words
 from evermind_vk.runtime.select import decode as select_decode
-from oracle import U32, assert_within, embedded_rows
+from oracle import U32, assert_within, cpu_like, embedded_rows, gpu_like
 
 
 def make(rng, d, h, E, K, scale=0.4):
@@ -172,13 +171,9 @@ def test_evermind_layer_refusals(device):
         ops.evermind_layer(*args(P, ev.zeros((1, 8))), top_k=3)
 
 
-def gpu_like(device):
-    """The local device dressed as a discrete GPU (selection is pure: it reads info and the manifest)."""
-    return types.SimpleNamespace(info=dataclasses.replace(device.info, type="discrete"), has=device.has)
-
 
 def test_evermind_decode_path_rule(device):
-    dev, kn = ev.get_device(), select_decode.Knobs
+    dev, kn = cpu_like(ev.get_device()), select_decode.Knobs
     small = select_decode.ConvLaunch(64, 128, 4, 2, 3, 256)  # the bench's default model
     p = select_decode.plan(small, dev, kn())
     assert p.variant.op == "evermind_layer" and not p.why and p.head

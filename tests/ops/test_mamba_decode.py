@@ -4,7 +4,6 @@ widths, dt ranks, batch, state slots, both discretizations, layer 0's embedding 
 norm and head), against the model's per-op step, its refusals, and the decode step's path rule for HybridMamba
 launches (runtime.select.decode.plan)."""
 import dataclasses
-import types
 
 import numpy as np
 import pytest
@@ -14,7 +13,7 @@ import evermind_vk as ev
 from evermind_vk import ops
 from evermind_vk.errors import ShapeError, UnsupportedError
 from evermind_vk.runtime.select import decode as select_decode
-from oracle import U32, assert_within, embedded_rows
+from oracle import U32, assert_within, cpu_like, embedded_rows, gpu_like
 
 NAMES = ("wn", "win", "bin", "wconv", "bconv", "wx", "bx", "wdt", "bdt", "alog", "dv", "wout", "bout")
 
@@ -178,13 +177,9 @@ def test_mamba1_decode_refusals(device):
         ops.mamba1_decode(x, ws, conv, h, discretization="none?")
 
 
-def gpu_like(device):
-    """The local device dressed as a discrete GPU (selection is pure: it reads info and the manifest)."""
-    return types.SimpleNamespace(info=dataclasses.replace(device.info, type="discrete"), has=device.has)
-
 
 def test_mamba_decode_path_rule(device):
-    dev, K = ev.get_device(), select_decode.Knobs
+    dev, K = cpu_like(ev.get_device()), select_decode.Knobs
     small = select_decode.MambaLaunch(64, 128, 16, 4, 4)  # the default HybridMamba block
     p = select_decode.plan(small, dev, K())
     assert p.variant.op == "mamba1_decode" and not p.why and not p.head  # no vocabulary: no head to fold

@@ -16,6 +16,16 @@ CFG = LMConfig(vocab_size=17, d_model=16, n_layers=2, n_heads=4, n_kv_heads=2, d
 CFG_FUSED = LMConfig(vocab_size=17, d_model=32, n_layers=2, n_heads=4, n_kv_heads=2, d_ff=24, max_seq_len=12, seed=2)
 
 
+@pytest.fixture(autouse=True)
+def fused_by_default_here(monkeypatch):
+    """The decode path rule as on a CPU device, whatever device runs the suite: unforced, the fused kernels
+    run where they can (on a GPU too), so these tests check them there (the rule's device types themselves:
+    tests/ops' path-rule tests)."""
+    import evermind_vk as ev
+    from evermind_vk.runtime.select import decode as select_decode
+    monkeypatch.setattr(select_decode, "LAYER_DEVICE_TYPES", (*select_decode.LAYER_DEVICE_TYPES, ev.get_device().info.type))
+
+
 def _model(cfg):
     m = TransformerLM(cfg)
     # larger weights than the init's, so that the next token depends on the whole context
