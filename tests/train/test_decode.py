@@ -244,6 +244,9 @@ def test_mamba_attention_greedy_identical_to_uncached(device, layers, knob, monk
     monkeypatch.setenv("EVERMIND_VK_DECODE_FUSED", knob)
     monkeypatch.setattr(mamba, "ATTENTION_CACHE_MIN", 4)
     m = _mamba(layers)
+    rng = np.random.default_rng(4)  # nonzero attention biases (the init's are zero)
+    m.load_state_dict({k: (v + rng.standard_normal(v.shape)).astype(np.float32) if k.endswith(("bQKV", "bO")) else v
+                       for k, v in m.state_dict().items()})
     for prompt, n in (([3], 6), ([1, 2, 3, 4, 5], 9)):
         plain = generate(m, prompt, max_new_tokens=n, use_cache=False, repetition_penalty=100.0)
         assert generate(m, prompt, max_new_tokens=n, repetition_penalty=100.0) == plain and len(set(plain)) > 3
