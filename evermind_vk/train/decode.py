@@ -457,7 +457,8 @@ class RecurrentDecoder(_StateDecoder):
     """HybridMambaModel (_StateDecoder): conv windows and scan states, and attention layers' key and value
     caches, which read each slot's position from the hyper buffer; the caches start at ATTENTION_CACHE_MIN
     positions and double (every program recorded again) when a sequence outgrows them. The fused step:
-    ops.mamba1_decode, one dispatch a mamba1 layer, a mixed stack's other layers per-op beside them
+    ops.mamba1_decode and ops.hybrid_attn_decode, one dispatch a mamba1 or attention layer (the path rule decides
+    each kind for the caches' current capacity), a mixed stack's other layers per-op beside them
     (HybridMambaModel._fused_step_ids, runtime.select.decode.plan, EVERMIND_VK_DECODE_FUSED)."""
 
     def _state_tensors(self) -> list:

@@ -113,15 +113,15 @@ class MambaLaunch:
 
 @dataclass(frozen=True)
 class Knobs:
-    """EVERMIND_VK_DECODE_FUSED: '' (the rule), '0' (never), '1' (wherever the fused kernel, decode_layer or
-    mamba1_decode, can run; an error where it cannot)."""
+    """EVERMIND_VK_DECODE_FUSED: '' (the rule), '0' (never), '1' (wherever the fused kernel, decode_layer,
+    mamba1_decode, hybrid_attn_decode or evermind_layer, can run; an error where it cannot)."""
     fused: str = ""
 
 
 @dataclass(frozen=True)
 class Plan:
-    """The decode step's path: variant is the fused kernel's variant (decode_layer, mamba1_decode) or None (the
-    per-op kernels);
+    """The decode step's path: variant is the fused kernel's variant (decode_layer, evermind_layer; a MambaLaunch's
+    first fused kind's: mamba1_decode or hybrid_attn_decode) or None (the per-op kernels);
     why: the reasons it is not fused (empty when fused or turned off); head: the last block also computes the
     logits (the head's product within the loop cap), else the head runs as its own product."""
     variant: object
@@ -354,7 +354,7 @@ def _mamba_plan(launch: MambaLaunch, device, knobs: Knobs) -> Plan:
 
 
 def _kind_plan(kind: _Kind, launch, device, knobs: Knobs) -> Plan:
-    """plan for one fused kernel."""
+    """plan's rule for one fused kernel (`kind`) of a launch."""
     try:  # one sequence a workgroup first (the q4 variant where the batch is shared: layer_seqs)
         cands = sorted(usable(kind.op, launch.dtype, device), key=lambda v: ("q4" in v.flags, v.spec["WG"]))
     except UnsupportedError as e:  # no variant of this dtype, none with the features or the bindings
