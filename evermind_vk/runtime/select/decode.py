@@ -35,8 +35,9 @@ ROWS = [
     # step ~12% faster than at 64 threads, B = 1 ~5%, interleaved runs).
     *(Row("decode", "mamba1_decode", "f32", (("WG", 16), ("SW", 1536)), flags=fl) for fl in ((), ("q4",))),
     # One attention layer of a HybridMambaModel per sequence and dispatch: decode_layer's section without RoPE and
-    # MLP, with biases (f32, flag q4); SW: 24 KiB (the default model's layer needs 48 vec4s a sequence and 4 (L/4 + 1)
-    # for the scores: L up to ~1400 positions for one sequence a workgroup). WG 16: mamba1_decode's reason.
+    # MLP, with biases (f32, flag q4); SW: 24 KiB (the default model's layer needs 64 vec4s a sequence and 4 (L/4 + 1)
+    # for the scores: L up to ~1470 positions, i.e. the doubling capacities up to 1024, for one sequence a workgroup;
+    # past that its attention layers run per-op). WG 16: mamba1_decode's reason (64 was no faster, interleaved runs).
     *(Row("decode", "hybrid_attn_decode", "f32", (("WG", 16), ("SW", 1536)), flags=fl) for fl in ((), ("q4",))),
 ]
 
