@@ -636,36 +636,44 @@ class HybridMambaModel(NextTokenModel):
             a = F.attention(q, k, v, causal=True, batch=T // S)
         return F.add(x, F.bias_add(F.matmul(F.reshape(a, T, d), P[L + "wO"], transpose_b=True), P[L + "bO"]))
 
-    def decode_launch(self, n: int = 1) -> MambaLaunch:
+    def decode_launch(self, n: int = 1, capacity: int | None = None) -> MambaLaunch:
         """What the decode step's path rule (ops.decode_step_plan) needs to know of the model, for a step of n
-        sequences."""
+        sequences whose attention caches hold `capacity` positions (None: ATTENTION_CACHE_MIN)."""
         c = self.config
         return MambaLaunch(c.dModel, c.d_inner, c.dState, c.dConv, c.dt_rank, layers=tuple(c.layers),
-                           vocab=c.vocabSize, items=n)
+                           vocab=c.vocabSize, items=n, heads=c.nHeads,
+                           max_len=ATTENTION_CACHE_MIN if capacity is None else int(capacity))
 
     def _fused_step_ids(self, ids: Tensor, state: list, n: int, first: int = 0, ids_offset: int = 0,
-                        head: bool = True, hyper: Tensor | None = None, tokens: Tensor | None = None) -> Tensor:
-        """_step_ids with its mamba1 layers on ops.mamba1_decode (ops.decode_step_plan says where it runs): logits
-        [n, V] of the n ids from word ids_offset of `ids` (u32), sequence r's state slot first + r; one dispatch a
-        mamba1 layer (a first one also looks up the embedding rows, a last one also computes the final norm and,
-        with `head`, the tied head's logits; without, the head's product follows). The other layers of a mixed
-        stack run their per-op steps: attention layers read positions from `hyper`, and a first layer that is not
-        mamba1 looks the embedding up from `tokens` (the n ids alone; default: ids itself)."""
+                        head: bool = True, hyper: Tensor | None = None, tokens: Tensor | None = None,
+                        fused: tuple = ("mamba1",)) -> Tensor:
+        """_step_ids with the layers of the kinds in `fused` (plan.layers of ops.decode_step_plan, which says where
+        they run) on their fused kernels: mamba1 layers on ops.mamba1_decode, attention layers on
+        ops.hybrid_attn_decode. Logits [n, V] of the n ids from word ids_offset of `ids` (u32), sequence r's state
+        slot first + r (an attention layer's cache slot and position from `hyper`); one dispatch a fused layer (a
+        first one also looks up the embedding rows, a last one also computes the final norm and, with `head`, the
+        tied head's logits; without, the head's product follows). The other layers run their per-op steps
+        (attention layers read positions from `hyper`), and a first layer that is not fused looks the embedding
+        up from `tokens` (the n ids alone; default: ids itself)."""
         c, P, dev = self.config, self.params, self.device
         kinds = c.layers
-        x = empty((n, c.dModel), "f32", dev) if kinds[0] == "mamba1" else \
+        x = empty((n, c.dModel), "f32", dev) if kinds[0] in fused else \
             F.embedding(ids if tokens is None else tokens, P["embedding"])
-        fused_last = kinds[-1] == "mamba1"
+        fused_last = kinds[-1] in fused
         y = empty((n, c.dModel), "f32", dev) if fused_last else None
         logits = empty((n, c.vocabSize), "f32", dev) if head and fused_last else None
         for i, kind in enumerate(kinds):
             last, st = i + 1 == len(kinds), state[i]
-            if kind == "mamba1":  # x in place
-                ops.mamba1_decode(x, [P[f"layer{i}.{w}"] for w in ops.MAMBA1_WEIGHTS], st["conv"], st["h"],
-                                  first=first, discretization=c.discretization, ids=ids if i == 0 else None,
-                                  ids_offset=ids_offset, table=P["embedding"] if i == 0 else None,
-                                  final_norm=P["final_norm"] if last else None, out=y if last else None,
-                                  head=P["embedding"] if head and last else None, logits=logits if last else None)
+            if kind in fused:  # x in place; layer 0 looks the embedding up, the last ends with the norm (and head)
+                ends = dict(ids=ids if i == 0 else None, ids_offset=ids_offset, table=P["embedding"] if i == 0 else None,
+                            final_norm=P["final_norm"] if last else None, out=y if last else None,
+                            head=P["embedding"] if head and last else None, logits=logits if last else None)
+                if kind == "mamba1":
+                    ops.mamba1_decode(x, [P[f"layer{i}.{w}"] for w in ops.MAMBA1_WEIGHTS], st["conv"], st["h"],
+                                      first=first, discretization=c.discretization, **ends)
+                else:
+                    ops.hybrid_attn_decode(x, hyper, st["k"], st["v"], [P[f"layer{i}.{w}"] for w in ops.HATTN_WEIGHTS],
+                                           **ends)
             elif kind == "attention":
                 x = self._attention_step(x, i, st, hyper)
             else:
@@ -685,7 +693,7 @@ class HybridMambaModel(NextTokenModel):
         with record(dev, run=False) as prog:  # not run on leaving: that would feed a token
             dev.upload(ids)
             logits = self._step_ids(ids, state) if plan.variant is None else \
-                self._fused_step_ids(ids, state, 1, head=plan.head)
+                self._fused_step_ids(ids, state, 1, head=plan.head, fused=plan.layers)
             copy_words(logits, out)
             dev.sync_local(out)
 

@@ -21,7 +21,8 @@ from ._util import FLOATS, knob, like, per_thread, want
 from .scan import _dtin
 
 __all__ = ["HEADER", "ITEM", "MAX_STOPS", "hyper_words", "rope_at", "kv_write", "rope_kv_at", "attention_decode", "sample",
-           "LAYER_WEIGHTS", "decode_layer", "decode_step_plan", "MAMBA1_WEIGHTS", "mamba1_decode", "evermind_layer"]
+           "LAYER_WEIGHTS", "decode_layer", "decode_step_plan", "MAMBA1_WEIGHTS", "mamba1_decode", "HATTN_WEIGHTS",
+           "hybrid_attn_decode", "evermind_layer"]
 
 # decode_layer's weights, in its binding order (TransformerLM's names after "layers.{i}.")
 LAYER_WEIGHTS = ("attn_norm.weight", "attn.wq", "attn.wk", "attn.wv", "attn.wo", "mlp_norm.weight",
@@ -30,6 +31,9 @@ LAYER_WEIGHTS = ("attn_norm.weight", "attn.wq", "attn.wk", "attn.wv", "attn.wo",
 # mamba1_decode's weights, in its binding order (HybridMambaModel's names after "layer{i}.")
 MAMBA1_WEIGHTS = ("normWeight", "wInProj", "bInProj", "wConv", "bConv", "wXProj", "bXProj", "wDtProj", "bDtProj",
                   "A_log", "D_vec", "wOutProj", "bOutProj")
+
+# hybrid_attn_decode's weights, in its binding order (HybridMambaModel's attention layer names after "layer{i}.")
+HATTN_WEIGHTS = ("normWeight", "wQKV", "bQKV", "wO", "bO")
 
 HEADER = 8
 ITEM = 4
@@ -73,6 +77,26 @@ def _check_embedding(op: str, ids: Tensor | None, table: Tensor | None, ids_offs
         if ids_offset < 0 or ids.numel < ids_offset + R or table.shape[1] != d:
             raise ShapeError(f"{op}: {ids.numel} ids (from {ids_offset}) for {R} items, table {table.shape} "
                              f"for width {d}")
+
+
+def _check_final(op: str, d: int, R: int, table: Tensor | None, final_norm: Tensor | None,
+                 head: Tensor | None, logits: Tensor | None) -> int:
+    """A fused last layer's final norm [d] and tied head [V, d] with its logits [R, V] (mamba1_decode,
+    hybrid_attn_decode): head and logits come together, and with the final norm. Returns V (the head's rows,
+    else the table's, else 0)."""
+    V = 0 if table is None else table.shape[0]
+    if (head is None) != (logits is None) or (head is not None and final_norm is None):
+        raise ShapeError(f"{op}: head and logits come together, and with the final norm (the last block)")
+    if final_norm is not None:
+        want(final_norm, "final_norm", shape=(d,), dtype="f32")
+    if head is not None:
+        want(head, "head", ndim=2, dtype="f32")
+        want(logits, "logits", shape=(R, head.shape[0]), dtype="f32")
+        if head.shape[1] != d or (table is not None and table.shape[0] != head.shape[0]):
+            raise ShapeError(f"{op}: head {head.shape} for width {d} (and table "
+                             f"{None if table is None else table.shape})")
+        V = head.shape[0]
+    return V
 
 
 def rope_at(x: Tensor, hyper: Tensor, tokens_per_item: int = 1, theta: float = 10000.0) -> Tensor:
@@ -177,7 +201,8 @@ def sample(logits: Tensor, hyper: Tensor, seen: Tensor, picked: Tensor, items: i
 
 def decode_step_plan(launch, device) -> select_decode.Plan:
     """Whether a decode step (select.decode.Launch, MambaLaunch, ConvLaunch) runs on its fused kernel
-    (plan.variant: decode_layer, mamba1_decode, evermind_layer) or on the per-op kernels (None): the rule
+    (plan.variant: decode_layer, mamba1_decode or hybrid_attn_decode (plan.layers: a HybridMamba stack's layer kinds
+    that run fused), evermind_layer) or on the per-op kernels (None): the rule
     runtime.select.decode.plan with EVERMIND_VK_DECODE_FUSED."""
     return select_decode.plan(launch, device, select_decode.Knobs(knob("EVERMIND_VK_DECODE_FUSED")))
 
@@ -295,18 +320,7 @@ def mamba1_decode(x: Tensor, weights, conv: Tensor | None, h: Tensor, *, first: 
     if first < 0 or first + R > slots:
         raise ShapeError(f"mamba1_decode: {R} sequences from slot {first} in a state of {slots} slots")
     _check_embedding("mamba1_decode", ids, table, ids_offset, R, d)
-    V = 0 if table is None else table.shape[0]
-    if (head is None) != (logits is None) or (head is not None and final_norm is None):
-        raise ShapeError("mamba1_decode: head and logits come together, and with the final norm (the last block)")
-    if final_norm is not None:
-        want(final_norm, "final_norm", shape=(d,), dtype="f32")
-    if head is not None:
-        want(head, "head", ndim=2, dtype="f32")
-        want(logits, "logits", shape=(R, head.shape[0]), dtype="f32")
-        if head.shape[1] != d or (table is not None and table.shape[0] != head.shape[0]):
-            raise ShapeError(f"mamba1_decode: head {head.shape} for width {d} (and table "
-                             f"{None if table is None else table.shape})")
-        V = head.shape[0]
+    V = _check_final("mamba1_decode", d, R, table, final_norm, head, logits)
     launch = select_decode.MambaLaunch(d, Di, N, K, DR, vocab=V, items=R)
     plan = select_decode.plan(launch, x.device, select_decode.Knobs("1"))
     y = None
@@ -323,6 +337,56 @@ def mamba1_decode(x: Tensor, weights, conv: Tensor | None, h: Tensor, *, first: 
                                     bconv, wx, bx, wdt, bdt, alog, dv, wout, bout, x if conv is None else conv, h,
                                     wn if final_norm is None else final_norm, x if y is None else y,
                                     x if head is None else head, x if logits is None else logits],
+                     push, kernels.grid(-(-R // plan.seqs)))
+    return y
+
+
+def hybrid_attn_decode(x: Tensor, hyper: Tensor, k_cache: Tensor, v_cache: Tensor, weights, *, eps: float = 1e-6,
+                       ids: Tensor | None = None, table: Tensor | None = None, ids_offset: int = 0,
+                       final_norm: Tensor | None = None, out: Tensor | None = None, head: Tensor | None = None,
+                       logits: Tensor | None = None) -> Tensor | None:
+    """One attention layer of HybridMambaModel (models/mamba.py, _attention_step) for the newest token of each of
+    R sequences, in one dispatch (templates/decode.comp.j2, decode_layer's section without RoPE and MLP; one
+    workgroup a sequence or up to four): x [R, d] is the residual stream in and out (updated in place; with ids
+    and table, layer 0: x is written from the embedding rows table[ids[ids_offset + r]], ids >= V give zero
+    rows, and its old contents are not read). h = rms_norm(x, normWeight), [q | k | v] = h wQKV^T + bQKV (MHA:
+    H heads of d / H), k and v written into the caches [slots, L, H, d / H] at (slot, position) of item r
+    (hyper[8 + 4r + 1], hyper[8 + 4r]), q attends over positions 0..position, x += a wO^T + bO. weights: the
+    layer's five tensors in HATTN_WEIGHTS order. With final_norm (the last layer), returns y =
+    rms_norm(x, final_norm) [R, d] (into `out` when given), and with head ([V, d]) and logits ([R, V]) the same
+    dispatch also writes logits = y head^T; without, returns None. Raises UnsupportedError where
+    hybrid_attn_decode cannot run the launch (select.decode.hattn_errors: shapes, shared memory, loop count,
+    f32 only)."""
+    wn, wqkv, bqkv, wo, bo = weights
+    want(x, "x", ndim=2, dtype="f32")
+    R, d = x.shape
+    if k_cache.ndim != 4 or k_cache.shape != v_cache.shape or k_cache.dtype != "f32" or v_cache.dtype != "f32" \
+            or k_cache.shape[2] * k_cache.shape[3] != d:
+        raise ShapeError(f"hybrid_attn_decode: caches {k_cache.shape}/{k_cache.dtype}, {v_cache.shape}/"
+                         f"{v_cache.dtype} are not [slots, L, heads, {d} / heads] f32")
+    slots, L, H, _ = k_cache.shape
+    for t, name, shape in ((wn, "normWeight", (d,)), (wqkv, "wQKV", (3 * d, d)), (bqkv, "bQKV", (3 * d,)),
+                           (wo, "wO", (d, d)), (bo, "bO", (d,))):
+        want(t, name, shape=shape, dtype="f32")
+    _check_hyper(hyper, R)
+    _check_embedding("hybrid_attn_decode", ids, table, ids_offset, R, d)
+    V = _check_final("hybrid_attn_decode", d, R, table, final_norm, head, logits)
+    launch = select_decode.MambaLaunch(d, 0, 0, 0, 0, layers=("attention",), vocab=V, items=R, heads=H, max_len=L)
+    plan = select_decode.plan(launch, x.device, select_decode.Knobs("1"))
+    y = None
+    if final_norm is not None:
+        y = empty((R, d), "f32", x.device) if out is None else out
+        want(y, "out", shape=(R, d), dtype="f32")
+    push = select_decode.hattn_push(launch, R, ids is not None, final_norm is not None, head is not None, plan.seqs,
+                                    ids_offset, eps)
+    n = select_decode.hattn_loop_count(push, plan.variant.spec["WG"])
+    if n > select_decode.MAX_LOOP:  # (past hattn_errors' count only by the head's rows)
+        raise UnsupportedError(f"hybrid_attn_decode: {n} loop iterations an invocation with a head of {V} rows > "
+                               f"MAX_LOOP = {select_decode.MAX_LOOP}, the loop cap (run the head's product apart)")
+    kernels.dispatch(plan.variant, [x, hyper if ids is None else ids, x if table is None else table, wn, wqkv, bqkv,
+                                    wo, bo, k_cache, v_cache, hyper, wn if final_norm is None else final_norm,
+                                    x if y is None else y, x if head is None else head,
+                                    x if logits is None else logits],
                      push, kernels.grid(-(-R // plan.seqs)))
     return y
 

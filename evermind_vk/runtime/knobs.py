@@ -87,8 +87,9 @@ KNOBS: tuple[Knob, ...] = (
          "kernel selection", choices=("", "keep", "recompute")),
     Knob("EVERMIND_VK_DECODE_FUSED", "choice", "",
          "Recorded decode step of a TransformerLM, an EvermindLM or a HybridMambaModel: `0` runs the per-op kernels, "
-         "`1` one fused dispatch a block (`decode_layer`, `evermind_layer`; `mamba1_decode` for a stack's mamba1 "
-         "layers, its others per-op) wherever it can run (an error where it cannot); unset: the fused kernel on CPU "
+         "`1` one fused dispatch a block (`decode_layer`, `evermind_layer`; `mamba1_decode` and `hybrid_attn_decode` "
+         "for a stack's mamba1 and attention layers, its others per-op) wherever it can run (an error where it "
+         "cannot); unset: the fused kernel on CPU "
          "devices where it can run (f32, no unmerged LoRA adapters, no quantized weights, small enough for one "
          "workgroup a sequence).",
          "kernel selection", choices=("", "0", "1")),

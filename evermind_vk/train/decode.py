@@ -345,9 +345,9 @@ class _StateDecoder(_Sampling, ABC):
         """The decode step's path for n sequences (plan.variant None: per-op)."""
 
     @abstractmethod
-    def _fused_logits(self, hyper, ids, first: int, n: int, head: bool):
-        """Logits [n, V] of one token of slots first.. on the fused kernel (ids at hyper's end; `ids`, the same
-        ids alone, not uploaded: for a per-op layer that needs them)."""
+    def _fused_logits(self, hyper, ids, first: int, n: int, plan):
+        """Logits [n, V] of one token of slots first.. on the fused kernel as `plan` (the path rule's) says (ids at
+        hyper's end; `ids`, the same ids alone, not uploaded: for a per-op layer that needs them)."""
 
     @abstractmethod
     def _step_logits(self, ids, first: int, hyper, S: int):
@@ -397,7 +397,7 @@ class _StateDecoder(_Sampling, ABC):
         with record(dev) as prog:
             if plan is not None and plan.variant is not None:  # the ids ride at the end of hyper: one upload
                 dev.upload(hyper)
-                logits = self._fused_logits(hyper, ids, first, n, plan.head)
+                logits = self._fused_logits(hyper, ids, first, n, plan)
             else:
                 dev.upload(ids)
                 dev.upload(hyper)
@@ -457,7 +457,8 @@ class RecurrentDecoder(_StateDecoder):
     """HybridMambaModel (_StateDecoder): conv windows and scan states, and attention layers' key and value
     caches, which read each slot's position from the hyper buffer; the caches start at ATTENTION_CACHE_MIN
     positions and double (every program recorded again) when a sequence outgrows them. The fused step:
-    ops.mamba1_decode, one dispatch a mamba1 layer, a mixed stack's other layers per-op beside them
+    ops.mamba1_decode and ops.hybrid_attn_decode, one dispatch a mamba1 or attention layer (the path rule decides
+    each kind for the caches' current capacity), a mixed stack's other layers per-op beside them
     (HybridMambaModel._fused_step_ids, runtime.select.decode.plan, EVERMIND_VK_DECODE_FUSED)."""
 
     def _state_tensors(self) -> list:
@@ -465,13 +466,13 @@ class RecurrentDecoder(_StateDecoder):
         return [t for layer in self.state for key, t in layer.items() if t is not None and key in ("conv", "h")]
 
     def _plan(self, n: int):
-        return decode_step_plan(self.model.decode_launch(n), self.model.device)
+        return decode_step_plan(self.model.decode_launch(n, self.model.state_capacity(self.state)), self.model.device)
 
-    def _fused_logits(self, hyper, ids, first: int, n: int, head: bool):
-        if self.model.config.layers[0] != "mamba1":  # a per-op first layer looks the embedding up from ids
+    def _fused_logits(self, hyper, ids, first: int, n: int, plan):
+        if self.model.config.layers[0] not in plan.layers:  # a per-op first layer looks the embedding up from ids
             self.model.device.upload(ids)
-        return self.model._fused_step_ids(hyper, self.state, n, first, HEADER + ITEM * n + MAX_STOPS, head,
-                                          hyper=hyper, tokens=ids)
+        return self.model._fused_step_ids(hyper, self.state, n, first, HEADER + ITEM * n + MAX_STOPS, plan.head,
+                                          hyper=hyper, tokens=ids, fused=plan.layers)
 
     def _step_logits(self, ids, first: int, hyper, S: int):
         return self.model._step_ids(ids, self.state, first, hyper, S, start=S > 1)
@@ -516,11 +517,11 @@ class ConvDecoder(_StateDecoder):
     def _step_logits(self, ids, first: int, hyper, S: int):
         return self.model._step_ids(ids, self.state, first, S)
 
-    def _fused_logits(self, hyper, ids, first: int, n: int, head: bool):
+    def _fused_logits(self, hyper, ids, first: int, n: int, plan):
         """One evermind_layer dispatch a block (each item's window slot from hyper; layer 0 also looks up the
-        embedding rows, the last also computes the tied head's logits where `head`, else the head's product
+        embedding rows, the last also computes the tied head's logits where plan.head, else the head's product
         follows)."""
-        m, dev = self.model, self.model.device
+        m, dev, head = self.model, self.model.device, plan.head
         c, P = m.config, m.plain
         x = empty((n, c.d_model), "f32", dev)  # the residual stream (layer 0 writes it)
         logits = empty((n, c.vocab_size), "f32", dev) if head else None

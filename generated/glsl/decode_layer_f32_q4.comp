@@ -93,8 +93,9 @@ void main() {
     const uint r0 = (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * p.S;
     if (r0 >= p.R) return;  // uniform per workgroup
     const uint ns = min(p.S, p.R - r0), t = gl_LocalInvocationID.x;
-    const uint d4 = p.d / 4, HD4 = p.H * p.D / 4, KD4 = p.KVH * p.D / 4, F4 = p.F / 4, D4 = p.D / 4;
+    const uint d4 = p.d / 4, HD4 = p.H * p.D / 4, KD4 = p.KVH * p.D / 4, D4 = p.D / 4;
     const uint G = p.H / p.KVH, L4 = (p.L + 3) / 4 + 1;  // a head's row: its scores, then its softmax sum
+    const uint F4 = p.F / 4;
     // a sequence's region: h, x, q, k, the attention output, g, the heads' score rows
     const uint oh = 0, ox = d4, oq = ox + d4, ok = oq + HD4, oa = ok + KD4, og = oa + HD4, os = og + F4;
     const uint P = os + p.H * L4;

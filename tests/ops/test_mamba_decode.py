@@ -193,8 +193,8 @@ def test_mamba_decode_path_rule(device):
     gpu = gpu_like(dev)
     assert select_decode.plan(small, gpu, K()).variant is None  # CPU devices only, unforced
     assert select_decode.plan(small, gpu, K("1")).variant.op == "mamba1_decode"
-    for launch, why in ((dataclasses.replace(small, layers=("mamba2", "attention")), "no mamba1 layers"),
-                        (dataclasses.replace(small, layers=("attention",)), "attention"),
+    for launch, why in ((dataclasses.replace(small, layers=("mamba2", "mamba3")), "no mamba1 or attention layers"),
+                        (dataclasses.replace(small, layers=("mamba2", "attention")), "whole heads (0)"),  # no heads
                         (dataclasses.replace(small, dtype="f16"), "f16"),
                         (dataclasses.replace(small, d_state=6), "dState"),
                         (select_decode.MambaLaunch(1024, 2048, 16, 4, 64), "MAX_LOOP"),

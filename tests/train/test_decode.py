@@ -183,13 +183,17 @@ def test_evermind_window_is_the_receptive_field(device):
 
 
 @pytest.mark.parametrize("layers,knob", [(("mamba1", "mamba1"), ""), (("mamba1", "mamba1"), "0"),
-                                        (("mamba2", "mamba3"), ""), (("attention", "mamba1"), "")],
-                         ids=["mamba1", "mamba1-per-op", "mamba2-mamba3", "attention-mamba1"])
+                                        (("mamba2", "mamba3"), ""), (("attention", "mamba1"), ""),
+                                        (("attention", "mamba1"), "0"), (("mamba1", "attention"), "1"),
+                                        (("attention",), "")],
+                         ids=["mamba1", "mamba1-per-op", "mamba2-mamba3", "attention-mamba1", "attention-mamba1-per-op",
+                              "mamba1-attention-forced", "attention"])
 def test_mamba_batch_decode_is_one_program_per_step(device, layers, knob, monkeypatch):
     """One recorded program feeds a token of every sequence of the batch (one submit per decoded token for
     all of them; attention layers read each sequence's position from the hyper buffer); prompts of different
-    lengths, and a sequence that stops early, decode as each alone and as the uncached path. mamba1 stacks:
-    on mamba1_decode (several sequences a workgroup), or forced to the per-op step."""
+    lengths, and a sequence that stops early, decode as each alone and as the uncached path. mamba1 and attention
+    layers: on mamba1_decode and hybrid_attn_decode (several sequences a workgroup), or forced to the per-op
+    step."""
     monkeypatch.setenv("EVERMIND_VK_DECODE_FUSED", knob)
     m = _mamba(layers)
     prompts = [[3, 1, 4, 1, 5], [6], [5, 3]]
@@ -202,16 +206,19 @@ def test_mamba_batch_decode_is_one_program_per_step(device, layers, knob, monkey
     plain = [generate(m, p, max_new_tokens=6) for p in prompts]
     before = dev.submits
     assert generate(m, prompts, max_new_tokens=6) == plain
-    # the states' reset; a prefill program a prompt (their lengths differ); then one replay per decoded token
-    assert dev.submits - before == 1 + 3 + 5 and dec.step_program() is step
+    # the states' reset (none to zero for attention alone: its caches are read only where written); a prefill
+    # program a prompt (their lengths differ); then one replay per decoded token
+    assert dev.submits - before == (layers != ("attention",)) + 3 + 5 and dec.step_program() is step
     stop = alone[1][1]  # the second sequence stops; the others go on beside its dead slot
     got = generate(m, prompts, max_new_tokens=6, repetition_penalty=100.0, stop_tokens=[stop])
     assert got == [a[:a.index(stop)] if stop in a else a for a in alone]
     sampled = generate(m, prompts, max_new_tokens=4, temperature=1.0, top_k=5, seed=3)
     assert generate(m, prompts[0], max_new_tokens=4, temperature=1.0, top_k=5, seed=3) == sampled[0]
-    fused = sum(lb.startswith("mamba1_decode") for lb in dec.step_program().labels)
-    # each mamba1 layer on mamba1_decode (a mixed stack's others per-op beside it), unless forced off
-    assert fused == (layers.count("mamba1") if knob != "0" else 0), dec.step_program().labels
+    labels = dec.step_program().labels
+    # each mamba1 layer on mamba1_decode, each attention layer on hybrid_attn_decode (a mixed stack's others per-op
+    # beside them), unless forced off
+    for op, kind in (("mamba1_decode", "mamba1"), ("hybrid_attn_decode", "attention")):
+        assert sum(lb.startswith(op) for lb in labels) == (layers.count(kind) if knob != "0" else 0), labels
 
 
 @pytest.mark.parametrize("path", ["fused", "fused euler", "fused head apart", "fused one layer", "per-op forced"])
@@ -235,16 +242,42 @@ def test_mamba1_greedy_identical_to_uncached(device, path, monkeypatch):
         assert len(labels) == 1 + len(layers) + ("apart" in path) + 2, labels
 
 
+@pytest.mark.parametrize("knob", ["", "1"], ids=["default", "forced"])
+@pytest.mark.parametrize("layers", [("attention", "mamba1"), ("mamba1", "attention"), ("attention",)],
+                         ids=["attention-mamba1", "mamba1-attention", "attention"])
+def test_mamba_attention_greedy_identical_to_uncached(device, layers, knob, monkeypatch):
+    """A stack with attention layers decodes one dispatch a layer (attention layers on hybrid_attn_decode, mamba1
+    layers on mamba1_decode; layer 0 also looks up the embedding from the ids in the hyper words, the last layer
+    also computes the final norm and the tied head's logits): greedy tokens equal the uncached path's, across
+    a growth of the attention caches (4 -> 8 -> 16 positions, the programs recorded again)."""
+    from evermind_vk.models import mamba
+    monkeypatch.setenv("EVERMIND_VK_DECODE_FUSED", knob)
+    monkeypatch.setattr(mamba, "ATTENTION_CACHE_MIN", 4)
+    m = _mamba(layers)
+    rng = np.random.default_rng(4)  # nonzero attention biases (the init's are zero)
+    m.load_state_dict({k: (v + rng.standard_normal(v.shape)).astype(np.float32) if k.endswith(("bQKV", "bO")) else v
+                       for k, v in m.state_dict().items()})
+    for prompt, n in (([3], 6), ([1, 2, 3, 4, 5], 9)):
+        plain = generate(m, prompt, max_new_tokens=n, use_cache=False, repetition_penalty=100.0)
+        assert generate(m, prompt, max_new_tokens=n, repetition_penalty=100.0) == plain and len(set(plain)) > 3
+    dec = decoder(m, 1)
+    assert m.state_capacity(dec.state) == 16
+    labels = dec.step_program().labels
+    # the upload (hyper with the ids), a dispatch a layer, the sampler, the download
+    assert labels.count("upload") == 1 and len(labels) == 1 + len(layers) + 2, labels
+    assert sum(lb.startswith("hybrid_attn_decode") for lb in labels) == layers.count("attention"), labels
+
+
 def test_mamba_fused_step_refused_where_it_cannot_run(device, monkeypatch):
-    """A stack without mamba1 layers decodes on the per-op step unforced; EVERMIND_VK_DECODE_FUSED=1 there is an
-    error naming why, not a silent per-op step. A mixed stack runs its mamba1 layers fused, the mamba2 layer
-    per-op beside them, with the uncached path's tokens."""
+    """A stack without mamba1 or attention layers decodes on the per-op step unforced; EVERMIND_VK_DECODE_FUSED=1
+    there is an error naming why, not a silent per-op step. A mixed stack runs its mamba1 layers fused, the mamba2
+    layer per-op beside them, with the uncached path's tokens."""
     from evermind_vk.errors import UnsupportedError
     m = _mamba(("mamba2", "mamba3"))
     generate(m, [1, 2], max_new_tokens=3)
     assert not any(lb.startswith("mamba1_decode") for lb in decoder(m, 1).step_program().labels)
     monkeypatch.setenv("EVERMIND_VK_DECODE_FUSED", "1")
-    with pytest.raises(UnsupportedError, match="EVERMIND_VK_DECODE_FUSED=1.*no mamba1 layers"):
+    with pytest.raises(UnsupportedError, match="EVERMIND_VK_DECODE_FUSED=1.*no mamba1 or attention layers"):
         generate(_mamba(("mamba2", "mamba3")), [1, 2], max_new_tokens=3)
     m = _mamba(("mamba2", "mamba1"))
     want = generate(m, [3, 1, 4], max_new_tokens=5, use_cache=False, repetition_penalty=100.0)

@@ -4,9 +4,10 @@ kv_write, attention_decode) and the device sampler (sample). attention_decode co
 one item each: pick_sample_wg chooses.
 
 decode_layer is a whole transformer block for one new token of each sequence in one dispatch (one workgroup
-a sequence), mamba1_decode a whole mamba1 block of a HybridMambaModel the same way: `plan` is the one rule that
-says whether a decode step (a Launch: TransformerLM; a MambaLaunch: HybridMambaModel) runs on them (the fused
-step) or on the per-op kernels (the unfused step). evermind_layer is the same for an EvermindLM block (its
+a sequence), mamba1_decode a whole mamba1 block of a HybridMambaModel the same way, hybrid_attn_decode a whole
+attention layer of a HybridMambaModel (decode_layer's section without RoPE and MLP, with biases): `plan` is the
+one rule that says whether a decode step (a Launch: TransformerLM; a MambaLaunch: HybridMambaModel, for each of
+its mamba1 and attention layer kinds) runs on them (the fused step) or on the per-op kernels (the unfused step). evermind_layer is the same for an EvermindLM block (its
 section at the end, its ConvLaunch taken by the same `plan` and knob)."""
 from __future__ import annotations
 
@@ -33,6 +34,11 @@ ROWS = [
     # 8-lane subgroup, and the block's loads and stores, not its lanes, set its time (the default model's B = 8
     # step ~12% faster than at 64 threads, B = 1 ~5%, interleaved runs).
     *(Row("decode", "mamba1_decode", "f32", (("WG", 16), ("SW", 1536)), flags=fl) for fl in ((), ("q4",))),
+    # One attention layer of a HybridMambaModel per sequence and dispatch: decode_layer's section without RoPE and
+    # MLP, with biases (f32, flag q4); SW: 24 KiB (the default model's layer needs 64 vec4s a sequence and 4 (L/4 + 1)
+    # for the scores: L up to ~1470 positions, i.e. the doubling capacities up to 1024, for one sequence a workgroup;
+    # past that its attention layers run per-op). WG 16: mamba1_decode's reason (64 was no faster, interleaved runs).
+    *(Row("decode", "hybrid_attn_decode", "f32", (("WG", 16), ("SW", 1536)), flags=fl) for fl in ((), ("q4",))),
 ]
 
 TUNED = {
@@ -78,8 +84,9 @@ class Launch:
 
 @dataclass(frozen=True)
 class MambaLaunch:
-    """A decode step of a HybridMambaModel: its shapes (d_model, d_inner, dState, dConv, dt rank), its layer
-    kinds (mamba1_decode runs its mamba1 blocks, the others run per-op) and the dtype of its state and weights."""
+    """A decode step of a HybridMambaModel: its shapes (d_model, d_inner, dState, dConv, dt rank; the attention
+    layers' heads and cache capacity), its layer kinds (mamba1_decode runs its mamba1 blocks, hybrid_attn_decode
+    its attention layers, the others run per-op) and the dtype of its state and weights."""
     d: int
     d_inner: int
     d_state: int
@@ -89,6 +96,13 @@ class MambaLaunch:
     dtype: str = "f32"
     vocab: int = 0  # the tied head's rows (0: no head to fold into the last block)
     items: int = 1  # sequences a step feeds
+    heads: int = 0  # an attention layer's heads (MHA: head dim d / heads)
+    max_len: int = 0  # positions an attention layer's caches hold now (programs are recorded again when they grow)
+
+    @property
+    def attention_weights(self) -> int:
+        """Weight elements of one attention layer: wQKV [3d, d] and wO [d, d] (biases and norm gain left out)."""
+        return 4 * self.d * self.d
 
     @property
     def layer_weights(self) -> int:
@@ -100,34 +114,85 @@ class MambaLaunch:
 
 @dataclass(frozen=True)
 class Knobs:
-    """EVERMIND_VK_DECODE_FUSED: '' (the rule), '0' (never), '1' (wherever the fused kernel, decode_layer or
-    mamba1_decode, can run; an error where it cannot)."""
+    """EVERMIND_VK_DECODE_FUSED: '' (the rule), '0' (never), '1' (wherever the fused kernel, decode_layer,
+    mamba1_decode, hybrid_attn_decode or evermind_layer, can run; an error where it cannot)."""
     fused: str = ""
 
 
 @dataclass(frozen=True)
 class Plan:
-    """The decode step's path: variant is the fused kernel's variant (decode_layer, mamba1_decode) or None (the
-    per-op kernels);
+    """The decode step's path: variant is the fused kernel's variant (decode_layer, evermind_layer; a MambaLaunch's
+    first fused kind's: mamba1_decode or hybrid_attn_decode) or None (the per-op kernels);
     why: the reasons it is not fused (empty when fused or turned off); head: the last block also computes the
     logits (the head's product within the loop cap), else the head runs as its own product."""
     variant: object
     why: tuple = ()
     head: bool = False
     seqs: int = 1  # sequences a workgroup runs (each load of a weight serves them all)
+    layers: tuple = ()  # a MambaLaunch's layer kinds that run on their fused kernels (MAMBA_KINDS)
+
+
+def _attention_loops(push: dict, wg: int) -> int:
+    """The loop iterations of what decode_layer and hybrid_attn_decode share (templates/decode.comp.j2): the
+    attention norm, the q, k and v products, scores, softmax and outputs at the longest context (L positions),
+    the out-projection, the reductions of the norm and of one more (push: their push constants)."""
+    c = lambda n: -(-n // wg)  # noqa: E731  a thread's share of n items
+    d4, H, KVH, D, L4 = push["d"] // 4, push["H"], push["KVH"], push["D"], -(-push["L"] // 4)
+    HD4, KD4, D4, S = H * D // 4, KVH * D // 4, D // 4, push["S"]
+    return (2 * c(d4) + c(HD4) * d4 + c(KD4) * d4  # norm, q, k and v
+            + S * (c(H * L4) * D4 + 1) + c(S * H) * 2 * L4 + S * (c(HD4) * L4 + 1)  # scores, softmax, outputs
+            + c(d4) * (HD4 + 1) + 2 * (wg.bit_length() + 1))  # wo, two norms' reductions
 
 
 def layer_loop_count(push: dict, wg: int) -> int:
     """The most loop iterations one invocation of decode_layer runs, all its loops together (push: its
     push constants; the attention loops at the longest context, L positions)."""
     c = lambda n: -(-n // wg)  # noqa: E731  a thread's share of n items
-    d4, H, KVH, D, F4, L4 = push["d"] // 4, push["H"], push["KVH"], push["D"], push["F"] // 4, -(-push["L"] // 4)
-    HD4, KD4, D4, S = H * D // 4, KVH * D // 4, D // 4, push["S"]
-    red = 3 * (wg.bit_length() + 1)  # the three norms' reductions
+    d4, H, KVH, D, F4 = push["d"] // 4, push["H"], push["KVH"], push["D"], push["F"] // 4
     head = c(-(-push["V"] // 4)) * d4 if push["head"] else 0  # the logits (the last block)
-    return (2 * c(d4) + c(HD4) * d4 + c(KD4) * d4 + c(S * (H + KVH) * (D // 8))  # norm, q, k and v, RoPE
-            + S * (c(H * L4) * D4 + 1) + c(S * H) * 2 * L4 + S * (c(HD4) * L4 + 1)  # scores, softmax, outputs
-            + c(d4) * (HD4 + 1) + c(F4) * d4 + c(d4) * (F4 + 1) + red + head)  # wo + norm, gate/up, down + norm
+    return (_attention_loops(push, wg) + c(push["S"] * (H + KVH) * (D // 8))  # RoPE
+            + c(F4) * d4 + c(d4) * (F4 + 1) + (wg.bit_length() + 1) + head)  # gate/up, down + the third norm
+
+
+def hattn_loop_count(push: dict, wg: int) -> int:
+    """The most loop iterations one invocation of hybrid_attn_decode runs, all its loops together (push: its
+    push constants; the attention loops at the longest context, L positions)."""
+    c = lambda n: -(-n // wg)  # noqa: E731  a thread's share of n items
+    d4 = push["d"] // 4
+    final = c(d4) + (c(-(-push["V"] // 4)) * (d4 + 1) if push["head"] else 0) if push["final"] else 0
+    return _attention_loops(push, wg) + final  # the final norm and the logits (the last layer)
+
+
+def hattn_shared_vec4s(launch: MambaLaunch) -> int:
+    """hybrid_attn_decode's shared vec4s a sequence: h, x, q, the attention output, then each head's scores and
+    softmax sum (templates/decode.comp.j2)."""
+    return (2 * launch.d + 2 * launch.d) // 4 + launch.heads * (-(-launch.max_len // 4) + 1)
+
+
+def hattn_push(launch: MambaLaunch, items: int, embed: int = 0, final: int = 0, head: int = 0, seqs: int = 1,
+               ids_at: int = 0, eps: float = 1e-6) -> dict:
+    """hybrid_attn_decode's push constants for `items` sequences (embed: the layer reads the embedding rows of the
+    ids from word ids_at of its ids binding instead of x; final: it ends with the final norm, head: and the
+    logits, launch.vocab of them; seqs: sequences a workgroup). MHA: as many kv heads as heads."""
+    H = launch.heads
+    D = launch.d // H
+    return dict(R=items, d=launch.d, H=H, KVH=H, D=D, L=launch.max_len, V=launch.vocab, embed=int(embed),
+                final=int(final), head=int(head), eps=float(eps), scale=1.0 / math.sqrt(D), S=int(seqs),
+                ids_at=int(ids_at))
+
+
+def hattn_errors(launch: MambaLaunch, v, device) -> list[str]:
+    """Why hybrid_attn_decode's variant v cannot run a launch's attention layers on a device (empty: it can)."""
+    why = []
+    if launch.dtype != v.dtype:
+        why.append(f"hybrid_attn_decode computes {v.dtype}, the step is {launch.dtype}")
+    if launch.heads < 1 or launch.d % launch.heads or launch.d % 4 or (launch.d // launch.heads) % 4 \
+            or launch.max_len < 1:
+        why.append(f"shapes: dModel {launch.d} must be whole heads ({launch.heads}) of a multiple of 4 (vec4 "
+                   f"loads), the caches hold {launch.max_len} positions (want >= 1)")
+        return why  # the capacity checks below need whole heads
+    return why + _capacity_errors(v, device, hattn_loop_count(hattn_push(launch, 1, final=1), v.spec["WG"]),
+                                  hattn_shared_vec4s(launch), too_large="too large a model or context")
 
 
 def shared_vec4s(launch: Launch) -> int:
@@ -216,8 +281,6 @@ def mamba_errors(launch: MambaLaunch, v, device) -> list[str]:
     why = []
     if launch.dtype != v.dtype:
         why.append(f"mamba1_decode computes {v.dtype}, the step is {launch.dtype}")
-    if "mamba1" not in launch.layers:  # a mixed stack's other layers run per-op beside the fused ones
-        why.append(f"no mamba1 layers ({', '.join(sorted(set(launch.layers)))}: mamba1_decode runs mamba1 blocks only)")
     if launch.d % 4 or launch.d_inner % 4 or launch.d_state % 4:
         why.append(f"shapes: dModel {launch.d}, dInner {launch.d_inner} and dState {launch.d_state} must be "
                    "multiples of 4 (vec4 loads)")
@@ -228,10 +291,12 @@ def mamba_errors(launch: MambaLaunch, v, device) -> list[str]:
 
 class _Kind:
     """What `plan` asks of a fused kernel: its op, why a variant cannot run a launch, its shared vec4s a
-    sequence, and the loop count of one invocation for `seqs` sequences a workgroup with the head folded in."""
+    sequence, the loop count of one invocation for `seqs` sequences a workgroup with the head folded in, and
+    the weights one block reads (default: the launch's layer_weights)."""
 
-    def __init__(self, op, errors, shared, loops_with_head):
+    def __init__(self, op, errors, shared, loops_with_head, weights=lambda launch: launch.layer_weights):
         self.op, self.errors, self.shared, self.loops_with_head = op, errors, shared, loops_with_head
+        self.weights = weights
 
 
 _LAYER = _Kind("decode_layer", lambda launch, v, dev: layer_errors(launch, v, dev), lambda launch: shared_vec4s(launch),
@@ -239,16 +304,23 @@ _LAYER = _Kind("decode_layer", lambda launch, v, dev: layer_errors(launch, v, de
                                                      v.spec["WG"]))
 _MAMBA = _Kind("mamba1_decode", mamba_errors, mamba_shared_vec4s,
                lambda launch, v, s: mamba_loop_count(mamba_push(launch, 1, 1, 1, 1, s), v.spec["WG"]))
+_HATTN = _Kind("hybrid_attn_decode", hattn_errors, hattn_shared_vec4s,
+               lambda launch, v, s: hattn_loop_count(hattn_push(launch, 1, 1, 1, 1, s), v.spec["WG"]),
+               lambda launch: launch.attention_weights)
+# a HybridMambaModel's layer kinds that have a fused kernel
+MAMBA_KINDS = {"mamba1": _MAMBA, "attention": _HATTN}
 
 
 def _kind(launch) -> _Kind:
-    return _MAMBA if isinstance(launch, MambaLaunch) else _CONV if isinstance(launch, ConvLaunch) else _LAYER
+    """The fused kernel of a Launch or ConvLaunch (a MambaLaunch has one a layer kind: MAMBA_KINDS)."""
+    return _CONV if isinstance(launch, ConvLaunch) else _LAYER
 
 
 def plan(launch, device, knobs: Knobs) -> Plan:
-    """The decode step's path, the one rule: the fused kernel (decode_layer for a Launch, mamba1_decode for a
-    MambaLaunch, evermind_layer for a ConvLaunch) where every precondition holds (layer_errors, mamba_errors,
-    conv_layer_errors) and, unforced, on the device types of
+    """The decode step's path, the one rule: the fused kernel (decode_layer for a Launch, evermind_layer for a
+    ConvLaunch; for a MambaLaunch, mamba1_decode for its mamba1 layers and hybrid_attn_decode for its attention
+    layers, each kind decided alone: Plan.layers) where every precondition holds (layer_errors, mamba_errors,
+    hattn_errors, conv_layer_errors) and, unforced, on the device types of
     LAYER_DEVICE_TYPES for blocks of at most CPU_MAX_LAYER_WEIGHTS weights; else the per-op kernels.
     EVERMIND_VK_DECODE_FUSED=0 turns it off; =1 runs it wherever it can run (any device type, any size) and
     raises UnsupportedError (with the reasons) where it cannot."""
@@ -256,7 +328,34 @@ def plan(launch, device, knobs: Knobs) -> Plan:
         raise UnsupportedError(f"EVERMIND_VK_DECODE_FUSED={knobs.fused!r}: want 0 or 1 (or unset)")
     if knobs.fused == "0":
         return Plan(None)
-    kind = _kind(launch)
+    if isinstance(launch, MambaLaunch):
+        return _mamba_plan(launch, device, knobs)
+    return _kind_plan(_kind(launch), launch, device, knobs)
+
+
+def _mamba_plan(launch: MambaLaunch, device, knobs: Knobs) -> Plan:
+    """A HybridMambaModel step's path: each of its layer kinds with a fused kernel (MAMBA_KINDS) through
+    _kind_plan; Plan.layers names those that run fused (the others, and mamba2 and mamba3 layers, run per-op
+    between them), variant and seqs are the first such kind's, head whether the last layer (fused) folds the
+    head in; why: the reasons of the kinds left per-op."""
+    kinds = [k for k in MAMBA_KINDS if k in launch.layers]
+    if not kinds:
+        why = (f"no mamba1 or attention layers ({', '.join(sorted(set(launch.layers)))}: the fused kernels run "
+               "those)",)
+        if knobs.fused == "1":
+            raise UnsupportedError("EVERMIND_VK_DECODE_FUSED=1, but no fused kernel can run this step: " + why[0])
+        return Plan(None, why)
+    parts = {k: _kind_plan(MAMBA_KINDS[k], launch, device, knobs) for k in kinds}
+    fused = tuple(k for k in kinds if parts[k].variant is not None)
+    why = tuple(f"{MAMBA_KINDS[k].op}: {w}" for k in kinds if k not in fused for w in parts[k].why)
+    if not fused:
+        return Plan(None, why)
+    main, last = parts[fused[0]], launch.layers[-1]
+    return Plan(main.variant, why, head=last in fused and parts[last].head, seqs=main.seqs, layers=fused)
+
+
+def _kind_plan(kind: _Kind, launch, device, knobs: Knobs) -> Plan:
+    """plan's rule for one fused kernel (`kind`) of a launch."""
     try:  # one sequence a workgroup first (the q4 variant where the batch is shared: layer_seqs)
         cands = sorted(usable(kind.op, launch.dtype, device), key=lambda v: ("q4" in v.flags, v.spec["WG"]))
     except UnsupportedError as e:  # no variant of this dtype, none with the features or the bindings
@@ -275,12 +374,12 @@ def plan(launch, device, knobs: Knobs) -> Plan:
         return Plan(None, tuple(why))
     if knobs.fused != "1" and device.info.type not in LAYER_DEVICE_TYPES:
         return Plan(None, (f"{device.info.type} devices run the per-op step unless forced",))
-    if knobs.fused != "1" and launch.layer_weights > CPU_MAX_LAYER_WEIGHTS:
-        return Plan(None, (f"{launch.layer_weights} weights a block > {CPU_MAX_LAYER_WEIGHTS}: the per-op step's "
+    if knobs.fused != "1" and kind.weights(launch) > CPU_MAX_LAYER_WEIGHTS:
+        return Plan(None, (f"{kind.weights(launch)} weights a block > {CPU_MAX_LAYER_WEIGHTS}: the per-op step's "
                            "products use every core",))
     # the head's product joins the last block where it is as small as a block may be (one core reads it) and
     # within the loop cap
-    seqs = layer_seqs(launch, v, device.info.type)
+    seqs = layer_seqs(launch, v, device.info.type, kind)
     if seqs > 1:
         multi = [u for u in cands if "q4" in u.flags and not kind.errors(launch, u, device)]
         v, seqs = (multi[0], seqs) if multi else (v, 1)
@@ -288,13 +387,12 @@ def plan(launch, device, knobs: Knobs) -> Plan:
                 and kind.loops_with_head(launch, v, seqs) <= MAX_LOOP, seqs=seqs)
 
 
-def layer_seqs(launch, v, device_type: str) -> int:
-    """Sequences a fused-kernel workgroup runs: on CPU devices the batch shared among CPU_GROUPS workgroups,
-    at most SEQS_MAX and as many as the variant's shared memory and the loop cap allow; one on GPUs (more
-    workgroups)."""
+def layer_seqs(launch, v, device_type: str, kind: _Kind) -> int:
+    """Sequences a fused-kernel workgroup (of `kind`) runs: on CPU devices the batch shared among CPU_GROUPS
+    workgroups, at most SEQS_MAX and as many as the variant's shared memory and the loop cap allow; one on GPUs
+    (more workgroups)."""
     if device_type != "cpu":
         return 1
-    kind = _kind(launch)
     s = max(1, min(SEQS_MAX, -(-launch.items // CPU_GROUPS), v.spec["SW"] // kind.shared(launch)))
     while s > 1 and kind.loops_with_head(launch, v, s) > MAX_LOOP:
         s -= 1
@@ -302,12 +400,15 @@ def layer_seqs(launch, v, device_type: str) -> int:
 
 
 def loop_count(op: str, spec: dict, flags, push: dict) -> int | None:
-    """decode_layer's loop count (layer_loop_count), mamba1_decode's (mamba_loop_count), evermind_layer's
+    """decode_layer's loop count (layer_loop_count), mamba1_decode's (mamba_loop_count), hybrid_attn_decode's
+    (hattn_loop_count), evermind_layer's
     (conv_layer_loop_count), sample's (sample_loop_count); None for the other ops."""
     if op == "sample":
         return sample_loop_count(push["cols"], spec["WG"])
     if op == "mamba1_decode":
         return mamba_loop_count(push, spec["WG"])
+    if op == "hybrid_attn_decode":
+        return hattn_loop_count(push, spec["WG"])
     if op == "evermind_layer":
         return conv_layer_loop_count(push, spec["WG"])
     return layer_loop_count(push, spec["WG"]) if op == "decode_layer" else None
