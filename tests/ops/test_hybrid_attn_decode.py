@@ -6,7 +6,6 @@ fused step of a mixed stack against its per-op step, its refusals, and the decod
 HybridMamba launches with attention layers (runtime.select.decode.plan)."""
 import dataclasses
 import math
-import types
 
 import numpy as np
 import pytest
@@ -17,7 +16,7 @@ from evermind_vk import ops
 from evermind_vk.errors import ShapeError, UnsupportedError
 from evermind_vk.ops.decode import hyper_words
 from evermind_vk.runtime.select import decode as select_decode
-from oracle import U32, assert_within, embedded_rows
+from oracle import U32, assert_within, cpu_like, embedded_rows, gpu_like
 
 NAMES = ("wn", "wqkv", "bqkv", "wo", "bo")
 
@@ -187,13 +186,8 @@ def test_hybrid_attn_decode_refusals(device):
         ops.hybrid_attn_decode(x, ev.tensor(hyper_words([])), cache, cache, ws)
 
 
-def gpu_like(device):
-    """The local device dressed as a discrete GPU (selection is pure: it reads info and the manifest)."""
-    return types.SimpleNamespace(info=dataclasses.replace(device.info, type="discrete"), has=device.has)
-
-
 def test_hybrid_attention_path_rule(device):
-    dev, K = ev.get_device(), select_decode.Knobs
+    dev, K = cpu_like(ev.get_device()), select_decode.Knobs
     # the default HybridMamba mixed stack (mamba-attn): each kind on its fused kernel, the head folded into the last
     mixed = select_decode.MambaLaunch(64, 128, 16, 4, 4, layers=("mamba1", "attention"), heads=4, max_len=64)
     p = select_decode.plan(mixed, dev, K())

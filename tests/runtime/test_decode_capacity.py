@@ -10,7 +10,7 @@ from evermind_vk.runtime.select import decode as sd
 
 def test_capacity_boundaries(device):
     dev = ev.get_device()
-    for op in ("decode_layer", "mamba1_decode", "evermind_layer"):
+    for op in ("decode_layer", "mamba1_decode", "evermind_layer", "hybrid_attn_decode"):
         for v in usable(op, "f32", dev):
             SW = v.spec["SW"]
             assert sd._capacity_errors(v, dev, sd.MAX_LOOP, SW) == [], v.name
