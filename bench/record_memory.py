@@ -117,14 +117,20 @@ def run(cfg, B, L, precision, reuse: bool, top: int, record_only: bool = False, 
     mode = f"reuse {'on ' if reuse else 'off'}" + ("" if not checkpoint else f", checkpoint {checkpoint}")
     print(f"{mode}: weights {base / 2**20:8.2f} MiB   peak {peak / 2**20:8.2f} MiB   "
           f"held after {after / 2**20:8.2f} MiB   reused allocations {prog.buffers_reused}   "
-          f"dispatches {len(prog)}   losses {'not run' if record_only else losses}", flush=True)
+          f"dispatches {len(prog)}   barriers {prog.barrier_plan.barriers}   "
+          + (f"planned {prog.planned_bytes / 2**20:.2f} MiB   " if prog.planned_bytes else "")
+          + f"losses {'not run' if record_only else losses}", flush=True)
     if top and tk.snapshot is not None:
         now, by, pool = tk.snapshot
         tracked = sum(by.values())
         rows = by.most_common(top)
-        print(f"  when live tensors held the most (allocated then {now / 2**20:.2f} MiB): live tensors "
-              f"{tracked / 2**20:.2f} MiB, free pool {pool / 2**20:.2f} MiB, dead tensors' buffers the program keeps "
-              f"and weights {(now - tracked - pool) / 2**20:.2f} MiB; live tensors by the op that made them:")
+        if prog.planned_bytes:  # nothing of the recording is allocated before it ends
+            print(f"  when live tensors held the most: {tracked / 2**20:.2f} MiB (the plan's buffers: "
+                  f"{prog.planned_bytes / max(tracked, 1):.3f}x that); live tensors by the op that made them:")
+        else:
+            print(f"  when live tensors held the most (allocated then {now / 2**20:.2f} MiB): live tensors "
+                  f"{tracked / 2**20:.2f} MiB, free pool {pool / 2**20:.2f} MiB, dead tensors' buffers the program "
+                  f"keeps and weights {(now - tracked - pool) / 2**20:.2f} MiB; live tensors by the op that made them:")
         for origin, nbytes in rows:
             print(f"    {nbytes / 2**20:8.2f} MiB  {origin}")
     del tr, model, prog

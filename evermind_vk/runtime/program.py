@@ -166,6 +166,7 @@ class Program:
         self._planned: list = []  # planned: [Buffer, allocated at, released at (None: alive)]
         self._index: dict = {}  # planned: id(Buffer) -> its row of _planned
         self._touches: list = []  # planned: per op, (touches, transfer): the barrier plan runs when placed
+        self.planned_bytes = 0  # planned: the bytes of the buffers the plan allocated when the recording ended
 
     def _planned_alloc(self, buf) -> None:
         """A planned buffer (tensor.Buffer with no kp yet) for a tensor allocated now."""
@@ -189,6 +190,7 @@ class Program:
             return
         home, sizes = plan_buffers([r[0].nbytes for r in rows], [(r[1], r[2]) for r in rows])
         real = [_new_buffer(self.device, n // 4, False, scope=None) for n in sizes]
+        self.planned_bytes = sum(sizes)
         for r, h in zip(rows, home):
             r[0].place(real[h])
         self.buffers_reused += len(rows) - len(real)
