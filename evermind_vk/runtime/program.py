@@ -17,8 +17,11 @@ lifetimes are disjoint from its own (else a new buffer of its size), then the di
 algorithms and the barrier plan below runs over the placed buffers (so a tensor's writer waits for the
 readers of the dead tensor that had its buffer before, as with the free pool). Knowing every lifetime
 first keeps a big buffer for the big allocation to come instead of handing it to a smaller one on the way
-(the 350M LM's step, recorded as on a GPU: 6,269 -> 4,892 MiB with 6 layers, ~644 -> ~488 MiB a layer,
-where its tensors' most bytes live at once grow ~484 MiB a layer with the AdamW moments). A tensor that an
+(the 350M LM's f32 step, recorded as on a GPU: 6,269 -> 4,944 MiB with 6 layers, ~644 -> ~500 MiB a layer,
+where its tensors' most bytes live at once grow ~484 MiB a layer with the AdamW moments). Of equal buffers
+the plan takes the one whose last tensor died longest before (the free pool's first in, first out below):
+that step keeps 259 barriers of 403 dispatches, against 280 placed as allocated and 275 planned without it
+(the 23.7M LM's: 328, 335 and 343 of 523). A tensor that an
 eager dispatch or a transfer touches during the recording gets a buffer of its own at once (pinned). Kill
 switch: EVERMIND_VK_DISABLE_RECORD_PLAN=1 (the free pool below, as it allocates).
 
@@ -74,7 +77,8 @@ def plan_buffers(sizes, lifetimes) -> tuple[list[int], list[int]]:
     """Buffers for allocations known in advance: allocation i takes sizes[i] bytes from lifetimes[i][0] to
     lifetimes[i][1] (clock ticks, end exclusive; None: to the end). Greedy by size: the largest allocation
     first, each into the smallest buffer planned so far that holds it and whose allocations' lifetimes do
-    not overlap its own, else into a new buffer of its size. Returns (buffer index per allocation, each
+    not overlap its own (of several that size, the one whose allocation before it ended longest before it
+    starts), else into a new buffer of its size. Returns (buffer index per allocation, each
     buffer's size). Two allocations share a buffer only if their lifetimes are disjoint."""
     inf = float("inf")
     order = sorted(range(len(sizes)), key=lambda i: (-sizes[i], lifetimes[i][0]))
@@ -85,13 +89,18 @@ def plan_buffers(sizes, lifetimes) -> tuple[list[int], list[int]]:
     for i in order:
         n, (s0, e0) = sizes[i], lifetimes[i]
         e0 = inf if e0 is None else e0
-        pick = None
-        for _, b in by_size[bisect.bisect_left(by_size, (n, -1)):]:
+        pick, gap = None, None
+        for size, b in by_size[bisect.bisect_left(by_size, (n, -1)):]:
+            if pick is not None and size > bsize[pick]:
+                break
             sp = spans[b]
             k = bisect.bisect_left(sp, (s0, -inf))
             if (k == 0 or sp[k - 1][1] <= s0) and (k == len(sp) or e0 <= sp[k][0]):
-                pick = b
-                break
+                # of equal sizes, the one whose previous tensor died longest before (its readers are the
+                # likeliest behind a barrier already, as the free pool's first in, first out)
+                g = s0 - sp[k - 1][1] if k else inf
+                if pick is None or g > gap:
+                    pick, gap = b, g
         if pick is None:
             pick = len(bsize)
             bsize.append(n)

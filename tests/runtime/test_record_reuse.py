@@ -407,3 +407,13 @@ def test_a_planned_step_holds_little_more_than_its_tensors_at_their_most(device,
     tr.train(_lm_text(8 * 32 + 1), seq_len=32, batch_size=8, lr=1e-3)
     prog = tr.step_program(32, 8)
     assert most[0] <= prog.planned_bytes <= 1.1 * most[0], (prog.planned_bytes, most[0])
+
+
+def test_plan_buffers_takes_the_buffer_whose_last_tensor_died_longest_ago():
+    """Of two buffers of one size free for an allocation, the plan takes the one whose previous tensor ended
+    first (its readers are the likeliest behind a barrier already, as the free pool's first in, first out)."""
+    sizes = [64, 64, 64, 64]
+    lifetimes = [(0, 6), (1, 2), (7, 9), (8, 12)]  # 0 and 1 overlap; 2 may follow either (1 ended first)
+    home, bsize = plan_buffers(sizes, lifetimes)
+    _check_plan(sizes, lifetimes, home, bsize)
+    assert bsize == [64, 64] and home[2] == home[1] != home[0] == home[3]
