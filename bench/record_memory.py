@@ -9,6 +9,10 @@
     python bench/record_memory.py --checkpoint        # with activation checkpointing (every layer; --checkpoint K:
                                                       # every K-th), beside the same step without it
 
+A recording plans its buffers by lifetime when it ends (EVERMIND_VK_DISABLE_RECORD_PLAN=1: placed as it
+allocates, best fit among dead tensors' buffers); with the plan nothing is allocated while it records, so
+the holder table's "allocated then" is the weights and AdamW moments alone.
+
 Per mode it trains two steps of a TransformerLM through `Trainer.train` (the first records the step) and
 prints: the bytes held before (weights), the peak of Device.max_memory_allocated over the two steps, what
 stays allocated after them (weights, AdamW moments, the recorded program's buffers), how many allocations
@@ -113,14 +117,20 @@ def run(cfg, B, L, precision, reuse: bool, top: int, record_only: bool = False, 
     mode = f"reuse {'on ' if reuse else 'off'}" + ("" if not checkpoint else f", checkpoint {checkpoint}")
     print(f"{mode}: weights {base / 2**20:8.2f} MiB   peak {peak / 2**20:8.2f} MiB   "
           f"held after {after / 2**20:8.2f} MiB   reused allocations {prog.buffers_reused}   "
-          f"dispatches {len(prog)}   losses {'not run' if record_only else losses}", flush=True)
+          f"dispatches {len(prog)}   barriers {prog.barrier_plan.barriers}   "
+          + (f"planned {prog.planned_bytes / 2**20:.2f} MiB   " if prog.planned_bytes else "")
+          + f"losses {'not run' if record_only else losses}", flush=True)
     if top and tk.snapshot is not None:
         now, by, pool = tk.snapshot
         tracked = sum(by.values())
         rows = by.most_common(top)
-        print(f"  when live tensors held the most (allocated then {now / 2**20:.2f} MiB): live tensors "
-              f"{tracked / 2**20:.2f} MiB, free pool {pool / 2**20:.2f} MiB, dead tensors' buffers the program keeps "
-              f"and weights {(now - tracked - pool) / 2**20:.2f} MiB; live tensors by the op that made them:")
+        if prog.planned_bytes:  # nothing of the recording is allocated before it ends
+            print(f"  when live tensors held the most: {tracked / 2**20:.2f} MiB (the plan's buffers: "
+                  f"{prog.planned_bytes / max(tracked, 1):.3f}x that); live tensors by the op that made them:")
+        else:
+            print(f"  when live tensors held the most (allocated then {now / 2**20:.2f} MiB): live tensors "
+                  f"{tracked / 2**20:.2f} MiB, free pool {pool / 2**20:.2f} MiB, dead tensors' buffers the program "
+                  f"keeps and weights {(now - tracked - pool) / 2**20:.2f} MiB; live tensors by the op that made them:")
         for origin, nbytes in rows:
             print(f"    {nbytes / 2**20:8.2f} MiB  {origin}")
     del tr, model, prog
@@ -135,6 +145,9 @@ def main(argv=None):
     ap.add_argument("--checkpoint", type=int, nargs="?", const=1, default=0, metavar="K",
                     help="activation checkpointing: every K-th layer recomputed in the backward (alone: every layer)")
     ap.add_argument("--layers", type=int, default=0, help="override the config's layer count (0: the config's)")
+    ap.add_argument("--reuse-only", action="store_true",
+                    help="skip the mode without reuse (its peak is the sum of every allocation: the 350m config's"
+                         " is several times the reuse peak)")
     ap.add_argument("--top", type=int, default=12, help="rows of the holder table (0: none)")
     ap.add_argument("--record-only", action="store_true",
                     help="record one step and never submit it (memory accounting is host-side, so the numbers hold; "
@@ -163,6 +176,8 @@ def main(argv=None):
     print(f"config {a.config} ({d=}, {n_layers} layers, {H}/{KVH} heads, ff {ff}, batch {B} x {L}), {a.precision}{ck}, "
           f"on {ev.get_device().info.name}", flush=True)
     on, l_on = run(cfg, B, L, a.precision, True, a.top, a.record_only, a.checkpoint)
+    if a.reuse_only:
+        return 0
     off, l_off = run(cfg, B, L, a.precision, False, a.top, a.record_only, a.checkpoint)
     same = "not run (--record-only)" if a.record_only else l_on == l_off
     print(f"peak with reuse / without: {on / off:.3f}; losses identical: {same}")

@@ -199,6 +199,16 @@ def get_device(device=None) -> "Device":
         return _devices[idx]
 
 
+@dataclass(frozen=True, eq=False)
+class Deferred:
+    """A dispatch's algorithm inside a recording that plans its buffers, before it places them: the variant,
+    the Buffers of its tensors in binding order, its workgroups and SPIR-V (Device.deferred_dispatch makes it)."""
+    variant: object
+    buffers: tuple
+    groups: tuple
+    spirv: bytes
+
+
 class Device:
     """One opened Vulkan device: a kp.Manager, its enabled capabilities, and a cache of kp Algorithms
     (one per kernel variant, tensor set and workgroup count)."""
@@ -238,19 +248,49 @@ class Device:
     # -- algorithms --------------------------------------------------------------------------
     def algorithm(self, variant, tensors, groups: tuple, spirv: bytes):
         """The cached kp Algorithm of a kernel variant bound to these tensors and workgroup counts (built
-        on first use)."""
+        on first use). A tensor whose recording plans its buffers and has not placed them yet (no kp):
+        inside that recording a Deferred (the algorithm is made when the recording ends); in an eager()
+        block inside it, the tensor gets a buffer of its own now (program.Program._place_alone)."""
+        pending = [t._buffer for t in tensors if t._buffer.kp is None]
+        if pending:
+            if self.recording is not None:
+                return Deferred(variant, tuple(t._buffer for t in tensors), groups, spirv)
+            for buf in pending:
+                if buf.kp is None:  # a tensor bound twice is placed once
+                    self._place_now(buf)
         key = (variant.name, tuple(t.uid for t in tensors), groups)
         algo = self._algorithms.get(key)
         if algo is None:
-            if self.share_pipelines:
-                algo = self.manager.algorithm_sharing(self._pipeline(variant, len(tensors), spirv),
-                                                      [t.kp for t in tensors], list(groups))
-            else:
-                algo = self._build(variant, [t.kp for t in tensors], groups, spirv)
+            algo = self._make(variant, [t.kp for t in tensors], groups, spirv)
             self._algorithms[key] = algo
             for t in tensors:
                 self._by_tensor.setdefault(t.uid, set()).add(key)
         return algo
+
+    def _make(self, variant, kp_tensors, groups: tuple, spirv: bytes):
+        """A kp Algorithm of a variant over kp tensors (sharing the variant's pipeline unless switched off)."""
+        if self.share_pipelines:
+            return self.manager.algorithm_sharing(self._pipeline(variant, len(kp_tensors), spirv), kp_tensors,
+                                                  list(groups))
+        return self._build(variant, kp_tensors, groups, spirv)
+
+    def deferred_dispatch(self, d: "Deferred", push_words, cache: dict):
+        """The recorded dispatch of a Deferred once its buffers are placed: (kp op, what the program keeps);
+        cache: (variant, kp tensors, groups) -> algorithm, shared by one program's dispatches."""
+        kps = [b.kp for b in d.buffers]
+        key = (d.variant.name, tuple(id(k) for k in kps), d.groups)
+        algo = cache.get(key)
+        if algo is None:
+            algo = cache[key] = self._make(d.variant, kps, d.groups, d.spirv)
+        return kp_module().OpAlgoDispatch(algo, push_words), (algo, tuple(b.real for b in d.buffers))
+
+    @staticmethod
+    def _place_now(buf) -> None:
+        """A planned buffer that a transfer or an eager dispatch needs now: its own buffer."""
+        prog = buf.scope() if buf.scope is not None else None
+        if prog is None:
+            raise EvermindError("a tensor of a planned recording that was never placed (its recording is gone)")
+        prog._place_alone(buf)
 
     def _build(self, variant, kp_tensors, groups, spirv: bytes):
         """A kp Algorithm with its own shader module and pipeline (built now)."""
@@ -296,8 +336,8 @@ class Device:
             self._record_or_run(kp_module().OpAlgoDispatch(algo, push_words), None, label)
         else:
             access = access or ("rw",) * len(tensors)
-            self._record_or_run(kp_module().OpAlgoDispatch(algo, push_words),
-                                (algo, tuple(t._buffer for t in tensors)), label,
+            op = (algo, push_words) if isinstance(algo, Deferred) else kp_module().OpAlgoDispatch(algo, push_words)
+            self._record_or_run(op, (algo, tuple(t._buffer for t in tensors)), label,
                                 touches=[(t._buffer, a, r) for t, a, r in
                                          zip(tensors, access, ranges or (None,) * len(tensors))], shape=shape)
 
@@ -352,12 +392,16 @@ class Device:
     def upload(self, tensor) -> None:
         """Copy a host-visible tensor's staging memory to the device now or, inside a recording, at
         each run of the recorded program (so a replay picks up host-written per-step scalars)."""
+        if tensor._buffer.kp is None:
+            self._place_now(tensor._buffer)
         tensor._buffer.pinned = True  # a transfer's buffer is never handed out again (host-visible ones never are)
         self._record_or_run(kp_module().OpTensorSyncDevice([tensor.kp]), tensor._buffer, "upload", transfer="w")
 
     def sync_local(self, tensor) -> None:
         """Copy a host-visible tensor's device buffer to its staging memory now or, inside a recording,
         at the end of each run (then read it with Tensor.read_staging(), no further submit)."""
+        if tensor._buffer.kp is None:
+            self._place_now(tensor._buffer)
         tensor._buffer.pinned = True
         self._record_or_run(kp_module().OpTensorSyncLocal([tensor.kp]), tensor._buffer, "download", transfer="r")
 

@@ -62,6 +62,10 @@ KNOBS: tuple[Knob, ...] = (
     Knob("EVERMIND_VK_DISABLE_RECORD_REUSE", "flag", False,
          "Give every allocation inside a recording a new buffer (no reuse of dead tensors' buffers).",
          "kill switches"),
+    Knob("EVERMIND_VK_DISABLE_RECORD_PLAN", "flag", False,
+         "Place a recording's buffers as it allocates (best fit among dead tensors' buffers, as PyTorch's caching "
+         "allocator) instead of planning them by lifetime when the recording ends.",
+         "kill switches"),
     Knob("EVERMIND_VK_DISABLE_BARRIER_ELISION", "flag", False,
          "Keep a barrier before every dispatch of a recording instead of only where a dependency needs one.",
          "kill switches"),

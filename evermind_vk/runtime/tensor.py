@@ -50,13 +50,29 @@ class Buffer:
 
     scope: the Program whose recording allocated it (a weak reference), or None; holders: how many tensors
     of that recording have had it (more than one: the recording reused it); pinned: touched by an eager
-    dispatch while its recording was paused (state set up once), so it never returns to the pool."""
-    __slots__ = ("kp", "nbytes", "scope", "holders", "pinned", "__weakref__")
+    dispatch while its recording was paused (state set up once), so it never returns to the pool.
+
+    A planned buffer (kp_tensor None: a recording that plans its buffers by lifetime, runtime/program.py)
+    is a tensor's place in that plan: it allocates nothing and counts nothing until the recording places it
+    in `home`, a real Buffer (then kp is home's kp), shared with the planned buffers whose tensors' lifetimes
+    in the recording do not overlap its own."""
+    __slots__ = ("kp", "nbytes", "scope", "holders", "pinned", "home", "__weakref__")
 
     def __init__(self, device, kp_tensor, nbytes: int, scope=None):
         self.kp, self.nbytes, self.scope, self.holders, self.pinned = kp_tensor, nbytes, scope, 0, False
-        device._track_allocation(nbytes)
-        weakref.finalize(self, device._track_release, nbytes)
+        self.home = None
+        if kp_tensor is not None:
+            device._track_allocation(nbytes)
+            weakref.finalize(self, device._track_release, nbytes)
+
+    def place(self, home: "Buffer") -> None:
+        """A planned buffer lives in `home` from now on (which it keeps alive)."""
+        self.home, self.kp = home, home.kp
+
+    @property
+    def real(self) -> "Buffer":
+        """The Buffer that holds the elements: home for a placed planned buffer, else this one."""
+        return self.home if self.home is not None else self
 
 
 def _back_to_pool(program_ref, buf: Buffer) -> None:
@@ -76,7 +92,6 @@ class Tensor:
         self.device = device
         self.shape = _shape(shape)
         self.dtype = dtype
-        self.kp = kp_tensor
         self.host_visible = host_visible
         # A view (reshape) shares its base's uid, so the cached kp Algorithms bound to the buffer serve it
         # too (a view made per call, as in a generation loop, would otherwise build a pipeline per call).
@@ -92,6 +107,12 @@ class Tensor:
             self._buffer = buffer or Buffer(device, kp_tensor, 4 * dtypes.words(self.numel, dtype))
 
     # -- facts ----------------------------------------------------------------------------------
+    @property
+    def kp(self):
+        """The kp tensor holding the elements (None for a tensor of a recording that plans its buffers, until
+        the recording places them: runtime/program.py)."""
+        return self._buffer.kp
+
     @property
     def numel(self) -> int:
         """Number of elements."""
@@ -275,6 +296,12 @@ def empty(shape, dtype="f32", device=None, host_visible: bool = False) -> Tensor
     return _new(dev, shape, name, host_visible, scoped=True)
 
 
+def record_plan_enabled() -> bool:
+    """Whether a recording with reuse plans its buffers by lifetime when it ends (runtime/program.py)
+    instead of placing each allocation in a dead tensor's buffer as it comes (EVERMIND_VK_DISABLE_RECORD_PLAN=1)."""
+    return not knobs.get("EVERMIND_VK_DISABLE_RECORD_PLAN")
+
+
 def record_reuse_enabled() -> bool:
     """Whether a recording hands the buffers of its dead device-only tensors to its later allocations
     (EVERMIND_VK_DISABLE_RECORD_REUSE=1 turns it off: every allocation of a recording is then a new buffer)."""
@@ -286,12 +313,16 @@ def _new(dev, shape, name, host_visible, scoped: bool = False) -> Tensor:
     _check_size(dev, 4 * n_words)
     prog = dev.recording if scoped and not host_visible else None
     if prog is not None and prog.reuse:
-        # Inside a recording (PyTorch's caching allocator, in recording order): a buffer whose tensor died
-        # earlier in this recording is free from here on, since every later dispatch is ordered after every
-        # earlier one by the global barrier kp records before each dispatch (ci/patches/0002), replays too.
-        buf = prog._take(4 * n_words)
-        if buf is None:
-            buf = _new_buffer(dev, n_words, False, scope=weakref.ref(prog))
+        # Inside a recording: planned (a place the recording assigns a real buffer when it ends, by lifetime),
+        # or (PyTorch's caching allocator, in recording order) a buffer whose tensor died earlier in this
+        # recording, free from here on since the barrier plan orders a dispatch that writes it after its
+        # earlier readers and writers (runtime/program.py), replays too.
+        scope = weakref.ref(prog)
+        if prog.plan:
+            buf = Buffer(dev, None, 4 * n_words, scope)
+            prog._planned_alloc(buf)
+        else:
+            buf = prog._take(4 * n_words) or _new_buffer(dev, n_words, False, scope)
         buf.holders += 1
         t = Tensor(dev, shape, name, buf.kp, host_visible=False, buffer=buf)
         weakref.finalize(t, _back_to_pool, buf.scope, buf)

@@ -281,8 +281,8 @@ def _distinct_buffers(gl: list) -> list:
     scaled in place once, not once per name."""
     seen, out = set(), []
     for g in gl:
-        if id(g.kp) not in seen:
-            seen.add(id(g.kp))
+        if id(g._buffer) not in seen:  # the Buffer, not its kp: a planned recording places buffers at its end
+            seen.add(id(g._buffer))
             out.append(g)
     return out
 
