@@ -27,6 +27,9 @@ ROWS = [
     # SW: its shared memory in vec4s (24 KiB: the default model's block needs 364 at 256 positions).
     # flag q4: up to 4 sequences a workgroup (each weight load serves them all); without, one (no per-sequence
     # tests: lavapipe runs every load of an unrolled sequence loop, taken or not: ~25% slower at one sequence).
+    # (Subgroup broadcasts of the products' shared vectors, matmul_v4's flag sb: lane l loading step k + l for the
+    # others, were 1.2-2.5x slower a step in all three fused kernels at B = 1, 8, 32 on lavapipe: its shared
+    # loads are a small part of a step, the unrolled broadcast chunks cost more.)
     *(Row("decode", "decode_layer", "f32", (("WG", 64), ("SW", 1536)), flags=fl) for fl in ((), ("q4",))),
     # One mamba1 block of a HybridMambaModel per sequence and dispatch, the same design (f32, flag q4); SW: 24 KiB
     # (the default model's block needs 169 vec4s a sequence). WG 16: lavapipe runs a workgroup's barriers per
@@ -49,7 +52,7 @@ TUNED = {
                                    "bench/results/evidence/lavapipe-decode-tuning.txt"),
     "Q8_SEQS": Tuned(8, "CPU devices: the q8 variant (8 sequences a workgroup) only where a workgroup gets 8 (the "
                         "batch over CPU_GROUPS): lavapipe runs every load of the unrolled sequence loop, taken or not; "
-                        "at 8, q8 beats q4 (evermind_layer ~15%, mamba1_decode ~5% a step at B = 16 and 32)",
+                        "at 8, q8 beats q4 (evermind_layer 13-20%, mamba1_decode ~5-8% a step at B = 16 and 32)",
                      "bench/results/evidence/lavapipe-decode-tuning.txt"),
 }
 LAYER_DEVICE_TYPES = TUNED["LAYER_DEVICE_TYPES"].value
