@@ -11,7 +11,8 @@
 //   -> x = a + sum over those experts in index order, zero gates skipped, of g_z (w2_z hid_z + b2_z)
 //   (ops.moe_combine), written back to x; head != 0 (the last block): logits = x wh^T, V of them.
 // Flag q4: up to 4 consecutive items a workgroup (push S), each load of a weight serving all of them that use
-// it (the router, the conv, the head; each expert any of them selected, the shared one always); else one.
+// it (the router, the conv, the head; each expert any of them selected, the shared one always); q8: up to 8;
+// else one.
 // The vectors between phases (x, the norm's output, the active experts' hidden rows) live in shared memory,
 // one region an item;
 // everything moves as vec4 (d and h multiples of 4: select.decode.conv_layer_errors): lavapipe runs every

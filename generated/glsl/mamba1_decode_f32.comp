@@ -93,7 +93,7 @@ float softplus_f(float x) {
     }
     return max(x, 0.0) + l;
 }
-const uint SQ = 1;  // the most sequences a workgroup runs (push S: 1..SQ; flag q4: 4, else 1)
+const uint SQ = 1;  // the most sequences a workgroup runs (push S: 1..SQ; flag q8: 8, q4: 4, else 1)
 shared vec4 sm[SW];  // SQ regions of P vec4s, one a sequence
 shared vec4 red4[WG];
 

@@ -70,13 +70,28 @@ def run(x, P, win, items, k, eps, ids=None, table=None, head=None):
     return xt.numpy(), None if wt is None else wt.numpy(), None if logits is None else logits.numpy()
 
 
-@given(R=st.integers(1, 9), d=st.sampled_from([4, 8, 20, 64]), h=st.sampled_from([4, 12, 32]),
-       ek=st.sampled_from([(1, 1), (2, 1), (3, 2), (4, 2), (6, 3), (5, 5)]), K=st.integers(1, 4),
-       embed=st.booleans(), head=st.booleans(), seed=st.integers(0, 2**31))
+# R > 2: several sequences a workgroup on CPU devices (the q4 variant), R >= 16: eight (q8; select.decode.plan)
+@given(R=st.one_of(st.integers(1, 9), st.integers(16, 23)), d=st.sampled_from([4, 8, 20, 64]),
+       h=st.sampled_from([4, 12, 32]), ek=st.sampled_from([(1, 1), (2, 1), (3, 2), (4, 2), (6, 3), (5, 5)]),
+       K=st.integers(1, 4), embed=st.booleans(), head=st.booleans(), seed=st.integers(0, 2**31))
 def test_evermind_layer_matches_oracle(device, R, d, h, ek, K, embed, head, seed):
+    check_oracle(R, d, h, ek, K, embed, head, seed)
+
+
+@pytest.mark.parametrize("R", range(16, 24))
+def test_evermind_layer_q8_matches_oracle(device, R):
+    """The q8 variant with each count of sequences 1..8 in the last workgroup (R = 16 + n: workgroups of 8, 8, n),
+    experts that some of a workgroup's sequences use and others not."""
+    flags = select_decode.plan(select_decode.ConvLaunch(20, 12, 6, 3, 3, 5, items=R), device,
+                              select_decode.Knobs("1")).variant.flags
+    assert flags == ("q8",) or device.info.type != "cpu"  # GPUs: one sequence a workgroup
+    check_oracle(R, 20, 12, (6, 3), 3, R % 2 == 0, R % 3 == 0, R)
+
+
+def check_oracle(R, d, h, ek, K, embed, head, seed):
     E, k = ek
     rng = np.random.default_rng(seed)
-    slots, eps = 9, 1e-5  # R > 2: several sequences a workgroup on CPU devices (select.decode.layer_seqs)
+    slots, eps = 25, 1e-5
     P = make(rng, d, h, E, K)
     x = rng.standard_normal((R, d)).astype(np.float32)
     win0 = rng.standard_normal((slots * (K - 1), d)).astype(np.float32) if K > 1 else None
@@ -178,9 +193,11 @@ def test_evermind_decode_path_rule(device):
     p = select_decode.plan(small, dev, kn())
     assert p.variant.op == "evermind_layer" and not p.why and p.head
     assert not select_decode.plan(dataclasses.replace(small, vocab=50000), dev, kn()).head  # head apart
-    # sequences a workgroup: the batch over CPU_GROUPS workgroups, at most SEQS_MAX (the q4 variant); one on GPUs
-    plans = [select_decode.plan(dataclasses.replace(small, items=b), dev, kn()) for b in (1, 2, 3, 8, 32)]
-    assert [(p.seqs, p.variant.flags) for p in plans] == [(1, ()), (1, ()), (2, ("q4",)), (4, ("q4",)), (4, ("q4",))]
+    # sequences a workgroup: the batch over CPU_GROUPS workgroups, up to 4 (the q4 variant) or, where a workgroup
+    # gets 8, 8 (q8); one on GPUs
+    plans = [select_decode.plan(dataclasses.replace(small, items=b), dev, kn()) for b in (1, 2, 3, 8, 14, 16, 32)]
+    assert [(p.seqs, p.variant.flags) for p in plans] == [(1, ()), (1, ()), (2, ("q4",)), (4, ("q4",)), (4, ("q4",)),
+                                                          (8, ("q8",)), (8, ("q8",))]
     assert select_decode.plan(dataclasses.replace(small, items=8), gpu_like(dev), kn("1")).seqs == 1
     assert select_decode.plan(small, dev, kn("0")).variant is None  # the kill switch
     assert select_decode.plan(small, gpu_like(dev), kn()).variant is None  # CPU devices only, unforced

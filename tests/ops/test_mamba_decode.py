@@ -83,12 +83,27 @@ def run(x, w, conv, h, first, eps, disc, ids=None, table=None, final=None, head=
             None if logits is None else logits.numpy())
 
 
-@given(R=st.integers(1, 9), d=st.sampled_from([4, 8, 20]), expand=st.sampled_from([1, 2]), N=st.sampled_from([4, 8]),
-       K=st.sampled_from([1, 2, 4]), DR=st.sampled_from([1, 3, 4, 6]), disc=st.sampled_from(["zoh", "euler"]),
-       embed=st.booleans(), final=st.sampled_from(["no", "norm", "head"]), seed=st.integers(0, 2**31))
+# R > 2: several sequences a workgroup on CPU devices (the q4 variant), R >= 16: eight (q8; select.decode.plan)
+@given(R=st.one_of(st.integers(1, 9), st.integers(16, 23)), d=st.sampled_from([4, 8, 20]), expand=st.sampled_from([1, 2]),
+       N=st.sampled_from([4, 8]), K=st.sampled_from([1, 2, 4]), DR=st.sampled_from([1, 3, 4, 6]),
+       disc=st.sampled_from(["zoh", "euler"]), embed=st.booleans(), final=st.sampled_from(["no", "norm", "head"]),
+       seed=st.integers(0, 2**31))
 def test_mamba1_decode_matches_oracle(device, R, d, expand, N, K, DR, disc, embed, final, seed):
+    check_oracle(R, d, expand, N, K, DR, disc, embed, final, seed)
+
+
+@pytest.mark.parametrize("R", range(16, 24))
+def test_mamba1_decode_q8_matches_oracle(device, R):
+    """The q8 variant with each count of sequences 1..8 in the last workgroup (R = 16 + n: workgroups of 8, 8, n)."""
+    flags = select_decode.plan(select_decode.MambaLaunch(8, 16, 4, 4, 3, items=R), device,
+                              select_decode.Knobs("1")).variant.flags
+    assert flags == ("q8",) or device.info.type != "cpu"  # GPUs: one sequence a workgroup
+    check_oracle(R, 8, 2, 4, 4, 3, "zoh", R % 2 == 0, ("no", "norm", "head")[R % 3], R)
+
+
+def check_oracle(R, d, expand, N, K, DR, disc, embed, final, seed):
     rng = np.random.default_rng(seed)
-    Di, slots, eps = expand * d, 11, 1e-5  # R > 2: several sequences a workgroup on CPU devices
+    Di, slots, eps = expand * d, 25, 1e-5
     first = int(rng.integers(0, slots - R + 1))
     w = make(rng, d, Di, N, K, DR)
     x = rng.standard_normal((R, d)).astype(np.float32)
@@ -185,9 +200,11 @@ def test_mamba_decode_path_rule(device):
     assert p.variant.op == "mamba1_decode" and not p.why and not p.head  # no vocabulary: no head to fold
     assert select_decode.plan(dataclasses.replace(small, vocab=256), dev, K()).head
     assert not select_decode.plan(dataclasses.replace(small, vocab=50000), dev, K()).head
-    # sequences a workgroup: the batch over CPU_GROUPS workgroups, at most SEQS_MAX (the q4 variant); one on GPUs
+    # sequences a workgroup: the batch over CPU_GROUPS workgroups, up to 4 (the q4 variant) or, where a workgroup
+    # gets 8, 8 (q8); one on GPUs
     assert [(lambda q: (q.seqs, q.variant.flags))(select_decode.plan(dataclasses.replace(small, items=b), dev, K()))
-            for b in (1, 2, 3, 8, 32)] == [(1, ()), (1, ()), (2, ("q4",)), (4, ("q4",)), (4, ("q4",))]
+            for b in (1, 2, 3, 8, 14, 16, 32)] == [(1, ()), (1, ()), (2, ("q4",)), (4, ("q4",)), (4, ("q4",)),
+                                                   (8, ("q8",)), (8, ("q8",))]
     assert select_decode.plan(dataclasses.replace(small, items=8), gpu_like(dev), K("1")).seqs == 1
     assert select_decode.plan(small, dev, K("0")).variant is None  # the kill switch
     gpu = gpu_like(dev)

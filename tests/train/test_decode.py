@@ -354,6 +354,19 @@ def test_mamba_prefill_is_one_program(device, layers):
 
 
 # ---- EvermindLM: recurrent decoding from conv windows (ConvDecoder), fused (evermind_layer) or per-op ----------
+@pytest.mark.parametrize("make,rp", [(_evermind, 2.0), (lambda: _mamba(("mamba1", "mamba1")), 100.0)],
+                         ids=["evermind", "mamba"])
+def test_eight_sequences_a_workgroup(device, make, rp):
+    """17 prompts: on CPU devices two workgroups of 8 sequences (the q8 variants: select.decode.plan) and one of 1;
+    greedy tokens equal each prompt's on the uncached path."""
+    m = make()
+    prompts = [[(3 * i + j) % 17 + 1 for j in range(1 + i % 5)] for i in range(17)]
+    plain = [generate(m, p, max_new_tokens=4, use_cache=False, repetition_penalty=rp) for p in prompts]
+    assert generate(m, prompts, max_new_tokens=4, repetition_penalty=rp) == plain
+    fused = [lb for lb in decoder(m, 17).step_program().labels if lb.startswith(("evermind_layer", "mamba1_decode"))]
+    assert fused and all(lb.endswith("_q8") for lb in fused) or device.info.type != "cpu", fused
+
+
 @pytest.mark.parametrize("path", ["fused", "per-op"])
 def test_evermind_greedy_and_batches_on_both_paths(device, path, monkeypatch):
     """Greedy tokens equal the uncached path's (prompts longer and shorter than the receptive field W), a batch

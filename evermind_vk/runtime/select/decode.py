@@ -28,12 +28,16 @@ ROWS = [
     # SW: its shared memory in vec4s (24 KiB: the default model's block needs 364 at 256 positions).
     # flag q4: up to 4 sequences a workgroup (each weight load serves them all); without, one (no per-sequence
     # tests: lavapipe runs every load of an unrolled sequence loop, taken or not: ~25% slower at one sequence).
+    # (Subgroup broadcasts of the products' shared vectors, matmul_v4's flag sb: lane l loading step k + l for the
+    # others, were 1.2-2.5x slower a step in all three fused kernels at B = 1, 8, 32 on lavapipe: its shared
+    # loads are a small part of a step, the unrolled broadcast chunks cost more.)
     *(Row("decode", "decode_layer", "f32", (("WG", 64), ("SW", 1536)), flags=fl) for fl in ((), ("q4",))),
     # One mamba1 block of a HybridMambaModel per sequence and dispatch, the same design (f32, flag q4); SW: 24 KiB
     # (the default model's block needs 169 vec4s a sequence). WG 16: lavapipe runs a workgroup's barriers per
     # 8-lane subgroup, and the block's loads and stores, not its lanes, set its time (the default model's B = 8
     # step ~12% faster than at 64 threads, B = 1 ~5%, interleaved runs).
-    *(Row("decode", "mamba1_decode", "f32", (("WG", 16), ("SW", 1536)), flags=fl) for fl in ((), ("q4",))),
+    # flag q8: up to 8 sequences a workgroup, where the batch gives each of CPU_GROUPS workgroups 8 (plan).
+    *(Row("decode", "mamba1_decode", "f32", (("WG", 16), ("SW", 1536)), flags=fl) for fl in ((), ("q4",), ("q8",))),
     # One attention layer of a HybridMambaModel per sequence and dispatch: decode_layer's section without RoPE and
     # MLP, with biases (f32, flag q4); SW: 24 KiB (the default model's layer needs 64 vec4s a sequence and 4 (L/4 + 1)
     # for the scores: L up to ~1470 positions, i.e. the doubling capacities up to 1024, for one sequence a workgroup;
@@ -52,11 +56,23 @@ TUNED = {
                                              "weights: one workgroup (one core) a sequence reads them all, and past "
                                              "~590k (d 256) the per-op step's products on every core win",
                                    "bench/results/evidence/lavapipe-decode-tuning.txt"),
+    "Q8_SEQS": Tuned(8, "CPU devices: the q8 variant (8 sequences a workgroup) only where a workgroup gets 8 (the "
+                        "batch over CPU_GROUPS): lavapipe runs every load of the unrolled sequence loop, taken or not; "
+                        "at 8, q8 beats q4 (evermind_layer 13-20%, mamba1_decode ~5-8% a step at B = 16 and 32)",
+                     "bench/results/evidence/lavapipe-decode-tuning.txt"),
 }
 LAYER_DEVICE_TYPES = TUNED["LAYER_DEVICE_TYPES"].value
 CPU_GROUPS = TUNED["CPU_GROUPS"].value
-SEQS_MAX = 4  # the template's SQ: accumulators a thread keeps for each product output
+SEQS_MAX = 8  # the templates' largest SQ (flag q8): accumulators a thread keeps for each product output
 CPU_MAX_LAYER_WEIGHTS = TUNED["CPU_MAX_LAYER_WEIGHTS"].value
+Q8_SEQS = TUNED["Q8_SEQS"].value
+# The multi-sequence flags, largest first: (flag, its SQ, the fewest sequences a workgroup runs with it).
+SEQ_FLAGS = (("q8", 8, Q8_SEQS), ("q4", 4, 2))
+
+
+def seqs_cap(flags) -> int:
+    """Sequences a workgroup of a fused kernel's variant with these flags can run (its SQ)."""
+    return next((sq for f, sq, _ in SEQ_FLAGS if f in flags), 1)
 LAYER_PATHS = ("", "0", "1")
 
 
@@ -252,7 +268,7 @@ def mamba_loop_count(push: dict, wg: int) -> int:
     c = lambda n: -(-n // wg)  # noqa: E731  a thread's share of n items
     d4, D4, N4, DR, S = push["d"] // 4, push["Di"] // 4, push["N"] // 4, push["DR"], push["S"]
     DR4 = -(-DR // 4)
-    red = 2 * (wg.bit_length() + 1)  # the two norms' reductions
+    red = 2 * (wg.bit_length() + 1) * -(-S // 4)  # the two norms' reductions (four sequences each)
     final = c(d4) + (c(-(-push["V"] // 4)) * (d4 + 1) if push["head"] else 0)  # the final norm, the logits
     return (2 * c(d4) + c(2 * D4) * (d4 + 1) + c(D4) * push["K"] + c(DR4 + 2 * N4) * (D4 + 1)  # norm, in, conv, x
             + c(D4) * (DR4 + 1 + 40 * S + N4 * (1 + 40 * S))  # the scan (4 channels a thread): dt, softplus, states
@@ -356,8 +372,8 @@ def _mamba_plan(launch: MambaLaunch, device, knobs: Knobs) -> Plan:
 
 def _kind_plan(kind: _Kind, launch, device, knobs: Knobs) -> Plan:
     """plan's rule for one fused kernel (`kind`) of a launch."""
-    try:  # one sequence a workgroup first (the q4 variant where the batch is shared: layer_seqs)
-        cands = sorted(usable(kind.op, launch.dtype, device), key=lambda v: ("q4" in v.flags, v.spec["WG"]))
+    try:  # one sequence a workgroup first (the q4 or q8 variant where the batch is shared: layer_seqs)
+        cands = sorted(usable(kind.op, launch.dtype, device), key=lambda v: (seqs_cap(v.flags), v.spec["WG"]))
     except UnsupportedError as e:  # no variant of this dtype, none with the features or the bindings
         cands, why = [], [str(e)]
     else:
@@ -379,10 +395,12 @@ def _kind_plan(kind: _Kind, launch, device, knobs: Knobs) -> Plan:
                            "products use every core",))
     # the head's product joins the last block where it is as small as a block may be (one core reads it) and
     # within the loop cap
+    # sequences a workgroup (layer_seqs) on the variant of the largest flag of SEQ_FLAGS whose fewest sequences
+    # that is, else one on v
     seqs = layer_seqs(launch, v, device.info.type, kind)
-    if seqs > 1:
-        multi = [u for u in cands if "q4" in u.flags and not kind.errors(launch, u, device)]
-        v, seqs = (multi[0], seqs) if multi else (v, 1)
+    multi = [(u, min(seqs, sq)) for flag, sq, least in SEQ_FLAGS if seqs >= least
+             for u in cands if flag in u.flags and not kind.errors(launch, u, device)]
+    v, seqs = multi[0] if multi else (v, 1)
     return Plan(v, head=0 < launch.vocab * launch.d <= CPU_MAX_LAYER_WEIGHTS
                 and kind.loops_with_head(launch, v, seqs) <= MAX_LOOP, seqs=seqs)
 
@@ -462,7 +480,8 @@ def pick_sample_wg(cands, device_type: str, cols: int):
 # sequence (templates/decode_evermind.comp.j2). SW: its shared vec4s (16 KiB); EMAX: the template's bound on
 # the experts (its router logits and active-expert lists live in fixed shared arrays). Flag q4: up to 4
 # sequences a workgroup (push S), each weight load serving every one of them that uses the weight.
-ROWS += [Row("decode_evermind", "evermind_layer", "f32", (("WG", 64), ("SW", 1024)), flags=fl) for fl in ((), ("q4",))]
+ROWS += [Row("decode_evermind", "evermind_layer", "f32", (("WG", 64), ("SW", 1024)), flags=fl)
+         for fl in ((), ("q4",), ("q8",))]
 CONV_EMAX = 64
 
 
@@ -500,7 +519,7 @@ def conv_layer_loop_count(push: dict, wg: int) -> int:
     """The most loop iterations one invocation of evermind_layer runs, all its loops together."""
     c = lambda n: -(-n // wg)  # noqa: E731  a thread's share of n items
     d4, h4, E, k, K = push["d"] // 4, push["h"] // 4, push["E"], push["k"], push["K"]
-    red = 2 * (wg.bit_length() + 1)  # the two norms' reductions
+    red = 2 * (wg.bit_length() + 1) * -(-push["S"] // 4)  # the two norms' reductions (four sequences each)
     head = c(-(-push["V"] // 4)) * (d4 + 1) if push["head"] else 0
     route = 4 * (E + 1) + k * (E + 1) + k + 2  # a thread a sequence: the top-k, the gates, the list; the union
     return (4 * c(d4) + c(d4) * (2 * K + 1) + red + c(E) * (d4 + 1) + route  # norms, conv, router
@@ -513,9 +532,9 @@ def conv_shared_vec4s(launch: ConvLaunch) -> int:
 
 
 def conv_shared_bytes(v) -> int:
-    """evermind_layer variant v's shared memory: its SW vec4s, the reduction's WG, and per sequence (flag q4:
-    4) the router logits, gates, expert lists and places (EMAX + 3 (EMAX + 1) words), the union list."""
-    sq = 4 if "q4" in v.flags else 1
+    """evermind_layer variant v's shared memory: its SW vec4s, the reduction's WG, and per sequence (seqs_cap:
+    flag q4 4, q8 8) the router logits, gates, expert lists and places (EMAX + 3 (EMAX + 1) words), the union list."""
+    sq = seqs_cap(v.flags)
     return 16 * (v.spec["SW"] + v.spec["WG"]) + 4 * sq * (CONV_EMAX + 3 * (CONV_EMAX + 1)) + 4 * (CONV_EMAX + 2)
 
 
