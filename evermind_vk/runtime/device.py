@@ -8,7 +8,8 @@ Kill switches (set to 1 to treat the feature as absent; makes feature bugs bisec
   EVERMIND_VK_DISABLE_F16      16-bit storage and float16 arithmetic
   EVERMIND_VK_DISABLE_COOPMAT  cooperative matrices (both kinds)
   EVERMIND_VK_DISABLE_COOPMAT2 VK_NV_cooperative_matrix2 only (the cm2 matmuls; cm stays)
-  EVERMIND_VK_DISABLE_SUBGROUP_BROADCAST  subgroupBroadcast in subgroups of 8 (the v4 sb matmuls)
+  EVERMIND_VK_DISABLE_SUBGROUP_BROADCAST  subgroupBroadcast in subgroups of 8 (flag sb: the v4 matmuls,
+                                        the row kernels' and reductions' workgroup sums)
   EVERMIND_VK_DISABLE_SHARED_PIPELINES  build a pipeline per tensor set, as stock kp does
                                         (instead of once per variant, ci/patches/0008)
 Device choice: argument, else EVERMIND_VK_DEVICE (an index or a name substring), else device 0.
@@ -110,7 +111,7 @@ class DeviceInfo:
         # and the subgroup size they assume.
         feats["coopmat_f16_16x16x16_f32"] = COOPMAT_F16_F32 in shapes
         feats["subgroup_size_32"] = int(caps["subgroup_size"]) == 32
-        # subgroupBroadcast (GL_KHR_shader_subgroup_ballot) in subgroups of 8, as the v4 sb matmuls use it: kp does
+        # subgroupBroadcast (GL_KHR_shader_subgroup_ballot) in subgroups of 8, as flag sb uses it: kp does
         # not report a device's subgroup operations, so it is taken as present on CPU devices with subgroups of 8
         # (lavapipe on 256-bit vectors, which reports the ballot operations).
         feats["subgroup_broadcast_8"] = (int(caps["subgroup_size"]) == 8 and caps["device_type"] == 4

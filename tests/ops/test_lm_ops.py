@@ -117,6 +117,54 @@ def test_add_rms_norm_is_add_then_rms_norm(device, monkeypatch, wg, dtype, rows,
 
 
 @pytest.mark.parametrize("dtype", F)
+@given(rows=small, cols=st.integers(1, 300), res=st.booleans(), seed=seeds)
+@example(rows=5, cols=300, res=True, seed=3)  # cross entropy: columns past flag sb's 32 registers a thread
+def test_subgroup_row_reductions_same_bits_as_eight_threads(device, monkeypatch, dtype, rows, cols, res, seed):
+    """The rows' flag sb variants (one subgroup of 8, reductions by subgroupBroadcast: the rule's pick on
+    lavapipe) give the bits of the 8-thread variants without it (shared-memory reductions, forced by
+    EVERMIND_VK_ROW_WG=8): rms_norm, add_rms_norm, rms_norm_backward (with and without the residual's
+    gradient; rows of up to 64 columns, the widest it takes sb for) and cross entropy with its backward.
+    test_rms_norm and test_cross_entropy hold the rule's pick to the float64 oracle."""
+    if not device.has("subgroup_broadcast_8"):
+        pytest.skip("no subgroupBroadcast in subgroups of 8 (or EVERMIND_VK_DISABLE_SUBGROUP_BROADCAST)")
+    rng = np.random.default_rng(seed)
+    x, a, dy = (ev.tensor(data(rng, (rows, cols), dtype, 3)) for _ in range(3))
+    w = ev.tensor(rng.standard_normal(cols).astype(np.float32))
+    t = ev.tensor(rng.integers(0, cols + 2, rows).astype(np.uint32))
+    g = ev.tensor(np.array([1.5], np.float32))
+    picked = {}
+
+    def run():
+        y, rstd = ops.rms_norm(x, w, eps=1e-6)
+        outs = [y, rstd, *ops.add_rms_norm(x, a, w, eps=1e-5)]
+        if cols <= 64:
+            outs += ops.rms_norm_backward(x, w, dy, rstd, dres=a if res else None)
+        loss, count = ops.cross_entropy(x, t)
+        outs += [loss, count, ops.cross_entropy_backward(x, t, count, g)]
+        return [o.numpy().tobytes() for o in outs]
+
+    from evermind_vk.runtime import kernels
+    orig = kernels.dispatch
+
+    def spy(v, *args, **kw):
+        picked.setdefault(v.op, set()).add(v.flags)
+        return orig(v, *args, **kw)
+
+    rows_ops = ("rms_norm", "add_rms_norm", "rms_norm_backward", "cross_entropy", "cross_entropy_backward")
+    with monkeypatch.context() as m:  # hypothesis runs every example in one fixture: undone each time
+        m.setattr(kernels, "dispatch", spy)
+        m.setenv("EVERMIND_VK_ROW_WG", "")
+        sb = run()
+        assert all(any("sb" in f for f in picked[op]) for op in rows_ops if op in picked), picked
+        assert len(picked.keys() & set(rows_ops)) == (5 if cols <= 64 else 4), picked
+        m.setenv("EVERMIND_VK_ROW_WG", "8")
+        picked.clear()
+        plain = run()
+        assert not any("sb" in f for op in rows_ops for f in picked.get(op, ())), picked
+    assert sb == plain
+
+
+@pytest.mark.parametrize("dtype", F)
 @given(rows=small, cols=st.integers(2, 130), seed=seeds)
 @example(rows=12, cols=2, seed=362879)  # two nearly equal values in a row: x - mean cancels (f32)
 def test_layer_norm(device, dtype, rows, cols, seed):
