@@ -6,6 +6,7 @@ from hypothesis import example, given, strategies as st
 
 import evermind_vk as ev
 from evermind_vk import ops
+from evermind_vk.runtime.select import fixed
 import ref
 from oracle import TINY16, TINY32, U16, U32, assert_within, rounded
 
@@ -302,9 +303,21 @@ def test_embedding_reference_vector(device):
     assert np.array_equal(ops.embedding(ids, ev.tensor(table), index_offset=4).numpy(), [table[2], np.zeros(4)])
 
 
+PICK_CPU_TWIN = fixed.pick_cpu_twin
+
+
+def force_thread_layout(monkeypatch, layout):
+    """layout "": the rule's pick (on CPU devices the CPU twins: rope a thread per (token, head), glu four
+    columns a thread); "one": the one-element-a-thread variants, as on GPUs."""
+    monkeypatch.setattr(fixed, "pick_cpu_twin", PICK_CPU_TWIN if layout == "" else
+                        (lambda cands, device_type, fits=True: PICK_CPU_TWIN(cands, "discrete_gpu", fits)))
+
+
+@pytest.mark.parametrize("layout", ["", "one"])
 @pytest.mark.parametrize("dtype", F)
 @given(S=small, H=st.integers(1, 4), half=st.integers(1, 16), start=st.integers(0, 100), seed=seeds)
-def test_rope(device, dtype, S, H, half, start, seed):
+def test_rope(device, monkeypatch, layout, dtype, S, H, half, start, seed):
+    force_thread_layout(monkeypatch, layout)
     rng = np.random.default_rng(seed)
     x = data(rng, (S, H, 2 * half), dtype)
     y = ops.rope(ev.tensor(x), start_pos=start)
@@ -316,10 +329,13 @@ def test_rope(device, dtype, S, H, half, start, seed):
           8 * (start + S), dtype, "rope bwd")
 
 
+@pytest.mark.parametrize("layout", ["", "one"])
 @pytest.mark.parametrize("dtype", F)
 @pytest.mark.parametrize("kind", ["silu", "gelu"])
 @given(rows=small, d=st.integers(1, 40), limit=st.sampled_from([0.0, 0.5, 2.0]), seed=seeds)
-def test_glu(device, dtype, kind, rows, d, limit, seed):
+@example(rows=3, d=12, limit=0.5, seed=5)  # d % 4 == 0: four columns a thread on CPU devices
+def test_glu(device, monkeypatch, layout, dtype, kind, rows, d, limit, seed):
+    force_thread_layout(monkeypatch, layout)
     rng = np.random.default_rng(seed)
     x = data(rng, (rows, 2 * d), dtype, 2)
     dy = data(rng, (rows, d), dtype)
@@ -332,6 +348,30 @@ def test_glu(device, dtype, kind, rows, d, limit, seed):
     a_up = np.abs(ref.act(X[:, :d], kind) * X[:, d:])
     near = np.tile(np.abs(a_up - limit) <= 1e-4 * max(limit, 1), 2) if limit > 0 else np.zeros_like(got, bool)
     close(np.where(near, 0, got), np.where(near, 0, want), 16, dtype, f"glu {kind} bwd")
+
+
+@pytest.mark.parametrize("dtype", F)
+@given(S=small, H=st.integers(1, 4), half=st.integers(1, 16), rows=small, d4=st.integers(1, 10), seed=seeds)
+def test_cpu_twins_same_bits_as_one_element_a_thread(device, monkeypatch, dtype, S, H, half, rows, d4, seed):
+    """rope's and glu's CPU twins (more elements a thread: the rule's pick on CPU devices) give the bits of the
+    one-element-a-thread variants: the same operations on each element."""
+    from evermind_vk.runtime import kernels
+    cands = kernels.usable("rope", dtype, device)
+    assert "th" in fixed.pick_cpu_twin(cands, "cpu").flags and "th" not in fixed.pick_cpu_twin(cands, "discrete_gpu").flags
+    assert "th" not in fixed.pick_cpu_twin(cands, "cpu", fits=False).flags
+    rng = np.random.default_rng(seed)
+    x = ev.tensor(data(rng, (S, H, 2 * half), dtype))
+    g = ev.tensor(data(rng, (rows, 8 * d4), dtype, 2))
+    dy = ev.tensor(data(rng, (rows, 4 * d4), dtype))
+    got = {}
+    for layout in ("", "one"):
+        with monkeypatch.context() as m:
+            force_thread_layout(m, layout)
+            outs = [ops.rope(x, start_pos=3), ops.rope_backward(x, start_pos=3)]
+            for kind in ("silu", "gelu"):
+                outs += [ops.glu(g, kind, 0.5), ops.glu_backward(g, dy, kind, 0.5)]
+            got[layout] = [o.numpy().tobytes() for o in outs]
+    assert got[""] == got["one"]
 
 
 @pytest.mark.parametrize("dtype", F)
