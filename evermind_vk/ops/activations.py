@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 
 from ..errors import ShapeError, UnsupportedError
+from ..runtime import kernels
+from ..runtime.select import fixed as select_fixed
 from ..runtime.tensor import Tensor, empty
 from ._util import FLOATS, like, per_thread, rows_cols, run_softmax, want
 
@@ -94,7 +96,7 @@ def glu(x: Tensor, act: str = "silu", limit: float = 0.0) -> Tensor:
     to +-limit when limit > 0 (the SwiGLU limit)."""
     rows, d = _glu_args(x, act, limit)
     y = empty(x.shape[:-1] + (d,), x.dtype, x.device)
-    per_thread("glu", x.dtype, [x, y], dict(rows=rows, d=d, limit=limit), rows * d, flag=act)
+    _glu_dispatch("glu", act, [x, y], rows, d, limit)
     return y
 
 
@@ -103,5 +105,17 @@ def glu_backward(x: Tensor, dy: Tensor, act: str = "silu", limit: float = 0.0) -
     rows, d = _glu_args(x, act, limit)
     want(dy, "dy", shape=x.shape[:-1] + (d,), dtype=x.dtype)
     dx = like(x)
-    per_thread("glu_backward", x.dtype, [x, dy, dx], dict(rows=rows, d=d, limit=limit), rows * d, flag=act)
+    _glu_dispatch("glu_backward", act, [x, dy, dx], rows, d, limit)
     return dx
+
+
+def _glu_dispatch(op: str, act: str, tensors: list, rows: int, d: int, limit: float) -> None:
+    """glu or glu_backward on the variant runtime.select.fixed.pick_cpu_twin picks (four columns a thread on CPU
+    devices where d % 4 == 0, else one)."""
+    dev = tensors[0].device
+    cands = [v for v in kernels.usable(op, tensors[0].dtype, dev) if act in v.flags]
+    if not cands:
+        raise UnsupportedError(f"no {op} kernel with {act} for dtype {tensors[0].dtype}")
+    v = select_fixed.pick_cpu_twin(cands, dev.info.type, fits=d % 4 == 0)
+    threads = rows * d // (4 if "c4" in v.flags else 1)
+    kernels.dispatch(v, tensors, dict(rows=rows, d=d, limit=limit), kernels.grid(-(-max(1, threads) // v.spec["WG"])))

@@ -5,8 +5,10 @@ from __future__ import annotations
 import math
 
 from ..errors import ShapeError, UnsupportedError
+from ..runtime import kernels
 from ..runtime.select import embedding as select_embedding
-from ..runtime.select.loops import loop_chunks
+from ..runtime.select import fixed as select_fixed
+from ..runtime.select.loops import MAX_LOOP, loop_chunks
 from ..runtime.knobs import get as knob
 from ..runtime.tensor import Tensor, empty
 from ._util import FLOATS, _forced_count, like, one_variant, per_thread, want
@@ -79,8 +81,11 @@ def _rope(x: Tensor, start_pos: int, theta: float, sign: float, seq_len: int | N
     if period < 1 or S % period:
         raise ShapeError(f"rope: {S} tokens are not whole sequences of {period}")
     y = like(x)
-    per_thread("rope", x.dtype, [x, y], dict(S=S, H=H, D=D, start=start_pos, period=period,
-                                             log2_theta=math.log2(theta), sign=sign), S * H * (D // 2))
+    v = select_fixed.pick_cpu_twin(kernels.usable("rope", x.dtype, x.device), x.device.info.type,
+                                   fits=D // 2 + 1 <= MAX_LOOP)
+    threads = S * H if "th" in v.flags else S * H * (D // 2)  # th: a thread per (token, head), else per pair
+    kernels.dispatch(v, [x, y], dict(S=S, H=H, D=D, start=start_pos, period=period, log2_theta=math.log2(theta),
+                                     sign=sign), kernels.grid(-(-max(1, threads) // v.spec["WG"])))
     return y
 
 

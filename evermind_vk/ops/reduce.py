@@ -52,23 +52,32 @@ def n_partials(numel: int) -> int:
     return max(1, -(-numel // CHUNK))
 
 
+def _stage_variant(op: str, dtype: str, device):
+    """The variant of a two-stage sum's or L2 norm's stage on device (runtime.select.reduce.pick_reduce)."""
+    return select_reduce.pick_reduce(kernels.usable(op, dtype, device), device.info.type)
+
+
+def _stage(op: str, dtype: str, tensors: list, push: dict, n_groups: int) -> None:
+    kernels.dispatch(_stage_variant(op, dtype, tensors[0].device), tensors, push, kernels.grid(n_groups))
+
+
 def partial_sums(x: Tensor, part: Tensor, offset: int = 0, square: bool = False) -> int:
     """Stage 1: write one partial sum (of x, or of x^2) per CHUNK elements into part[offset:]; returns the count."""
     n = x.numel
     groups = n_partials(n)
     if offset + groups > part.numel:
         raise ShapeError(f"partials buffer of {part.numel} too small for {offset + groups}")
-    run("partial_sums", x.dtype, [x, part], dict(n=n, chunk=CHUNK, square=int(square), poff=offset), groups)
+    _stage("partial_sums", x.dtype, [x, part], dict(n=n, chunk=CHUNK, square=int(square), poff=offset), groups)
     return groups
 
 
 def final_sum(part: Tensor, n: int, out: Tensor, index: int = 0, accumulate: bool = False,
               divide_by: Tensor | None = None) -> None:
     """Stage 2: out[index] (+)= sum(part[:n]) (then / max(divide_by[0], 1))."""
-    wg = one_variant("final_sum", "f32", part.device).spec["WG"]
+    wg = _stage_variant("final_sum", "f32", part.device).spec["WG"]
     loops.check_loop("final_sum", select_reduce.final_sum_loops(n, wg))
-    run("final_sum", "f32", [part, out, divide_by if divide_by is not None else out],
-        dict(n=n, oidx=index, accumulate=int(accumulate), use_div=int(divide_by is not None)), 1)
+    _stage("final_sum", "f32", [part, out, divide_by if divide_by is not None else out],
+           dict(n=n, oidx=index, accumulate=int(accumulate), use_div=int(divide_by is not None)), 1)
 
 
 def reduce_sum(x: Tensor, square: bool = False) -> Tensor:
@@ -114,7 +123,7 @@ def l2_norm(xs: list, out: Tensor, index: int = 0) -> None:
             groups = [n_partials(x.numel) for x in batch]
             if len(batch) == 1:
                 x = batch[0]
-                run("norm_partials", x.dtype, [x, part, out],
+                _stage("norm_partials", x.dtype, [x, part, out],
                     dict(n=x.numel, chunk=CHUNK, poff=off, oidx=index, pass_=pass_), groups[0])
             else:
                 v = multi[batch[0].dtype]
@@ -129,14 +138,14 @@ def l2_norm(xs: list, out: Tensor, index: int = 0) -> None:
                 xt = [batch[j] if j < len(batch) else batch[0] for j in range(slots)]  # unused slots: any tensor
                 kernels.dispatch(v, [*xt, part, out], push, kernels.grid(g))
             off += sum(groups)
-        run("norm_final", "f32", [part, out], dict(n=off, oidx=index, pass_=pass_), 1)
+        _stage("norm_final", "f32", [part, out], dict(n=off, oidx=index, pass_=pass_), 1)
 
 
 def _multi_variant(dtype: str, device):
     """The norm_partials_multi variant for dtype on device: the one reading the most tensors a dispatch
     that the device's storage-buffer limit allows (runtime.select.reduce.pick_norm_multi), None if none fits."""
     return select_reduce.pick_norm_multi(kernels.with_features("norm_partials_multi", dtype, device),
-                                         bindings.max_bindings(device.info))
+                                         bindings.max_bindings(device.info), device.info.type)
 
 
 def _norm_batches(xs: list, group: dict) -> list:

@@ -8,7 +8,10 @@ Kill switches (set to 1 to treat the feature as absent; makes feature bugs bisec
   EVERMIND_VK_DISABLE_F16      16-bit storage and float16 arithmetic
   EVERMIND_VK_DISABLE_COOPMAT  cooperative matrices (both kinds)
   EVERMIND_VK_DISABLE_COOPMAT2 VK_NV_cooperative_matrix2 only (the cm2 matmuls; cm stays)
-  EVERMIND_VK_DISABLE_SUBGROUP_BROADCAST  subgroupBroadcast in subgroups of 8 (the v4 sb matmuls)
+  EVERMIND_VK_DISABLE_SUBGROUP_BROADCAST  subgroupBroadcast in subgroups of 8 (flag sb: the v4 matmuls,
+                                        the row kernels' and reductions' workgroup sums)
+  EVERMIND_VK_DISABLE_SUBGROUP_ARITHMETIC  subgroupAdd / subgroupMax in subgroups of 8 (flag sa: the CPU
+                                        attention rows' final combine)
   EVERMIND_VK_DISABLE_SHARED_PIPELINES  build a pipeline per tensor set, as stock kp does
                                         (instead of once per variant, ci/patches/0008)
 Device choice: argument, else EVERMIND_VK_DEVICE (an index or a name substring), else device 0.
@@ -29,6 +32,7 @@ KILL_SWITCHES = {
     "EVERMIND_VK_DISABLE_COOPMAT": ("cooperative_matrix", "cooperative_matrix2"),
     "EVERMIND_VK_DISABLE_COOPMAT2": ("cooperative_matrix2",),
     "EVERMIND_VK_DISABLE_SUBGROUP_BROADCAST": ("subgroup_broadcast_8",),
+    "EVERMIND_VK_DISABLE_SUBGROUP_ARITHMETIC": ("subgroup_arithmetic_8",),
 }
 FEATURES = ("shader_int16", "shader_int64", "storage_buffer_16bit_access", "shader_float16",
             "vulkan_memory_model", "vulkan_memory_model_device_scope", "cooperative_matrix", "cooperative_matrix2")
@@ -110,11 +114,15 @@ class DeviceInfo:
         # and the subgroup size they assume.
         feats["coopmat_f16_16x16x16_f32"] = COOPMAT_F16_F32 in shapes
         feats["subgroup_size_32"] = int(caps["subgroup_size"]) == 32
-        # subgroupBroadcast (GL_KHR_shader_subgroup_ballot) in subgroups of 8, as the v4 sb matmuls use it: kp does
+        # subgroupBroadcast (GL_KHR_shader_subgroup_ballot) in subgroups of 8, as flag sb uses it: kp does
         # not report a device's subgroup operations, so it is taken as present on CPU devices with subgroups of 8
         # (lavapipe on 256-bit vectors, which reports the ballot operations).
         feats["subgroup_broadcast_8"] = (int(caps["subgroup_size"]) == 8 and caps["device_type"] == 4
                                          and "subgroup_broadcast_8" not in off)
+        # subgroupAdd / subgroupMax (GL_KHR_shader_subgroup_arithmetic) in subgroups of 8, as flag sa uses them:
+        # taken as present on the same devices, for the same reason (lavapipe reports the arithmetic operations).
+        feats["subgroup_arithmetic_8"] = (int(caps["subgroup_size"]) == 8 and caps["device_type"] == 4
+                                          and "subgroup_arithmetic_8" not in off)
         flexible = tuple(tuple(s) for s in caps.get("cooperative_matrix_flexible_shapes", ())) \
             if feats["cooperative_matrix2"] else ()
         missing = [k for k in BINDING_LIMITS if k not in caps]

@@ -55,7 +55,11 @@ KNOBS: tuple[Knob, ...] = (
          "kill switches"),
     Knob("EVERMIND_VK_DISABLE_SUBGROUP_BROADCAST", "flag", False,
          "Treat subgroupBroadcast in subgroups of 8 as absent: CPU devices' matmuls load A in every thread (the v4 "
-         "blocks without flag sb).", "kill switches"),
+         "blocks without flag sb), and their norms, cross entropy, two-stage sums and L2 norms reduce through shared "
+         "memory and barriers (the row and reduce variants without flag sb).", "kill switches"),
+    Knob("EVERMIND_VK_DISABLE_SUBGROUP_ARITHMETIC", "flag", False,
+         "Treat subgroupAdd / subgroupMax in subgroups of 8 as absent: CPU devices' fused attention rows (flag uR) "
+         "combine the lanes' partials through shared memory (the variants without flag sa).", "kill switches"),
     Knob("EVERMIND_VK_DISABLE_SHARED_PIPELINES", "flag", False,
          "Build a pipeline per tensor set, as stock kp does, instead of once per variant (ci/patches/0008).",
          "kill switches"),

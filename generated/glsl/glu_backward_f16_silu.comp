@@ -33,13 +33,16 @@ float gelu_d(float x) {
 
 void main() {
     const uint i = (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * WG + gl_LocalInvocationID.x;
-    // |act(gate) * up| > limit (strict, limit > 0) zeroes both gradients.
-    if (i >= p.rows * p.d) return;
-    uint r = i / p.d, c = i % p.d;
-    uint gi = r * 2 * p.d + c, ui = gi + p.d;
-    float g = float(x[gi]), u = float(x[ui]), dyv = float(dy[i]);
-    float a = silu_f(g), ad = silu_d(g);
-    bool cut = p.limit > 0.0 && abs(a * u) > p.limit;
-    dx[gi] = float16_t(cut ? 0.0 : dyv * ad * u);
-    dx[ui] = float16_t(cut ? 0.0 : dyv * a);
+    if (1 * i >= p.rows * p.d) return;
+    const uint r = (1 * i) / p.d, c0 = (1 * i) % p.d;
+    [[unroll]] for (uint e = 0; e < 1; ++e) {
+        const uint c = c0 + e, yi = 1 * i + e;
+        // |act(gate) * up| > limit (strict, limit > 0) zeroes both gradients.
+        uint gi = r * 2 * p.d + c, ui = gi + p.d;
+        float g = float(x[gi]), u = float(x[ui]), dyv = float(dy[yi]);
+        float a = silu_f(g), ad = silu_d(g);
+        bool cut = p.limit > 0.0 && abs(a * u) > p.limit;
+        dx[gi] = float16_t(cut ? 0.0 : dyv * ad * u);
+        dx[ui] = float16_t(cut ? 0.0 : dyv * a);
+    }
 }

@@ -30,11 +30,14 @@ float gelu_d(float x) {
 
 void main() {
     const uint i = (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * WG + gl_LocalInvocationID.x;
-    // Rows [gate | up] of width 2d -> act(gate) * up, clamped to +-limit when limit > 0.
-    if (i >= p.rows * p.d) return;
-    uint r = i / p.d, c = i % p.d;
-    float g = float(x[r * 2 * p.d + c]), u = float(x[r * 2 * p.d + p.d + c]);
-    float o = silu_f(g) * u;
-    if (p.limit > 0.0) o = clamp(o, -p.limit, p.limit);
-    y[i] = float(o);
+    if (1 * i >= p.rows * p.d) return;
+    const uint r = (1 * i) / p.d, c0 = (1 * i) % p.d;
+    [[unroll]] for (uint e = 0; e < 1; ++e) {
+        const uint c = c0 + e, yi = 1 * i + e;
+        // Rows [gate | up] of width 2d -> act(gate) * up, clamped to +-limit when limit > 0.
+        float g = float(x[r * 2 * p.d + c]), u = float(x[r * 2 * p.d + p.d + c]);
+        float o = silu_f(g) * u;
+        if (p.limit > 0.0) o = clamp(o, -p.limit, p.limit);
+        y[yi] = float(o);
+    }
 }

@@ -23,16 +23,20 @@ void main() {
     const uint i = (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * WG + gl_LocalInvocationID.x;
     // Half-split (NeoX) rotary embedding on token-major [S, H, D]; position = start + (token % period)
     // (period = tokens per sequence when S packs several sequences).
-    // One thread per (token, head, pair); sign = -1 applies the inverse rotation (the backward).
+    // sign = -1 applies the inverse rotation (the backward).
     const uint half_d = p.D / 2;
+    // One thread per (token, head, pair).
     if (i >= p.S * p.H * half_d) return;
-    uint q = i % half_d, th = i / half_d;
-    uint tok = th / p.H;
-    float freq = exp2(-2.0 * float(q) / float(p.D) * p.log2_theta);
-    float ang = float(p.start + tok % p.period) * freq;
-    float c = cos(ang), s = p.sign * sin(ang);
-    uint o = th * p.D + q;
-    float a = float(x[o]), b = float(x[o + half_d]);
-    y[o] = float16_t(a * c - b * s);
-    y[o + half_d] = float16_t(a * s + b * c);
+    const uint q = i % half_d, th = i / half_d;
+    const uint tok = th / p.H;
+    const uint pos = p.start + tok % p.period;
+    {
+        float freq = exp2(-2.0 * float(q) / float(p.D) * p.log2_theta);
+        float ang = float(pos) * freq;
+        float c = cos(ang), s = p.sign * sin(ang);
+        uint o = th * p.D + q;
+        float a = float(x[o]), b = float(x[o + half_d]);
+        y[o] = float16_t(a * c - b * s);
+        y[o + half_d] = float16_t(a * s + b * c);
+    }
 }

@@ -23,7 +23,8 @@ GQA = st.sampled_from([(1, 1), (2, 1), (4, 2), (3, 3), (3, 1)])
 # "" = the rule's pick (on lavapipe uR where D % 4 == 0, else TPR 1); d64_p1_r32x32 forces the TPR 1 shared-tile
 # layout, d64_p1_u8_r8x32 the uR layout with R 8 (a forced variant that cannot run a launch leaves it to the
 # rule); the others force the GPU layouts (tiles that fit lavapipe's 32 KiB).
-CONFIGS = ["", "d64_p1_r32x32", "d64_p1_u8_r8x32", "d32_p2_r64x64", "d32_p4_r16x32", "d64_p2_r32x32", "d128_p4_r16x16"]
+CONFIGS = ["", "d64_p1_r32x32", "d64_p1_u8_r8x32", "d64_p1_u8_sa_r8x32", "d32_p2_r64x64", "d32_p4_r16x32",
+           "d64_p2_r32x32", "d128_p4_r16x16"]
 
 
 def _close(got, want, n, dtype, what, mag=None):
@@ -117,19 +118,25 @@ def test_fused_layouts_with_every_part_of_a_row_used(device, monkeypatch, config
 # Every uR row family on lavapipe (HD 8-64, R 8 and 16; d64_p1_u16's forward needs 33 KiB, so it runs dq and dkv
 # only, at exactly 32 KiB, the forward taking the rule's pick) at head dims that fill the row or leave its last
 # vec4s past D (zeros), sequences that end inside a block of 8 and inside the R rows, R rows past S (stored nowhere).
-@pytest.mark.parametrize("config, D", [("d8_p1_u16_r16x32", 4), ("d16_p1_u8_r8x32", 16), ("d16_p1_u16_r16x32", 12),
-                                       ("d32_p1_u8_r8x32", 32), ("d32_p1_u16_r16x32", 20), ("d64_p1_u8_r8x32", 60),
-                                       ("d64_p1_u16_r16x32", 64)])
+# Flag sa (the same rows, the lanes' partials combined by subgroupAdd / subgroupMax, no shared memory): every
+# family too, d64_p1_u16's forward included.
+UR_ROWS = [("d8_p1_u16_r16x32", 4), ("d16_p1_u8_r8x32", 16), ("d16_p1_u16_r16x32", 12), ("d32_p1_u8_r8x32", 32),
+           ("d32_p1_u16_r16x32", 20), ("d64_p1_u8_r8x32", 60), ("d64_p1_u16_r16x32", 64)]
+
+
+@pytest.mark.parametrize("config, D", UR_ROWS + [(c.replace("_r", "_sa_r"), D) for c, D in UR_ROWS])
 @pytest.mark.parametrize("dtype", ["f32", "f16"])
 @pytest.mark.parametrize("causal", [False, True])
 def test_fused_cpu_rows(device, monkeypatch, config, D, dtype, causal):
     if device.info.type != "cpu":
         pytest.skip("uR rows are picked on CPU devices (forced ones run anywhere, but these shapes target lavapipe)")
+    if "_sa_" in config and not device.has("subgroup_arithmetic_8"):
+        pytest.skip("no subgroup arithmetic in subgroups of 8 (or EVERMIND_VK_DISABLE_SUBGROUP_ARITHMETIC)")
     monkeypatch.setenv("EVERMIND_VK_ATTENTION", "fused")
     monkeypatch.setenv("EVERMIND_VK_ATTENTION_VARIANT", config)
     launch = select_attention.Launch(dtype=dtype, S=37, H=4, KVH=2, D=D, batch=2)
     got = select_attention.fused_variants(launch, ev.get_device(), config)
-    fits = ("dq", "dkv") if config.startswith("d64_p1_u16") else ("fwd", "dq", "dkv")
+    fits = ("dq", "dkv") if config == "d64_p1_u16_r16x32" else ("fwd", "dq", "dkv")
     assert all(got[s].name.endswith(config) for s in fits), {s: v.name for s, v in got.items()}
     _check(dtype, 2, 37, 4, 2, D, causal, D)
     _check(dtype, 1, 70, 3, 1, D, causal, D + 1, scale=0.7)  # G = 3: dkv sums three heads' queries
@@ -324,9 +331,10 @@ def test_kill_switch_and_wide_heads_take_the_matmul_path(device, monkeypatch):
 
 # -- the selection rule (pure) ------------------------------------------------------------------------
 class V:
-    def __init__(self, HD, ROWS, TILE, TPR, U=0):
+    def __init__(self, HD, ROWS, TILE, TPR, U=0, sa=False):
         u = (f"u{U}",) if U else ()
-        self.name, self.flags = f"a_d{HD}_p{TPR}{'_u%d' % U if U else ''}_r{ROWS}x{TILE}", (f"d{HD}", f"p{TPR}", *u)
+        self.name = f"a_d{HD}_p{TPR}{'_u%d' % U if U else ''}{'_sa' if sa else ''}_r{ROWS}x{TILE}"
+        self.flags = (f"d{HD}", f"p{TPR}", *u, *(("sa",) if sa else ()))
         self.spec = dict(ROWS=ROWS, TILE=TILE, WG=8 if U else ROWS * TPR)
         self.bindings = ("q", "k", "v", "out", "lse")  # the forward's (runtime.variants.binding_count)
 
@@ -360,8 +368,17 @@ def test_rule_cpu_rows_where_they_fit():
     assert pick("fwd", 64, 30, 32) == "a_d64_p1_r64x32"  # D % 4 != 0: the shared-tile layout
     assert pick("dkv", 64, 64, 16, shared=20000) == "a_d64_p1_u8_r8x32"  # less shared memory: the R that fits
     assert pick("fwd", 4096, 64, 16, "discrete_gpu", 49152) == "a_d64_p2_r64x64"  # GPUs: never uR
+    # with flag sa twins: the CPU takes them (no shared memory: R 16 fits the HD 64 forward too)
+    sa = cands + [V(64, 8, 32, 1, 8, True), V(64, 16, 32, 1, 16, True), V(16, 16, 32, 1, 16, True)]
+    pick_sa = lambda stage, S, D, heads, kind="cpu", shared=32768: variants.pick_attention(
+        sa, stage, S, D, heads, kind, shared, 8 if kind == "cpu" else 32, max_bindings=32).name
+    assert pick_sa("fwd", 64, 16, 32) == "a_d16_p1_u16_sa_r16x32"
+    assert pick_sa("fwd", 64, 64, 16) == "a_d64_p1_u16_sa_r16x32"
+    assert pick_sa("fwd", 64, 30, 32) == "a_d64_p1_r64x32"  # D % 4 != 0: still the shared-tile layout
+    assert pick_sa("fwd", 4096, 64, 16, "discrete_gpu", 49152) == "a_d64_p2_r64x64"  # GPUs: never uR
     spec = dict(HD=64, ROWS=16, TILE=32, TPR=1, WG=8, U=16)
     assert variants.attention_shared_bytes(spec, "dq") == 32768
+    assert variants.attention_shared_bytes(dict(spec, SA=1), "fwd") == 0
     assert any("16-byte" in e for e in variants.attention_launch_errors(spec, "dq", 64, 62, 32768, 8))
 
 

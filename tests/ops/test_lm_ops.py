@@ -6,6 +6,7 @@ from hypothesis import example, given, strategies as st
 
 import evermind_vk as ev
 from evermind_vk import ops
+from evermind_vk.runtime.select import fixed
 import ref
 from oracle import TINY16, TINY32, U16, U32, assert_within, rounded
 
@@ -114,6 +115,54 @@ def test_add_rms_norm_is_add_then_rms_norm(device, monkeypatch, wg, dtype, rows,
         assert got.numpy().tobytes() == want.numpy().tobytes()
     want_h = rounded(x.numpy().astype(np.float32) + a.numpy().astype(np.float32), dtype)  # f32 sum, one rounding
     assert np.array_equal(h.numpy().astype(np.float64), want_h)
+
+
+@pytest.mark.parametrize("dtype", F)
+@given(rows=small, cols=st.integers(1, 300), res=st.booleans(), seed=seeds)
+@example(rows=5, cols=300, res=True, seed=3)  # cross entropy: columns past flag sb's 32 registers a thread
+def test_subgroup_row_reductions_same_bits_as_eight_threads(device, monkeypatch, dtype, rows, cols, res, seed):
+    """The rows' flag sb variants (one subgroup of 8, reductions by subgroupBroadcast: the rule's pick on
+    lavapipe) give the bits of the 8-thread variants without it (shared-memory reductions, forced by
+    EVERMIND_VK_ROW_WG=8): rms_norm, add_rms_norm, rms_norm_backward (with and without the residual's
+    gradient; rows of up to 64 columns, the widest it takes sb for) and cross entropy with its backward.
+    test_rms_norm and test_cross_entropy hold the rule's pick to the float64 oracle."""
+    if not device.has("subgroup_broadcast_8"):
+        pytest.skip("no subgroupBroadcast in subgroups of 8 (or EVERMIND_VK_DISABLE_SUBGROUP_BROADCAST)")
+    rng = np.random.default_rng(seed)
+    x, a, dy = (ev.tensor(data(rng, (rows, cols), dtype, 3)) for _ in range(3))
+    w = ev.tensor(rng.standard_normal(cols).astype(np.float32))
+    t = ev.tensor(rng.integers(0, cols + 2, rows).astype(np.uint32))
+    g = ev.tensor(np.array([1.5], np.float32))
+    picked = {}
+
+    def run():
+        y, rstd = ops.rms_norm(x, w, eps=1e-6)
+        outs = [y, rstd, *ops.add_rms_norm(x, a, w, eps=1e-5)]
+        if cols <= 64:
+            outs += ops.rms_norm_backward(x, w, dy, rstd, dres=a if res else None)
+        loss, count = ops.cross_entropy(x, t)
+        outs += [loss, count, ops.cross_entropy_backward(x, t, count, g)]
+        return [o.numpy().tobytes() for o in outs]
+
+    from evermind_vk.runtime import kernels
+    orig = kernels.dispatch
+
+    def spy(v, *args, **kw):
+        picked.setdefault(v.op, set()).add(v.flags)
+        return orig(v, *args, **kw)
+
+    rows_ops = ("rms_norm", "add_rms_norm", "rms_norm_backward", "cross_entropy", "cross_entropy_backward")
+    with monkeypatch.context() as m:  # hypothesis runs every example in one fixture: undone each time
+        m.setattr(kernels, "dispatch", spy)
+        m.setenv("EVERMIND_VK_ROW_WG", "")
+        sb = run()
+        assert all(any("sb" in f for f in picked[op]) for op in rows_ops if op in picked), picked
+        assert len(picked.keys() & set(rows_ops)) == (5 if cols <= 64 else 4), picked
+        m.setenv("EVERMIND_VK_ROW_WG", "8")
+        picked.clear()
+        plain = run()
+        assert not any("sb" in f for op in rows_ops for f in picked.get(op, ())), picked
+    assert sb == plain
 
 
 @pytest.mark.parametrize("dtype", F)
@@ -257,9 +306,21 @@ def test_embedding_reference_vector(device):
     assert np.array_equal(ops.embedding(ids, ev.tensor(table), index_offset=4).numpy(), [table[2], np.zeros(4)])
 
 
+PICK_CPU_TWIN = fixed.pick_cpu_twin
+
+
+def force_thread_layout(monkeypatch, layout):
+    """layout "": the rule's pick (on CPU devices the CPU twins: rope a thread per (token, head), glu four
+    columns a thread); "one": the one-element-a-thread variants, as on GPUs."""
+    monkeypatch.setattr(fixed, "pick_cpu_twin", PICK_CPU_TWIN if layout == "" else
+                        (lambda cands, device_type, fits=True: PICK_CPU_TWIN(cands, "discrete_gpu", fits)))
+
+
+@pytest.mark.parametrize("layout", ["", "one"])
 @pytest.mark.parametrize("dtype", F)
 @given(S=small, H=st.integers(1, 4), half=st.integers(1, 16), start=st.integers(0, 100), seed=seeds)
-def test_rope(device, dtype, S, H, half, start, seed):
+def test_rope(device, monkeypatch, layout, dtype, S, H, half, start, seed):
+    force_thread_layout(monkeypatch, layout)
     rng = np.random.default_rng(seed)
     x = data(rng, (S, H, 2 * half), dtype)
     y = ops.rope(ev.tensor(x), start_pos=start)
@@ -271,10 +332,13 @@ def test_rope(device, dtype, S, H, half, start, seed):
           8 * (start + S), dtype, "rope bwd")
 
 
+@pytest.mark.parametrize("layout", ["", "one"])
 @pytest.mark.parametrize("dtype", F)
 @pytest.mark.parametrize("kind", ["silu", "gelu"])
 @given(rows=small, d=st.integers(1, 40), limit=st.sampled_from([0.0, 0.5, 2.0]), seed=seeds)
-def test_glu(device, dtype, kind, rows, d, limit, seed):
+@example(rows=3, d=12, limit=0.5, seed=5)  # d % 4 == 0: four columns a thread on CPU devices
+def test_glu(device, monkeypatch, layout, dtype, kind, rows, d, limit, seed):
+    force_thread_layout(monkeypatch, layout)
     rng = np.random.default_rng(seed)
     x = data(rng, (rows, 2 * d), dtype, 2)
     dy = data(rng, (rows, d), dtype)
@@ -287,6 +351,30 @@ def test_glu(device, dtype, kind, rows, d, limit, seed):
     a_up = np.abs(ref.act(X[:, :d], kind) * X[:, d:])
     near = np.tile(np.abs(a_up - limit) <= 1e-4 * max(limit, 1), 2) if limit > 0 else np.zeros_like(got, bool)
     close(np.where(near, 0, got), np.where(near, 0, want), 16, dtype, f"glu {kind} bwd")
+
+
+@pytest.mark.parametrize("dtype", F)
+@given(S=small, H=st.integers(1, 4), half=st.integers(1, 16), rows=small, d4=st.integers(1, 10), seed=seeds)
+def test_cpu_twins_same_bits_as_one_element_a_thread(device, monkeypatch, dtype, S, H, half, rows, d4, seed):
+    """rope's and glu's CPU twins (more elements a thread: the rule's pick on CPU devices) give the bits of the
+    one-element-a-thread variants: the same operations on each element."""
+    from evermind_vk.runtime import kernels
+    cands = kernels.usable("rope", dtype, device)
+    assert "th" in fixed.pick_cpu_twin(cands, "cpu").flags and "th" not in fixed.pick_cpu_twin(cands, "discrete_gpu").flags
+    assert "th" not in fixed.pick_cpu_twin(cands, "cpu", fits=False).flags
+    rng = np.random.default_rng(seed)
+    x = ev.tensor(data(rng, (S, H, 2 * half), dtype))
+    g = ev.tensor(data(rng, (rows, 8 * d4), dtype, 2))
+    dy = ev.tensor(data(rng, (rows, 4 * d4), dtype))
+    got = {}
+    for layout in ("", "one"):
+        with monkeypatch.context() as m:
+            force_thread_layout(m, layout)
+            outs = [ops.rope(x, start_pos=3), ops.rope_backward(x, start_pos=3)]
+            for kind in ("silu", "gelu"):
+                outs += [ops.glu(g, kind, 0.5), ops.glu_backward(g, dy, kind, 0.5)]
+            got[layout] = [o.numpy().tobytes() for o in outs]
+    assert got[""] == got["one"]
 
 
 @pytest.mark.parametrize("dtype", F)

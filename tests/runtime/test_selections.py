@@ -28,9 +28,10 @@ FIXTURE = Path(__file__).parent / "fixtures" / "selections.json"
 FEATURES_CPU = {"shader_int16": True, "shader_int64": True, "storage_buffer_16bit_access": True,
                 "shader_float16": True, "vulkan_memory_model": True, "vulkan_memory_model_device_scope": True,
                 "cooperative_matrix": False, "cooperative_matrix2": False, "coopmat_f16_16x16x16_f32": False,
-                "subgroup_size_32": False, "subgroup_broadcast_8": True}
+                "subgroup_size_32": False, "subgroup_broadcast_8": True,
+                "subgroup_arithmetic_8": True}
 GPU_KHR = dict(FEATURES_CPU, cooperative_matrix=True, coopmat_f16_16x16x16_f32=True, subgroup_size_32=True,
-               subgroup_broadcast_8=False)
+               subgroup_broadcast_8=False, subgroup_arithmetic_8=False)
 # The H200's VK_NV_cooperative_matrix2 shapes of f16 x f16 -> f32 at workgroup scope (driver 580: ci/patches/0011).
 H200_FLEXIBLE = ((32, 16, 16, 0, 0, 1, 1, 2, 128), (32, 32, 16, 0, 0, 1, 1, 2, 256))
 

@@ -396,12 +396,18 @@ def test_softmax_rows_rule(device):
 
 
 def test_row_workgroup_rule(device):
-    """rms_norm / cross_entropy rows: on CPU devices the smallest workgroup with at most CPU_ROW_ELEMS elements a thread,
-    on GPUs the largest; a forced size must exist."""
+    """rms_norm / cross_entropy rows: on CPU devices the flag sb variant (one subgroup of 8) where the device runs
+    it, else the smallest workgroup with at most CPU_ROW_ELEMS elements a thread; on GPUs the largest (never sb);
+    a forced size must exist and is taken among the variants without sb."""
+    sb = 1 if device.has("subgroup_broadcast_8") else 0
     for op in ("rms_norm_backward", "cross_entropy", "cross_entropy_backward"):
-        assert sorted(v.spec["WG"] for v in kernels.usable(op, "f32", device) if "res" not in v.flags) == [8, 32, 128]
-    assert sorted(v.spec["WG"] for v in kernels.usable("rms_norm_backward", "f32", device) if "res" in v.flags) == [8, 32, 128]
-    cands = kernels.usable("rms_norm", "f32", device)
+        plain = [v for v in kernels.usable(op, "f32", device) if "res" not in v.flags and "sb" not in v.flags]
+        assert sorted(v.spec["WG"] for v in plain) == [8, 32, 128]
+        assert sum("sb" in v.flags and "res" not in v.flags for v in kernels.usable(op, "f32", device)) == sb
+    assert sorted(v.spec["WG"] for v in kernels.usable("rms_norm_backward", "f32", device)
+                  if "res" in v.flags and "sb" not in v.flags) == [8, 32, 128]
+    all_cands = kernels.usable("rms_norm", "f32", device)
+    cands = [v for v in all_cands if "sb" not in v.flags]
     wg = lambda cols, typ="cpu": variants.pick_row_wg(cands, cols, typ).spec["WG"]
     assert sorted(v.spec["WG"] for v in cands) == [8, 32, 128]
     assert (wg(1), wg(64), wg(65), wg(256), wg(257), wg(1024), wg(4096)) == (8, 8, 32, 32, 128, 128, 128)
@@ -409,6 +415,12 @@ def test_row_workgroup_rule(device):
     assert variants.pick_row_wg(cands, 64, "cpu", forced=32).spec["WG"] == 32
     with pytest.raises(UnsupportedError):
         variants.pick_row_wg(cands, 64, "cpu", forced=16)
+    if sb:
+        for cols in (1, 64, 257, 4096):
+            assert variants.pick_row_wg(all_cands, cols, "cpu").flags == ("sb",)
+            assert variants.pick_row_wg(all_cands, cols, "discrete_gpu").spec["WG"] == 128
+        forced = variants.pick_row_wg(all_cands, 64, "cpu", forced=8)
+        assert forced.spec["WG"] == 8 and "sb" not in forced.flags
 
 
 def test_norm_block_and_rank_lane_rules():

@@ -24,8 +24,9 @@ ATTENTION_LOOP_LIMIT = 4096  # per-invocation tile-loop iterations allowed (lava
 
 
 def attention_params(v) -> dict:
-    """A fused attention variant's specialization constants plus HD and TPR from its flags."""
-    out = dict(v.spec, U=0)
+    """A fused attention variant's specialization constants plus HD and TPR from its flags, U (flag uR's R, 0
+    without) and SA (1 with flag sa: the uR partials combined by subgroup arithmetic, not in shared memory)."""
+    out = dict(v.spec, U=0, SA=int("sa" in v.flags))
     for f in v.flags:
         if f[0] in "dpu" and f[1:].isdigit():
             out[{"d": "HD", "p": "TPR", "u": "U"}[f[0]]] = int(f[1:])
@@ -36,6 +37,8 @@ def attention_shared_bytes(spec: dict, stage: str) -> int:
     """Shared memory a fused attention variant declares (two f32 tiles, the exchange buffer, dkv's stats;
     with flag uR the lanes' partials: a vec4 per (lane, row, HD / 4), the forward's running max and sum)."""
     if spec.get("U"):
+        if spec.get("SA"):
+            return 0
         return spec["WG"] * spec["U"] * spec["HD"] * 4 + (8 * spec["WG"] * spec["U"] if stage == "fwd" else 0)
     tiles = 2 * spec["TILE"] * (spec["HD"] + 4 * (spec["TPR"] - 1)) * 4  # rows padded one vec4 per part
     xch = 4 * spec["WG"] * 16 if spec["TPR"] > 1 else 16
@@ -88,7 +91,8 @@ def pick_attention(cands, stage: str, S: int, D: int, groups_per_row_tile: int, 
     softmax kernels, 2-3 bindings each).
     A forced configuration (EVERMIND_VK_ATTENTION_VARIANT: the name's tail, e.g. `d64_p2_r64x64`, the
     same for every pass) wins where its launch rules hold. Otherwise: the smallest HD that holds D; on CPU devices one thread per row (TPR 1: no exchange),
-    with flag uR where one fits (D % 4 == 0, shared memory), on others split rows (TPR > 1); then the
+    with flag uR where one fits (D % 4 == 0, shared memory), with flag sa among those where the device runs it
+    (subgroup arithmetic), on others split rows (TPR > 1); then the
     largest ROWS that still gives 128 workgroups (a GPU) or 4 (a CPU), else the smallest ROWS."""
     P = {v.name: attention_params(v) for v in cands}
     ok = [v for v in cands if not attention_launch_errors(P[v.name], stage, S, D, shared_memory, subgroup_size)
@@ -101,6 +105,8 @@ def pick_attention(cands, stage: str, S: int, D: int, groups_per_row_tile: int, 
         return None
     if device_type == "cpu" and any(P[v.name]["U"] for v in ok):
         ok = [v for v in ok if P[v.name]["U"]]
+        if any(P[v.name]["SA"] for v in ok):  # uR with flag sa where the device runs it: no shared memory
+            ok = [v for v in ok if P[v.name]["SA"]]
     hd = min(P[v.name]["HD"] for v in ok)
     ok = [v for v in ok if P[v.name]["HD"] == hd]
     want = 4 if device_type == "cpu" else 128
@@ -142,13 +148,16 @@ def row(op: str, dtype: str, hd: int, rows: int, tile: int, tpr: int, flags=()) 
     pTPR: they size the named registers), ROWS per workgroup and TILE streamed rows (specialization).
     Raises ValueError for a row its template cannot run."""
     u = [f for f in flags if f[0] == "u" and f[1:].isdigit()]
+    if "sa" in flags and not u:
+        raise ValueError(f"{op} {dtype}: flag sa combines the uR rows' partials; it needs a flag uR")
     spec = dict(WG=8 if u else rows * tpr, ROWS=rows, TILE=tile)
     errors = attention_row_errors(dict(spec, HD=hd, TPR=tpr, U=int(u[0][1:]) if u else 0))
     if errors:
         raise ValueError(f"{op} {dtype} {spec} d{hd} p{tpr} {' '.join(u)}:\n  " + "\n  ".join(errors))
     # uR after dHD_pTPR, so a forced tail without it (d16_p1_r32x32) names only the shared-tile variant
-    rest = tuple(f for f in flags if f not in u)
-    return Row("attention", op, dtype, tuple(spec.items()), flags=(*rest, f"d{hd}", f"p{tpr}", *u),
+    rest = tuple(f for f in flags if f not in u and f != "sa")
+    sa = ("sa",) if "sa" in flags else ()
+    return Row("attention", op, dtype, tuple(spec.items()), flags=(*rest, f"d{hd}", f"p{tpr}", *u, *sa),
                tile=f"r{rows}x{tile}")
 
 
@@ -177,6 +186,12 @@ ROWS = [
     *(row("attention", dt, *cfg, 1, flags=[f"u{cfg[1]}"]) for dt in F for cfg in U_CONFIGS),
     *(row("attention_backward", dt, *cfg, 1, flags=[stage, f"u{cfg[1]}"]) for stage in ("dq", "dkv") for dt in F
       for cfg in U_CONFIGS),
+    # ... and their twins with flag sa (devices with subgroup arithmetic in subgroups of 8): the lanes' partials
+    # summed by subgroupAdd (the forward's max by subgroupMax) instead of through shared memory and barriers.
+    # Lavapipe, interleaved A/B of the small LM's passes (this change's commit message).
+    *(row("attention", dt, *cfg, 1, flags=[f"u{cfg[1]}", "sa"]) for dt in F for cfg in U_CONFIGS),
+    *(row("attention_backward", dt, *cfg, 1, flags=[stage, f"u{cfg[1]}", "sa"]) for stage in ("dq", "dkv")
+      for dt in F for cfg in U_CONFIGS),
 ]
 
 # Causal *_a products (P V, dS K, dS^T Q, P^T dO) have an S x hd output, few tiles, and k ranges that grow

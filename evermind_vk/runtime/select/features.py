@@ -7,7 +7,7 @@ DTYPE_FEATURES = {"f16": ("storage_buffer_16bit_access",)}
 FLAG_FEATURES = {"cm": ("cooperative_matrix", "coopmat_f16_16x16x16_f32", "shader_float16", "subgroup_size_32",
                         "vulkan_memory_model"),
                  "cm2": ("cooperative_matrix2", "shader_float16", "vulkan_memory_model"),
-                 "sb": ("subgroup_broadcast_8",)}
+                 "sb": ("subgroup_broadcast_8",), "sa": ("subgroup_arithmetic_8",)}
 
 
 def features_for(dtype: str, flags=()) -> list[str]:

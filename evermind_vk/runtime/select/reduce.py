@@ -6,7 +6,7 @@ import math
 
 from .bindings import binding_errors
 from .loops import MAX_LOOP
-from .table import F, flag_int, simple
+from .table import F, flag_int, simple, subgroup_first, subgroup_row
 
 ROWS = [
     *(simple("reduce", "colsum", dt, 256) for dt in F),
@@ -20,7 +20,20 @@ ROWS = [
     # device's storage-buffer limit allows, 2 at Vulkan's guaranteed minimum of 4).
     *(simple("reduce", "norm_partials_multi", dt, 256, [f"x{k}"]) for k in (2, 4, 8) for dt in F),
     simple("reduce", "norm_final", "f32", 256),
+    # ... and where the device runs subgroupBroadcast in subgroups of 8 (flag sb): workgroups of 8 that are one
+    # subgroup, reductions without shared memory or barriers (pick_reduce and pick_norm_multi prefer them on
+    # CPU devices; each stage-1 chunk is the same CHUNK elements, summed by 8 threads instead of 256).
+    *(subgroup_row("reduce", op, dt) for op in ("partial_sums", "norm_partials") for dt in F),
+    *(subgroup_row("reduce", "norm_partials_multi", dt, [f"x{k}"]) for k in (2, 4, 8) for dt in F),
+    *(subgroup_row("reduce", op, "f32") for op in ("final_sum", "norm_final")),
 ]
+
+
+def pick_reduce(cands, device_type: str):
+    """The variant of a two-stage sum or L2 norm stage (partial_sums, final_sum, norm_partials, norm_final) on a
+    device of `device_type`: on CPU devices the flag sb one where the device runs it (table.subgroup_first),
+    else the one without."""
+    return subgroup_first(cands, device_type)[0]
 
 
 def multi_slots(flags) -> int:
@@ -28,13 +41,14 @@ def multi_slots(flags) -> int:
     return flag_int(flags, "x")
 
 
-def pick_norm_multi(cands, limit: int):
+def pick_norm_multi(cands, limit: int, device_type: str = "gpu"):
     """The norm_partials_multi variant for a device whose dispatches may bind `limit` storage buffers: the
     one reading the most tensors (K, flag xK) whose K + 2 bindings fit, so the number of tensors a dispatch
-    reads is bounded by the limit (8 on every desktop GPU and lavapipe; 2 at Vulkan's minimum of 4). None
-    where no multi variant fits (below 4): then each tensor gets its own norm_partials dispatch
-    (3 bindings), the same partials."""
+    reads is bounded by the limit (8 on every desktop GPU and lavapipe; 2 at Vulkan's minimum of 4), among the
+    flag sb ones on CPU devices that run them (table.subgroup_first). None where no multi variant fits (below
+    4): then each tensor gets its own norm_partials dispatch (3 bindings), the same partials."""
     ok = [v for v in cands if not binding_errors(v, limit)]
+    ok = subgroup_first(ok, device_type) if ok else ok
     return max(ok, key=lambda v: multi_slots(v.flags)) if ok else None
 
 
@@ -67,6 +81,8 @@ def loop_count(op: str, spec: dict, flags, push: dict) -> int | None:
         return push["chunk"] + 1
     if op == "partial_sums":
         return -(-push["chunk"] // wg) + 1 + 16
-    if op == "final_sum":
+    if op in ("final_sum", "norm_final"):
         return -(-push["n"] // wg) + 1 + 16
+    if op in ("norm_partials", "norm_partials_multi"):
+        return -(-push["chunk"] // wg) + 1 + 16
     return None

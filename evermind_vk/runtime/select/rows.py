@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from ...errors import UnsupportedError
 from ..manifest import grid, usable
 from .loops import MAX_LOOP
-from .table import F, Row, Tuned, simple
+from .table import SUBGROUP_WG, F, Row, Tuned, simple, subgroup_first, subgroup_row
 
 NORM_OPS = ("rms_norm", "add_rms_norm", "rms_norm_backward", "layer_norm", "layer_norm_backward")
 SOFTMAX_OPS = ("softmax", "softmax_backward")
@@ -26,6 +26,12 @@ ROWS = [
       for tpl, op, flags in (("norms", "rms_norm", ()), ("norms", "add_rms_norm", ()), ("norms", "rms_norm_backward", ()),
                              ("norms", "rms_norm_backward", ("res",)), ("cross_entropy", "cross_entropy", ()),
                              ("cross_entropy", "cross_entropy_backward", ())) for dt in F for wg in (8, 32)),
+    # ... and where the device runs subgroupBroadcast in subgroups of 8 (flag sb): a workgroup of 8 that is one
+    # subgroup, its reductions without shared memory or barriers (pick_row_wg prefers them on CPU devices).
+    *(subgroup_row(tpl, op, dt, flags, tile="wg8")
+      for tpl, op, flags in (("norms", "rms_norm", ()), ("norms", "add_rms_norm", ()), ("norms", "rms_norm_backward", ()),
+                             ("norms", "rms_norm_backward", ("res",)), ("cross_entropy", "cross_entropy", ()),
+                             ("cross_entropy", "cross_entropy_backward", ())) for dt in F),
 ]
 
 TUNED = {
@@ -63,11 +69,16 @@ def forced_variant(cands, spec: str, value: int, env: str):
 
 def pick_row_wg(cands, cols: int, device_type: str, forced: int = 0):
     """The variant of a one-workgroup-per-row kernel (rms_norm, cross_entropy, their backwards) for rows of
-    `cols`: the forced workgroup size (EVERMIND_VK_ROW_WG; an error if no variant has it); else on CPU
-    devices the smallest workgroup that still gives each thread at most CPU_ROW_ELEMS elements, and on
-    GPUs the largest."""
+    `cols`: the forced workgroup size (EVERMIND_VK_ROW_WG, among the variants without flag sb; an error if
+    none has it); else on CPU devices the flag sb variant (one subgroup of 8, reductions by subgroupBroadcast:
+    no barrier, so no reason to spread a row over more threads) where the device runs it
+    (table.subgroup_first), else the smallest workgroup that still gives each thread at most CPU_ROW_ELEMS
+    elements, and on GPUs the largest."""
     if forced:
-        return forced_variant(cands, "WG", forced, "EVERMIND_VK_ROW_WG")
+        return forced_variant([v for v in cands if "sb" not in v.flags], "WG", forced, "EVERMIND_VK_ROW_WG")
+    cands = subgroup_first(cands, device_type)
+    if "sb" in cands[0].flags:
+        return cands[0]
     by_wg = sorted(cands, key=lambda v: v.spec["WG"])
     if device_type != "cpu":
         return by_wg[-1]
@@ -156,6 +167,8 @@ def plan(launch: Launch, device, knobs: Knobs = Knobs()) -> Plan:
         return Plan(pick_row_wg(cands, launch.cols, kind, knobs.row_wg), grid(launch.rows))
     fused = launch.residual and any("res" in v.flags for v in cands)
     cands = [v for v in cands if ("res" in v.flags) == fused]
+    if launch.cols > NORM_REG_COLS * SUBGROUP_WG:  # flag sb's 8 threads would run one row a block (norm_block_rows):
+        cands = [v for v in cands if "sb" not in v.flags]  # a row of dw's partials for every row, not one a block
     if not cands:  # only res variants fit (never: they bind one buffer more)
         raise UnsupportedError(f"no rms_norm_backward kernel for {launch.dtype} without a residual gradient")
     v = pick_row_wg(cands, launch.cols, kind, knobs.row_wg)

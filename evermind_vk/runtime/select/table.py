@@ -62,3 +62,21 @@ def simple(template: str, op: str, dtype: str, wg: int, flags=()) -> Row:
 
 
 F = ("f32", "f16")  # the float dtypes most kernels come in
+
+# Flag sb outside the matmuls: a workgroup that is one subgroup of 8 (the device feature subgroup_broadcast_8,
+# runtime/device.py), whose workgroup reductions take the lanes' values by subgroupBroadcast instead of
+# shared memory and barriers (templates/_interface.glsl.j2, wg_reduce).
+SUBGROUP_WG = 8
+
+
+def subgroup_row(template: str, op: str, dtype: str, flags=(), tile: str = "") -> Row:
+    """A row whose workgroup is one subgroup of SUBGROUP_WG threads, with flag sb (after `flags`)."""
+    return Row(template, op, dtype, (("WG", SUBGROUP_WG),), flags=(*tuple(flags), "sb"), tile=tile)
+
+
+def subgroup_first(cands, device_type: str) -> list:
+    """The candidates a CPU device tries first: those with flag sb (workgroup reductions without shared
+    memory or barriers: on lavapipe each shared-memory load is a loop over the lanes and each barrier a
+    coroutine switch), where the device runs any; else, and on GPUs, those without."""
+    sb = [v for v in cands if "sb" in v.flags]
+    return sb if device_type == "cpu" and sb else [v for v in cands if "sb" not in v.flags]
