@@ -81,9 +81,9 @@ def _check_embedding(op: str, ids: Tensor | None, table: Tensor | None, ids_offs
 
 def _check_final(op: str, d: int, R: int, table: Tensor | None, final_norm: Tensor | None,
                  head: Tensor | None, logits: Tensor | None) -> int:
-    """A fused last layer's final norm [d] and tied head [V, d] with its logits [R, V] (mamba1_decode,
-    hybrid_attn_decode): head and logits come together, and with the final norm. Returns V (the head's rows,
-    else the table's, else 0)."""
+    """A fused last layer's final norm [d] and tied head [V, d] with its logits [R, V] (decode_layer: its next
+    norm; mamba1_decode, hybrid_attn_decode): head and logits come together, and with the final norm. Returns V
+    (the head's rows, else the table's, else 0)."""
     V = 0 if table is None else table.shape[0]
     if (head is None) != (logits is None) or (head is not None and final_norm is None):
         raise ShapeError(f"{op}: head and logits come together, and with the final norm (the last block)")
@@ -97,6 +97,21 @@ def _check_final(op: str, d: int, R: int, table: Tensor | None, final_norm: Tens
                              f"{None if table is None else table.shape})")
         V = head.shape[0]
     return V
+
+
+def _out_rows(out: Tensor | None, R: int, d: int, device) -> Tensor:
+    """The [R, d] f32 rows a fused layer writes (its next or final norm's output): `out`, checked, or new."""
+    y = empty((R, d), "f32", device) if out is None else out
+    want(y, "out", shape=(R, d), dtype="f32")
+    return y
+
+
+def _check_head_loops(op: str, n: int, V: int) -> None:
+    """A fused layer whose loops, with the head's V rows folded in, run n iterations an invocation: past the loop
+    cap (which the variant's own checks count without the head), the head must run as its own product."""
+    if n > select_decode.MAX_LOOP:
+        raise UnsupportedError(f"{op}: {n} loop iterations an invocation with a head of {V} rows > MAX_LOOP = "
+                               f"{select_decode.MAX_LOOP}, the loop cap (run the head's product apart)")
 
 
 def rope_at(x: Tensor, hyper: Tensor, tokens_per_item: int = 1, theta: float = 10000.0) -> Tensor:
@@ -247,26 +262,15 @@ def decode_layer(x: Tensor, hyper: Tensor, k_cache: Tensor, v_cache: Tensor, wei
     want(wd, "w_down", shape=(d, ff), dtype="f32")
     _check_hyper(hyper, R)
     _check_embedding("decode_layer", ids, table, ids_offset, R, d)
-    if (head is None) != (logits is None):
-        raise ShapeError("decode_layer: head and logits come together (the last block) or not at all")
-    V = 0 if table is None else table.shape[0]
-    if head is not None:
-        want(head, "head", ndim=2, dtype="f32")
-        want(logits, "logits", shape=(R, head.shape[0]), dtype="f32")
-        if head.shape[1] != d or (table is not None and table.shape[0] != head.shape[0]):
-            raise ShapeError(f"decode_layer: head {head.shape} for width {d} (and table {None if table is None else table.shape})")
-        V = head.shape[0]
+    V = _check_final("decode_layer", d, R, table, next_norm, head, logits)
     launch = select_decode.Launch(d, H, KVH, D, ff, L, vocab=V, items=R)
     plan = select_decode.plan(launch, x.device, select_decode.Knobs("1"))
 
-    y = empty((R, d), "f32", x.device) if out is None else out
-    want(y, "out", shape=(R, d), dtype="f32")
+    y = _out_rows(out, R, d, x.device)
     push = select_decode.layer_push(launch, R, ids is not None, V, eps, theta, limit, head is not None, plan.seqs,
                                     ids_offset)
-    n = select_decode.layer_loop_count(push, plan.variant.spec["WG"])
-    if head is not None and n > select_decode.MAX_LOOP:
-        raise UnsupportedError(f"decode_layer: {n} loop iterations an invocation with a head of {V} rows > MAX_LOOP = "
-                               f"{select_decode.MAX_LOOP}, the loop cap (run the head's product apart)")
+    if head is not None:
+        _check_head_loops("decode_layer", select_decode.layer_loop_count(push, plan.variant.spec["WG"]), V)
     kernels.dispatch(plan.variant, [x, hyper if ids is None else ids, x if table is None else table, wn1, wq, wk, wv,
                                     wo, wn2, wgu, wd, next_norm, k_cache, v_cache, hyper, y,
                                     x if head is None else head, y if logits is None else logits],
@@ -323,16 +327,10 @@ def mamba1_decode(x: Tensor, weights, conv: Tensor | None, h: Tensor, *, first: 
     V = _check_final("mamba1_decode", d, R, table, final_norm, head, logits)
     launch = select_decode.MambaLaunch(d, Di, N, K, DR, vocab=V, items=R)
     plan = select_decode.plan(launch, x.device, select_decode.Knobs("1"))
-    y = None
-    if final_norm is not None:
-        y = empty((R, d), "f32", x.device) if out is None else out
-        want(y, "out", shape=(R, d), dtype="f32")
+    y = None if final_norm is None else _out_rows(out, R, d, x.device)
     push = select_decode.mamba_push(launch, R, ids is not None, final_norm is not None, head is not None, plan.seqs,
                                     first, ids_offset, eps, _dtin(discretization))
-    n = select_decode.mamba_loop_count(push, plan.variant.spec["WG"])
-    if n > select_decode.MAX_LOOP:  # (past mamba_errors' count only by the head's rows)
-        raise UnsupportedError(f"mamba1_decode: {n} loop iterations an invocation with a head of {V} rows > "
-                               f"MAX_LOOP = {select_decode.MAX_LOOP}, the loop cap (run the head's product apart)")
+    _check_head_loops("mamba1_decode", select_decode.mamba_loop_count(push, plan.variant.spec["WG"]), V)
     kernels.dispatch(plan.variant, [x, x if ids is None else ids, x if table is None else table, wn, win, bin_, wconv,
                                     bconv, wx, bx, wdt, bdt, alog, dv, wout, bout, x if conv is None else conv, h,
                                     wn if final_norm is None else final_norm, x if y is None else y,
@@ -373,16 +371,10 @@ def hybrid_attn_decode(x: Tensor, hyper: Tensor, k_cache: Tensor, v_cache: Tenso
     V = _check_final("hybrid_attn_decode", d, R, table, final_norm, head, logits)
     launch = select_decode.MambaLaunch(d, 0, 0, 0, 0, layers=("attention",), vocab=V, items=R, heads=H, max_len=L)
     plan = select_decode.plan(launch, x.device, select_decode.Knobs("1"))
-    y = None
-    if final_norm is not None:
-        y = empty((R, d), "f32", x.device) if out is None else out
-        want(y, "out", shape=(R, d), dtype="f32")
+    y = None if final_norm is None else _out_rows(out, R, d, x.device)
     push = select_decode.hattn_push(launch, R, ids is not None, final_norm is not None, head is not None, plan.seqs,
                                     ids_offset, eps)
-    n = select_decode.hattn_loop_count(push, plan.variant.spec["WG"])
-    if n > select_decode.MAX_LOOP:  # (past hattn_errors' count only by the head's rows)
-        raise UnsupportedError(f"hybrid_attn_decode: {n} loop iterations an invocation with a head of {V} rows > "
-                               f"MAX_LOOP = {select_decode.MAX_LOOP}, the loop cap (run the head's product apart)")
+    _check_head_loops("hybrid_attn_decode", select_decode.hattn_loop_count(push, plan.variant.spec["WG"]), V)
     kernels.dispatch(plan.variant, [x, hyper if ids is None else ids, x if table is None else table, wn, wqkv, bqkv,
                                     wo, bo, k_cache, v_cache, hyper, wn if final_norm is None else final_norm,
                                     x if y is None else y, x if head is None else head,
@@ -448,10 +440,7 @@ def evermind_layer(x: Tensor, hyper: Tensor, window: Tensor | None, conv: Tensor
     launch = select_decode.ConvLaunch(d, h, E, top_k, K, V, R)
     plan = select_decode.plan(launch, x.device, select_decode.Knobs("1"))
     push = select_decode.conv_layer_push(launch, R, table is not None, head is not None, eps, ids_offset, plan.seqs)
-    n = select_decode.conv_layer_loop_count(push, plan.variant.spec["WG"])
-    if n > select_decode.MAX_LOOP:
-        raise UnsupportedError(f"evermind_layer: {n} loop iterations an invocation with a head of {V} rows > "
-                               f"MAX_LOOP = {select_decode.MAX_LOOP}, the loop cap (run the head's product apart)")
+    _check_head_loops("evermind_layer", select_decode.conv_layer_loop_count(push, plan.variant.spec["WG"]), V)
     kernels.dispatch(plan.variant, [x, hyper, x if table is None else table, conv, n_conv, n_moe, wr, w1, b1, w2,
                                     b2, x if window is None else window, x if head is None else head,
                                     x if logits is None else logits],
