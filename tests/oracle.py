@@ -62,3 +62,33 @@ def gpu_like(device):
 
 def cpu_like(device):
     return dressed_as(device, "cpu")
+
+
+# ---- the fused decode kernels' oracle tests (decode_layer, mamba1_decode, hybrid_attn_decode, evermind_layer) ----
+def rms(x, w, eps):
+    """One row's RMSNorm in float64: x / sqrt(mean(x^2) + eps) * w."""
+    return x / np.sqrt(np.mean(x * x) + eps) * w
+
+
+def assert_final(got_y, got_l, want_x, wf, table, final: str, eps: float, tol: float) -> None:
+    """A fused last layer's outputs: with final "no" none; else y = rms(x, wf) of the oracle's rows, and with
+    final "head" also the tied head's logits y table^T, each within tol of its magnitude."""
+    if final == "no":
+        assert got_y is None
+        return
+    want_y = np.stack([rms(r, wf.astype(np.float64), eps) for r in want_x])
+    assert_within(got_y, want_y, tol * (np.abs(want_y) + np.abs(want_y).max()) + 1e-30, "y")
+    if final == "head":
+        want_l = want_y @ table.T.astype(np.float64)
+        assert_within(got_l, want_l, tol * (np.abs(want_l) + np.abs(want_l).max()) + 1e-30, "logits")
+
+
+def assert_kv_caches(got_k, got_v, kc, vc, kc0, vc0, items, tol: float) -> None:
+    """A fused attention layer's caches: the oracle's (kc, vc) within tol, and every (slot, position) no item
+    wrote left exactly as it was (kc0, vc0; items: hyper_words' (position, slot, ...) tuples)."""
+    assert_within(got_k, kc, tol * (np.abs(kc) + 1), "k cache")
+    assert_within(got_v, vc, tol * (np.abs(vc) + 1), "v cache")
+    touched = np.zeros(kc0.shape[:2], bool)
+    for pos, slot, _, _ in items:
+        touched[slot, pos] = True
+    assert np.array_equal(got_k[~touched], kc0[~touched]) and np.array_equal(got_v[~touched], vc0[~touched])

@@ -14,7 +14,7 @@ from evermind_vk import ops
 from evermind_vk.errors import ShapeError, UnsupportedError
 from evermind_vk.ops.decode import HEADER, ITEM, hyper_words
 from evermind_vk.runtime.select import decode as select_decode
-from oracle import U32, assert_within, cpu_like, embedded_rows, gpu_like
+from oracle import U32, assert_within, cpu_like, embedded_rows, gpu_like, rms
 
 
 def make(rng, d, h, E, K, scale=0.4):
@@ -24,10 +24,6 @@ def make(rng, d, h, E, K, scale=0.4):
     Z = E + 1
     return dict(conv=n(d, K) * 2, n_conv=g(), n_moe=g(), wr=n(E, d) * 3, w1=n(Z * h, d), b1=n(Z * h),
                 w2=n(Z * d, h), b2=n(Z * d))
-
-
-def rms(x, w, eps):
-    return x / np.sqrt(np.mean(x * x) + eps) * w
 
 
 def oracle(x, P, win, items, k, eps):

@@ -13,7 +13,7 @@ import evermind_vk as ev
 from evermind_vk import ops
 from evermind_vk.errors import ShapeError, UnsupportedError
 from evermind_vk.runtime.select import decode as select_decode
-from oracle import U32, assert_within, cpu_like, embedded_rows, gpu_like
+from oracle import U32, assert_final, assert_within, cpu_like, embedded_rows, gpu_like, rms
 
 NAMES = ("wn", "win", "bin", "wconv", "bconv", "wx", "bx", "wdt", "bdt", "alog", "dv", "wout", "bout")
 
@@ -25,10 +25,6 @@ def make(rng, d, Di, N, K, DR, scale=0.3):
     return dict(wn=(1 + 0.2 * rng.standard_normal(d)).astype(np.float32), win=n(2 * Di, d), bin=n(2 * Di),
                 wconv=n(Di, K), bconv=n(Di), wx=n(DR + 2 * N, Di), bx=n(DR + 2 * N), wdt=n(Di, DR), bdt=n(Di),
                 alog=rng.uniform(-2, 2.5, (Di, N)).astype(np.float32), dv=n(Di) + 1, wout=n(d, Di), bout=n(d))
-
-
-def rms(x, w, eps):
-    return x / np.sqrt(np.mean(x * x) + eps) * w
 
 
 def silu(g):
@@ -130,14 +126,7 @@ def check_oracle(R, d, expand, N, K, DR, disc, embed, final, seed):
     others = np.ones(slots, bool)
     others[first:first + R] = False
     assert np.array_equal(got_h[others], h0[others])
-    if final == "no":
-        assert got_y is None
-        return
-    want_y = np.stack([rms(r, wf.astype(np.float64), eps) for r in want_x])
-    assert_within(got_y, want_y, tol * (np.abs(want_y) + np.abs(want_y).max()) + 1e-30, "y")
-    if final == "head":
-        want_l = want_y @ table.T.astype(np.float64)
-        assert_within(got_l, want_l, tol * (np.abs(want_l) + np.abs(want_l).max()) + 1e-30, "logits")
+    assert_final(got_y, got_l, want_x, wf, table, final, eps, tol)
 
 
 def test_mamba1_decode_equals_the_model_step(device):
