@@ -17,11 +17,8 @@ lifetimes are disjoint from its own (else a new buffer of its size), then the di
 algorithms and the barrier plan below runs over the placed buffers (so a tensor's writer waits for the
 readers of the dead tensor that had its buffer before, as with the free pool). Knowing every lifetime
 first keeps a big buffer for the big allocation to come instead of handing it to a smaller one on the way
-(the 350M LM's f32 step, recorded as on a GPU: 6,269 -> 4,944 MiB with 6 layers, ~644 -> ~500 MiB a layer,
-where its tensors' most bytes live at once grow ~484 MiB a layer with the AdamW moments). Of equal buffers
-the plan takes the one whose last tensor died longest before (the free pool's first in, first out below):
-that step keeps 259 barriers of 403 dispatches, against 280 placed as allocated and 275 planned without it
-(the 23.7M LM's: 328, 335 and 343 of 523). A tensor that an
+(bench/results/record_memory-lavapipe.txt). Of equal buffers the plan takes the one whose last tensor died
+longest before (the free pool's first in, first out below), which leaves fewer barriers. A tensor that an
 eager dispatch or a transfer touches during the recording gets a buffer of its own at once (pinned). Kill
 switch: EVERMIND_VK_DISABLE_RECORD_PLAN=1 (the free pool below, as it allocates).
 
