@@ -73,6 +73,8 @@ SEQ_FLAGS = (("q8", 8, Q8_SEQS), ("q4", 4, 2))
 def seqs_cap(flags) -> int:
     """Sequences a workgroup of a fused kernel's variant with these flags can run (its SQ)."""
     return next((sq for f, sq, _ in SEQ_FLAGS if f in flags), 1)
+
+
 LAYER_PATHS = ("", "0", "1")
 
 
