@@ -80,13 +80,15 @@ def _check_embedding(op: str, ids: Tensor | None, table: Tensor | None, ids_offs
 
 
 def _check_final(op: str, d: int, R: int, table: Tensor | None, final_norm: Tensor | None,
-                 head: Tensor | None, logits: Tensor | None) -> int:
+                 head: Tensor | None, logits: Tensor | None, norm: bool = True) -> int:
     """A fused last layer's final norm [d] and tied head [V, d] with its logits [R, V] (decode_layer: its next
-    norm; mamba1_decode, hybrid_attn_decode): head and logits come together, and with the final norm. Returns V
-    (the head's rows, else the table's, else 0)."""
+    norm; mamba1_decode, hybrid_attn_decode; evermind_layer with norm=False: its head reads the block's output
+    unnormed): head and logits come together, and with the final norm where the model has one. Returns V (the
+    head's rows, else the table's, else 0)."""
     V = 0 if table is None else table.shape[0]
-    if (head is None) != (logits is None) or (head is not None and final_norm is None):
-        raise ShapeError(f"{op}: head and logits come together, and with the final norm (the last block)")
+    if (head is None) != (logits is None) or (norm and head is not None and final_norm is None):
+        raise ShapeError(f"{op}: head and logits come together" + (", and with the final norm" if norm else "")
+                         + " (the last block)")
     if final_norm is not None:
         want(final_norm, "final_norm", shape=(d,), dtype="f32")
     if head is not None:
@@ -429,14 +431,7 @@ def evermind_layer(x: Tensor, hyper: Tensor, window: Tensor | None, conv: Tensor
         if table.shape[1] != d or ids_offset < HEADER + ITEM * R or hyper.numel < ids_offset + R:
             raise ShapeError(f"evermind_layer: table {table.shape} for width {d}, {hyper.numel} hyper words for "
                              f"{R} ids from {ids_offset}")
-    if (head is None) != (logits is None):
-        raise ShapeError("evermind_layer: head and logits come together (the last block) or not at all")
-    if head is not None:
-        want(head, "head", ndim=2, dtype="f32")
-        want(logits, "logits", shape=(R, head.shape[0]), dtype="f32")
-        if head.shape[1] != d:
-            raise ShapeError(f"evermind_layer: head {head.shape} for width {d}")
-    V = head.shape[0] if head is not None else table.shape[0] if table is not None else 0
+    V = _check_final("evermind_layer", d, R, table, None, head, logits, norm=False)
     launch = select_decode.ConvLaunch(d, h, E, top_k, K, V, R)
     plan = select_decode.plan(launch, x.device, select_decode.Knobs("1"))
     push = select_decode.conv_layer_push(launch, R, table is not None, head is not None, eps, ids_offset, plan.seqs)

@@ -175,6 +175,8 @@ def test_evermind_layer_refusals(device):
         ops.evermind_layer(*args(P, None), top_k=1)
     with pytest.raises(ShapeError, match="together"):
         ops.evermind_layer(*args(P, ev.zeros((1, 8))), top_k=1, head=ev.zeros((5, 8)))
+    with pytest.raises(ShapeError, match="for width 8"):  # a head of another width
+        ops.evermind_layer(*args(P, ev.zeros((1, 8))), top_k=1, head=ev.zeros((5, 4)), logits=ev.zeros((1, 5)))
     with pytest.raises(UnsupportedError, match="loop cap"):  # a head too long for one workgroup's loops
         ops.evermind_layer(*args(P, ev.zeros((1, 8))), top_k=1, head=ev.zeros((600000, 8)),
                            logits=ev.zeros((1, 600000)))
