@@ -10,7 +10,7 @@ from ..runtime import kernels
 from ..runtime.tensor import Tensor, empty, zeros
 from ._util import one_variant
 
-__all__ = ["gather_strided", "scatter_strided", "transpose", "index", "index_backward", "move_to_front", "expand",
+__all__ = ["gather_strided", "scatter_strided", "copy_prefix", "transpose", "index", "index_backward", "move_to_front", "expand",
            "normalize_dim"]
 
 MAX_DIMS = 4  # the gather kernel's index arithmetic (after merging contiguous dimensions)
@@ -47,6 +47,18 @@ def _launch(op: str, x: Tensor, y: Tensor, view: Tensor, shape: tuple, strides: 
     push = dict(n=n, off=offset, d1=dims[1][0], d2=dims[2][0], d3=dims[3][0],
                 **{f"s{k}": dims[k][1] % 2**32 for k in range(MAX_DIMS)})  # two's complement (see the template)
     kernels.dispatch(v, [x, y], push, kernels.grid(-(-n // v.spec["WG"])))
+
+
+def copy_prefix(x: Tensor, y: Tensor, n: int, offset: int = 0) -> Tensor:
+    """y.flat[offset + i] = x.flat[i] for i < n, in place (x and y of one dtype; u32 moves words exactly);
+    y's other elements are left as they are. Returns y. (The recorded multi-token decode passes each step's
+    picked ids on to the next step's inputs this way.)"""
+    if x.dtype != y.dtype:
+        raise UnsupportedError(f"copy_prefix: {x.dtype} into {y.dtype}")
+    if not 0 <= n <= x.numel or offset < 0:
+        raise ShapeError(f"copy_prefix: {n} elements of a tensor of {x.numel} to offset {offset}")
+    _launch("scatter_strided", x, y, y, (int(n),), (1,), int(offset))
+    return y
 
 
 def _checked(shape, strides) -> tuple:

@@ -101,6 +101,10 @@ KNOBS: tuple[Knob, ...] = (
          "devices where it can run (f32, no unmerged LoRA adapters, no quantized weights, small enough for one "
          "workgroup a sequence).",
          "kernel selection", choices=("", "0", "1")),
+    Knob("EVERMIND_VK_DECODE_CHAIN", "count", 0,
+         "Tokens a sequence one recorded decode replay chooses (each step's picks fed to the next on the device, "
+         "one submit and one read-back for them all; rounded down to a power of two); `1`: one token a replay; "
+         "0 (unset): the tuned value of the device type.", "kernel selection"),
     Knob("EVERMIND_VK_ATTENTION_VARIANT", "text", "",
          "Force one fused attention configuration by the tail of its name (e.g. `d64_p2_r64x64`).", "kernel selection"),
     Knob("EVERMIND_VK_ROW_WG", "count", 0,

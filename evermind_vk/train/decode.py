@@ -23,6 +23,7 @@ from ..errors import ConfigError
 from ..models.evermind_lm import RMS_EPS
 from ..models.lora import lora_linear
 from ..runtime import empty, record, zeros
+from ..runtime.knobs import get as knob
 from ..runtime.kernels import fill_words
 from ..ops.decode import HEADER, ITEM, LAYER_WEIGHTS, MAX_STOPS, decode_step_plan, hyper_words
 from ..runtime.select import decode as select_decode
@@ -51,6 +52,7 @@ class _Sampling:
         self.sampling = hyper_words([])  # header words of the current generation
         self.stops: list[int] = []
         self.prefill_tokens = 0  # prompt tokens the last step 0 ran
+        self._chains: dict = {}  # k -> (program or None, ids, hyper, picked: a list of k each): run_chain
 
     # -- per-generation state -------------------------------------------------------------------
     def start(self, sequences, temperature=0.0, top_k=None, top_p=None, repetition_penalty=1.0,
@@ -84,6 +86,78 @@ class _Sampling:
         out[-n:] = tokens
         return out
 
+    # -- several tokens a submit ------------------------------------------------------------------
+    def chain_tokens(self, remaining: int, live) -> int:
+        """Tokens a sequence the next decode replay chooses (run_chain): the largest power of two within the
+        chain length (select.decode.chain_tokens, EVERMIND_VK_DECODE_CHAIN) and `remaining`, that every live
+        sequence's state holds (_chain_fits); 1: one token a replay (advance)."""
+        k = 1
+        K = min(select_decode.chain_tokens(self.model.device.info.type, knob("EVERMIND_VK_DECODE_CHAIN")),
+                int(remaining))
+        while 2 * k <= K:
+            k *= 2
+        while k > 1 and not self._chain_fits(k, live):
+            k //= 2
+        return k
+
+    def _chain_fits(self, k: int, live) -> bool:
+        """Whether every live sequence can take k more tokens without a refill."""
+        return True
+
+    def chain_program(self, k: int):
+        """The recorded decode replay of k tokens a sequence (run_chain), or None before its first run."""
+        entry = self._chains.get(k)
+        return None if entry is None else entry[0]
+
+    def _run_chain(self, k: int, tokens, positions, moves, marks, step: int) -> list:
+        """k decode steps of every slot in one replay: step j feeds each slot b the id step j - 1 chose (step 0:
+        tokens[b]) at positions[b] + j (positions[b] where not moves[b]), all recorded in one program: each
+        step's hyper words uploaded at the start, each step's picks copied on the device into the next step's
+        inputs (ops.copy_prefix), all picks read back at the end. The same kernels on the same inputs as k
+        single steps (greedy output bit-identical; the device sampler draws from (seed, step + j)). Returns
+        the k steps' picked arrays (ids, then stop flags)."""
+        B, dev = self.slots, self.model.device
+        entry = self._chains.get(k)
+        if entry is None:
+            n = HEADER + ITEM * B + MAX_STOPS + B
+            entry = self._chains[k] = (
+                None, [empty((B,), "u32", dev, host_visible=j == 0) for j in range(k)],
+                [empty((n,), "u32", dev, host_visible=True) for _ in range(k)],
+                [empty((2 * B,), "u32", dev, host_visible=True) for _ in range(k)])
+        prog, ids, hyper, picked = entry
+        ids[0].write_staging(np.asarray(tokens, np.uint32))
+        for j in range(k):
+            pos = [int(positions[b]) + (j if moves[b] else 0) for b in range(B)]
+            words = self._ids_words(self._words([(pos[b], b, b, bool(marks[b])) for b in range(B)], step + j),
+                                    tokens if j == 0 else [0] * B)
+            hyper[j].write_staging(words)
+        if prog is None:
+            self._chains[k] = (self._record_chain(ids, hyper, picked),) + entry[1:]
+        else:
+            prog.run()
+        return [p.read_staging() for p in picked]
+
+    def _record_chain(self, ids, hyper, picked):
+        """Record (and run) _run_chain's program over its buffers."""
+        dev, B = self.model.device, self.slots
+        plan = self._step_plan()
+        needs_ids = self._needs_ids(plan)
+        at = HEADER + ITEM * B + MAX_STOPS  # where the fused steps read the ids in hyper
+        with record(dev) as prog:
+            for h in hyper:
+                dev.upload(h)
+            if needs_ids:
+                dev.upload(ids[0])
+            for j in range(len(hyper)):
+                if j:
+                    ops.copy_prefix(picked[j - 1], hyper[j], B, at)
+                    if needs_ids:
+                        ops.copy_prefix(picked[j - 1], ids[j], B)
+                self._body(ids[j], hyper[j], picked[j], plan)
+            for p in picked:
+                dev.sync_local(p)
+        return prog
+
     def _replay(self, entry, ids: np.ndarray, words: np.ndarray, build) -> np.ndarray:
         prog, ids_t, hyper = entry[:3]
         ids_t.write_staging(ids)
@@ -108,7 +182,8 @@ class Decoder(_Sampling):
         shape = (self.slots, self.L, c.n_kv_heads, c.head_dim)
         self.k = [zeros(shape, "f32", dev) for _ in range(c.n_layers)]
         self.v = [zeros(shape, "f32", dev) for _ in range(c.n_layers)]
-        self._step = None  # (program or None, ids, hyper, score)
+        self._step = None  # (program or None, ids, hyper)
+        self._scores = None  # attention_decode's scratch (_score)
         self._prefill: dict[tuple, tuple] = {}  # (sequences, bucket) -> (program or None, ids, hyper)
         self.cached: list[list[int]] = [[] for _ in range(self.slots)]  # the token of each cached position
 
@@ -170,9 +245,7 @@ class Decoder(_Sampling):
         marked seen (the repetition penalty). Returns picked: ids, then stop flags."""
         B, dev = self.slots, self.model.device
         if self._step is None:  # hyper: the step's words, then (the fused step's ids) the tokens
-            self._step = (None, empty((B,), "u32", dev, host_visible=True),
-                          empty((HEADER + ITEM * B + MAX_STOPS + B,), "u32", dev, host_visible=True),
-                          empty((B * self.model.config.n_heads * self.L,), "f32", dev))
+            self._step = _entry(dev, B)
         marks = active if marks is None else marks
         words = self._ids_words(self._words([(int(positions[b]) if active[b] else 0, b, b,
                                               bool(active[b] and marks[b])) for b in range(B)], step), tokens)
@@ -182,6 +255,10 @@ class Decoder(_Sampling):
             return self.picked.read_staging()
         return self._replay(self._step, np.asarray(tokens, np.uint32), words, build)
 
+    def _chain_fits(self, k: int, live) -> bool:
+        """k more positions in every live sequence's cache (past max_seq_len a refill runs: one token a step)."""
+        return all(not live[b] or len(self.cached[b]) + k <= self.L for b in range(self.slots))
+
     def step_launch(self) -> select_decode.Launch:
         """What the decode step's path rule (ops.decode_step_plan) needs to know of the model."""
         m, c = self.model, self.model.config
@@ -190,16 +267,34 @@ class Decoder(_Sampling):
                                     quantized=bool(getattr(m, "qweights", None)), vocab=c.vocab_size,
                                     items=self.slots)
 
-    def _record_step(self, ids, hyper, score):
-        plan = decode_step_plan(self.step_launch(), self.model.device)
-        if plan.variant is not None:
-            return self._record_fused_step(ids, hyper, plan.head)
-        m, dev = self.model, self.model.device
-        c, B = m.config, self.slots
-        H, KVH, hd = c.n_heads, c.n_kv_heads, c.head_dim
+    def _step_plan(self):
+        """The decode step's path (ops.decode_step_plan: plan.variant None runs the per-op step)."""
+        return decode_step_plan(self.step_launch(), self.model.device)
+
+    @staticmethod
+    def _needs_ids(plan) -> bool:
+        """Whether the step reads its ids from the ids buffer (the per-op step) rather than from hyper's end."""
+        return plan.variant is None
+
+    def _record_step(self, ids, hyper):
+        plan, dev = self._step_plan(), self.model.device
         with record(dev) as prog:
-            dev.upload(ids)
-            dev.upload(hyper)
+            if self._needs_ids(plan):
+                dev.upload(ids)
+            dev.upload(hyper)  # the fused step's ids ride at its end (step): one upload
+            self._body(ids, hyper, self.picked, plan)
+            dev.sync_local(self.picked)
+        return prog
+
+    def _body(self, ids, hyper, picked, plan) -> None:
+        """One decode step of every slot, recorded into the current program (its inputs already on the device):
+        the fused step where `plan` says so, else the per-op step, then the sampler into picked."""
+        if plan.variant is not None:
+            logits = self._fused_logits(hyper, plan.head)
+        else:
+            m, dev = self.model, self.model.device
+            c, B = m.config, self.slots
+            H, KVH, hd = c.n_heads, c.n_kv_heads, c.head_dim
             x = m._embed(ids)
             h, _ = ops.rms_norm(x, m.params["layers.0.attn_norm.weight"], c.norm_eps)
             for i in range(c.n_layers):
@@ -208,38 +303,36 @@ class Decoder(_Sampling):
                                    lora_linear(m, h, L + "attn.wk").reshape(B, KVH, hd),
                                    lora_linear(m, h, L + "attn.wv").reshape(B, KVH, hd),
                                    hyper, self.k[i], self.v[i], 1, c.rope_theta)
-                a = ops.attention_decode(q, self.k[i], self.v[i], hyper, score)
+                a = ops.attention_decode(q, self.k[i], self.v[i], hyper, self._score())
                 x, h = self._mlp(x, a.reshape(B, H * hd), i)
             logits = m._head(h)
-            ops.sample(logits, hyper, self.seen, self.picked, B)
-            dev.sync_local(self.picked)
-        return prog
+        ops.sample(logits, hyper, self.seen, picked, self.slots)
 
-    def _record_fused_step(self, ids, hyper, head: bool):
+    def _score(self):
+        """attention_decode's scores scratch (the per-op step's), made at first use."""
+        if self._scores is None:
+            self._scores = empty((self.slots * self.model.config.n_heads * self.L,), "f32", self.model.device)
+        return self._scores
+
+    def _fused_logits(self, hyper, head: bool):
         """The decode step on decode_layer: one dispatch a block (layer 0 also looks up the embedding rows,
         each block ends with the next block's attention norm or the final norm, the last with the head's logits
-        where `head`, else the head's product follows), then the sampler."""
+        where `head`, else the head's product follows): the logits."""
         m, dev = self.model, self.model.device
         c, B, Pm = m.config, self.slots, m.params
-        with record(dev) as prog:
-            dev.upload(hyper)  # the ids ride at its end (step): one upload
-            x = empty((B, c.d_model), "f32", dev)  # the residual stream (layer 0 writes it)
-            h = empty((B, c.d_model), "f32", dev)
-            W = Pm["embed.weight"] if c.tie_embeddings else Pm["head.weight"]
-            logits = empty((B, c.vocab_size), "f32", dev) if head else None
-            for i in range(c.n_layers):
-                L, last = f"layers.{i}.", i + 1 == c.n_layers
-                nxt = "norm.weight" if last else f"layers.{i + 1}.attn_norm.weight"
-                ops.decode_layer(x, hyper, self.k[i], self.v[i], [Pm[L + n] for n in LAYER_WEIGHTS], Pm[nxt],
-                                 eps=c.norm_eps, theta=c.rope_theta, limit=c.swiglu_limit,
-                                 ids=hyper if i == 0 else None, table=Pm["embed.weight"] if i == 0 else None,
-                                 out=h, head=W if head and last else None, logits=logits if last else None,
-                                 ids_offset=HEADER + ITEM * B + MAX_STOPS)
-            if not head:
-                logits = m._head(h)
-            ops.sample(logits, hyper, self.seen, self.picked, B)
-            dev.sync_local(self.picked)
-        return prog
+        x = empty((B, c.d_model), "f32", dev)  # the residual stream (layer 0 writes it)
+        h = empty((B, c.d_model), "f32", dev)
+        W = Pm["embed.weight"] if c.tie_embeddings else Pm["head.weight"]
+        logits = empty((B, c.vocab_size), "f32", dev) if head else None
+        for i in range(c.n_layers):
+            L, last = f"layers.{i}.", i + 1 == c.n_layers
+            nxt = "norm.weight" if last else f"layers.{i + 1}.attn_norm.weight"
+            ops.decode_layer(x, hyper, self.k[i], self.v[i], [Pm[L + n] for n in LAYER_WEIGHTS], Pm[nxt],
+                             eps=c.norm_eps, theta=c.rope_theta, limit=c.swiglu_limit,
+                             ids=hyper if i == 0 else None, table=Pm["embed.weight"] if i == 0 else None,
+                             out=h, head=W if head and last else None, logits=logits if last else None,
+                             ids_offset=HEADER + ITEM * B + MAX_STOPS)
+        return logits if head else m._head(h)
 
     def step_program(self):
         """The recorded decode step (one submit for the whole batch), or None before the first step."""
@@ -275,6 +368,19 @@ class Decoder(_Sampling):
             res.update(self.prefill([b for b in range(B) if refill[b]], [seqs[b][-L:] for b in range(B) if refill[b]],
                                     step))
         return res
+
+    def advance_chain(self, seqs, live, step: int, k: int) -> list:
+        """Steps step..step+k-1 of every live sequence in one replay (k from chain_tokens: every live cache
+        holds k more positions): a list of k {b: (id, is stop)}, each sequence's ending at its first stop."""
+        B = self.slots
+        pks = self._run_chain(k, [seqs[b][-1] if live[b] else 0 for b in range(B)],
+                              [len(self.cached[b]) if live[b] else 0 for b in range(B)], live, live, step)
+        out = _chain_results(pks, live, B)
+        for b in range(B):
+            if live[b]:  # the tokens each step fed: the last one, then each pick before the first stop
+                fed = [seqs[b][-1]] + [out[j][b][0] for j in range(k - 1) if b in out[j + 1]]
+                self.cached[b].extend(int(t) for t in fed)
+        return out
 
     def _kept(self, prompt) -> int:
         """Positions of slot 0's cache that begin `prompt` (at most all but its last token; 0 where the
@@ -395,16 +501,29 @@ class _StateDecoder(_Sampling, ABC):
         dev, (_, ids, hyper) = self.model.device, entry
         plan = self._plan(n) if S == 1 else None
         with record(dev) as prog:
-            if plan is not None and plan.variant is not None:  # the ids ride at the end of hyper: one upload
-                dev.upload(hyper)
-                logits = self._fused_logits(hyper, ids, first, n, plan)
-            else:
+            if plan is None or self._needs_ids(plan):
                 dev.upload(ids)
-                dev.upload(hyper)
-                logits = self._step_logits(ids, first, hyper, S)
-            ops.sample(logits, hyper, self.seen, self.picked, n)
+            dev.upload(hyper)  # the fused step's ids ride at its end
+            self._body(ids, hyper, self.picked, plan, first, n, S)
             dev.sync_local(self.picked)
         return prog
+
+    def _step_plan(self):
+        return self._plan(self.slots)
+
+    def _needs_ids(self, plan) -> bool:
+        """Whether the step reads its ids from the ids buffer (the per-op step) rather than from hyper's end."""
+        return plan.variant is None
+
+    def _body(self, ids, hyper, picked, plan, first: int = 0, n: int | None = None, S: int = 1) -> None:
+        """A step of slots first..first+n-1 (default all), recorded into the current program (its inputs on the
+        device): the fused step where `plan` says so (plan None: S tokens a slot, per-op), then the sampler."""
+        n = self.slots if n is None else n
+        if plan is not None and plan.variant is not None:
+            logits = self._fused_logits(hyper, ids, first, n, plan)
+        else:
+            logits = self._step_logits(ids, first, hyper, S)
+        ops.sample(logits, hyper, self.seen, picked, n)
 
     def _prefill_run(self, first: int, n: int, S: int, ids: np.ndarray) -> np.ndarray:
         """Feed S prompt tokens to each of slots first..first+n-1 (from their reset states) in one replay of
@@ -444,6 +563,15 @@ class _StateDecoder(_Sampling, ABC):
         self.prefill_tokens = sum(len(q) for q in seqs)
         return res
 
+    def advance_chain(self, seqs, live, step: int, k: int) -> list:
+        """Steps step..step+k-1 of every slot in one replay (run_chain; a stopped slot is fed dummy tokens, its
+        results ignored): a list of k {b: (id, is stop)} of the live slots, each ending at its first stop."""
+        self._fit(int(self.pos.max()) + k)
+        pks = self._run_chain(k, [seqs[b][-1] if live[b] else 0 for b in range(self.slots)], self.pos,
+                              [True] * self.slots, live, step)
+        self.pos += k
+        return _chain_results(pks, live, self.slots)
+
     def advance(self, seqs, live, step: int) -> dict:
         """The next token of each live sequence, {b: (id, is stop)}: step 0 feeds the prompts (states reset
         first), later steps each live sequence's last token (one replay for all slots)."""
@@ -451,6 +579,18 @@ class _StateDecoder(_Sampling, ABC):
             return self._prefill(seqs)
         pk = self._feed_all([seqs[b][-1] if live[b] else 0 for b in range(self.slots)], live, step)
         return {b: (int(pk[b]), bool(pk[self.slots + b])) for b in range(self.slots) if live[b]}
+
+
+def _chain_results(pks, live, B: int) -> list:
+    """The k replies of a chained replay as k {b: (id, is stop)} of the live slots, each slot's ending at its
+    first stop (the steps after it fed a stop token: their picks are dropped)."""
+    out, going = [], [bool(x) for x in live]
+    for pk in pks:
+        res = {b: (int(pk[b]), bool(pk[B + b])) for b in range(B) if going[b]}
+        for b, (_, stop) in res.items():
+            going[b] = not stop
+        out.append(res)
+    return out
 
 
 class RecurrentDecoder(_StateDecoder):
@@ -468,9 +608,11 @@ class RecurrentDecoder(_StateDecoder):
     def _plan(self, n: int):
         return decode_step_plan(self.model.decode_launch(n, self.model.state_capacity(self.state)), self.model.device)
 
+    def _needs_ids(self, plan) -> bool:
+        # a per-op first layer looks the embedding up from the ids buffer
+        return plan.variant is None or self.model.config.layers[0] not in plan.layers
+
     def _fused_logits(self, hyper, ids, first: int, n: int, plan):
-        if self.model.config.layers[0] not in plan.layers:  # a per-op first layer looks the embedding up from ids
-            self.model.device.upload(ids)
         return self.model._fused_step_ids(hyper, self.state, n, first, HEADER + ITEM * n + MAX_STOPS, plan.head,
                                           hyper=hyper, tokens=ids, fused=plan.layers)
 
@@ -484,6 +626,7 @@ class RecurrentDecoder(_StateDecoder):
             return
         self._step = (None,) + self._step[1:]
         self._prefills = {k: (None,) + e[1:] for k, e in self._prefills.items()}
+        self._chains = {}
         self._zero = None
 
 

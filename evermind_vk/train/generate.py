@@ -143,22 +143,27 @@ def _generate_device(model, prompts, n_new: int, sampling: dict, on_token, stats
     dec.start(seqs, **sampling)
     outs: list[list[int]] = [[] for _ in range(B)]
     live = [n_new > 0] * B
-    for step in range(n_new):
+    step = 0
+    while step < n_new and any(live):
         t0 = time.perf_counter()
-        res = dec.advance(seqs, live, step, keep) if keep else dec.advance(seqs, live, step)
+        k = dec.chain_tokens(n_new - step, live) if step else 1  # tokens a sequence this replay chooses
+        if k > 1:
+            steps = dec.advance_chain(seqs, live, step, k)
+        else:
+            steps = [dec.advance(seqs, live, step, keep) if keep else dec.advance(seqs, live, step)]
         kind = "prefill" if step == 0 else "decode"
         stats[kind + "_s"] += time.perf_counter() - t0
-        stats[kind + "_tokens"] += dec.prefill_tokens if step == 0 else len(res)
-        for b, (tok, is_stop) in sorted(res.items()):
-            if is_stop:
-                live[b] = False
-                continue
-            seqs[b].append(tok)
-            outs[b].append(tok)
-            if on_token is not None:
-                on_token(b, tok)
-        if not any(live):
-            break
+        stats[kind + "_tokens"] += dec.prefill_tokens if step == 0 else sum(len(r) for r in steps)
+        for res in steps:
+            for b, (tok, is_stop) in sorted(res.items()):
+                if is_stop:
+                    live[b] = False
+                    continue
+                seqs[b].append(tok)
+                outs[b].append(tok)
+                if on_token is not None:
+                    on_token(b, tok)
+        step += k
     return outs
 
 

@@ -171,6 +171,30 @@ def test_strided_ops_refuse_what_they_cannot_do(device):
         ops.gather_strided(ev.tensor(np.ones(64, np.float32)), (2,) * 5, (32, 8, 4, 2, 1)[::-1])
 
 
+@given(n=st.integers(0, 40), extra=st.integers(0, 5), offset=st.integers(0, 9), seed=st.integers(0, 2**31))
+def test_copy_prefix_moves_words_exactly(device, n, extra, offset, seed):
+    """copy_prefix: y[offset + i] = x[i] for i < n, the rest of y untouched; u32 words move bit for bit (ids
+    whose bits read as float denormals and NaNs included)."""
+    rng = np.random.default_rng(seed)
+    x = rng.integers(0, 2**32, n + extra, dtype=np.uint64).astype(np.uint32)
+    x[: min(n, 3)] = np.array([1, 0x7FC00001, 0xFF800000], np.uint32)[: min(n, 3)]
+    y = rng.integers(0, 2**32, offset + n + extra, dtype=np.uint64).astype(np.uint32)
+    want = y.copy()
+    want[offset:offset + n] = x[:n]
+    got = ops.copy_prefix(ev.tensor(x, "u32"), ev.tensor(y, "u32"), n, offset).numpy()
+    assert np.array_equal(got, want)
+
+
+def test_copy_prefix_refusals(device):
+    x = ev.tensor(np.arange(4, dtype=np.uint32), "u32")
+    with pytest.raises(ev.ShapeError, match="spans elements"):
+        ops.copy_prefix(x, ev.tensor(np.zeros(5, np.uint32), "u32"), 4, 2)
+    with pytest.raises(ev.ShapeError, match="elements of a tensor"):
+        ops.copy_prefix(x, ev.tensor(np.zeros(9, np.uint32), "u32"), 5)
+    with pytest.raises(ev.UnsupportedError, match="u32 into f32"):
+        ops.copy_prefix(x, ev.zeros((4,)), 2)
+
+
 H = 1e-2
 
 

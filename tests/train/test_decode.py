@@ -11,26 +11,19 @@ from evermind_vk.models import LMConfig, TransformerLM
 from evermind_vk.train import generate
 from evermind_vk.train.decode import bucket, decoder
 
-CFG = LMConfig(vocab_size=17, d_model=16, n_layers=2, n_heads=4, n_kv_heads=2, d_ff=24, max_seq_len=12, seed=2)
-# a model whose decode step runs on decode_layer (head dim 8; CFG's 4 runs the per-op step)
-CFG_FUSED = LMConfig(vocab_size=17, d_model=32, n_layers=2, n_heads=4, n_kv_heads=2, d_ff=24, max_seq_len=12, seed=2)
+from decode_models import CFG, CFG_FUSED, _evermind, _mamba, _model
 
 
 @pytest.fixture(autouse=True)
 def fused_by_default_here(monkeypatch):
     """The decode path rule as on a CPU device, whatever device runs the suite: unforced, the fused kernels
     run where they can (on a GPU too), so these tests check them there (the rule's device types themselves:
-    tests/ops' path-rule tests)."""
+    tests/ops' path-rule tests). One token a replay on every device (the submit counts below; several:
+    tests/train/test_decode_chain.py)."""
     import evermind_vk as ev
     from evermind_vk.runtime.select import decode as select_decode
     monkeypatch.setattr(select_decode, "LAYER_DEVICE_TYPES", (*select_decode.LAYER_DEVICE_TYPES, ev.get_device().info.type))
-
-
-def _model(cfg):
-    m = TransformerLM(cfg)
-    # larger weights than the init's, so that the next token depends on the whole context
-    m.load_state_dict({k: (v * 10 if v.ndim == 2 else v) for k, v in m.state_dict().items()})
-    return m
+    monkeypatch.setenv("EVERMIND_VK_DECODE_CHAIN", "1")
 
 
 @pytest.fixture(scope="module")
@@ -134,24 +127,6 @@ def test_kept_prefix_runs_only_the_new_tokens(device, model, fused):
 
 def test_bucket():
     assert [bucket(n, 100) for n in (1, 16, 17, 64, 65, 99)] == [16, 16, 32, 64, 100, 100]
-
-
-def _evermind():
-    from evermind_vk.models import EvermindLM, EvermindLMConfig
-    m = EvermindLM(EvermindLMConfig(19, d_model=16, num_layers=2, conv_kernel=3, hidden_dim=24, num_experts=3,
-                                    top_k=2, seed=5))
-    rng = np.random.default_rng(1)  # random conv taps (the init's are the identity: a receptive field of 1)
-    m.load_state_dict({k: (rng.standard_normal(v.shape).astype(np.float32) if k.endswith(".conv") else
-                           v * 20 if v.ndim == 2 else v) for k, v in m.state_dict().items()})
-    return m
-
-
-def _mamba(layers, **kw):
-    from evermind_vk.models import HybridMambaConfig, HybridMambaModel
-    m = HybridMambaModel(HybridMambaConfig(**{**dict(vocabSize=19, dModel=16, numLayers=len(layers), layers=layers,
-                                                     dState=4, dConv=3, expand=2, nHeads=2, seed=3), **kw}))
-    m.load_state_dict({k: v * 5 if v.ndim == 2 and "embedding" not in k else v for k, v in m.state_dict().items()})
-    return m
 
 
 # (model, repetition penalty: strong for the Mamba stacks, whose tied heads of random weights repeat the last token)

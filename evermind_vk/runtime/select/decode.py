@@ -60,6 +60,9 @@ TUNED = {
                         "batch over CPU_GROUPS): lavapipe runs every load of the unrolled sequence loop, taken or not; "
                         "at 8, q8 beats q4 (evermind_layer 13-20%, mamba1_decode ~5-8% a step at B = 16 and 32)",
                      "bench/results/evidence/lavapipe-decode-tuning.txt"),
+    "CHAIN": Tuned({"cpu": 1, "gpu": 1}, "tokens a sequence one decode replay chooses (train/decode.py _run_chain), by "
+                                         "device type: the replay's submit, wait and read-back are paid once for them all",
+                   "bench/results/evidence/decode-chain.txt"),
 }
 LAYER_DEVICE_TYPES = TUNED["LAYER_DEVICE_TYPES"].value
 CPU_GROUPS = TUNED["CPU_GROUPS"].value
@@ -68,6 +71,15 @@ CPU_MAX_LAYER_WEIGHTS = TUNED["CPU_MAX_LAYER_WEIGHTS"].value
 Q8_SEQS = TUNED["Q8_SEQS"].value
 # The multi-sequence flags, largest first: (flag, its SQ, the fewest sequences a workgroup runs with it).
 SEQ_FLAGS = (("q8", 8, Q8_SEQS), ("q4", 4, 2))
+
+
+def chain_tokens(device_type: str, forced: int = 0) -> int:
+    """The most tokens a sequence one decode replay chooses: `forced` (EVERMIND_VK_DECODE_CHAIN; 1: one a replay)
+    where > 0, else TUNED["CHAIN"] for the device type (CPU devices; any other: the GPU value)."""
+    if forced:
+        return int(forced)
+    chain = TUNED["CHAIN"].value
+    return chain["cpu"] if device_type == "cpu" else chain["gpu"]
 
 
 def seqs_cap(flags) -> int:
