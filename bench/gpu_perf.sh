@@ -3,7 +3,9 @@
 # for what to bring: .gl/ and .whl/). Usage: bash bench/gpu_perf.sh OUTDIR CONFIG [train_bench args...]
 #   CONFIG: a bench/train_bench.py preset (124m, 350m, 23.7m ...), "ir" for the pipeline internal
 #   representations of the f16 cooperative-matrix kernels (does the driver emit Hopper's warpgroup MMA?),
-#   or "gen" for bench/generate_bench.py (the extra args go to it).
+#   "gen" for bench/generate_bench.py (the extra args go to it), or "chain" for generate_bench.py at
+#   EVERMIND_VK_DECODE_CHAIN = 1, 4, 8, 16 (PyTorch eager in the first run only; the evidence behind
+#   select.decode TUNED["CHAIN"]: bench/results/evidence/decode-chain.txt).
 # ci/gpu-env.sh sets PYTHONSAFEPATH (import the installed package, not the source tree); the benchmark scripts
 # import their PyTorch twins from bench/, the script's directory, which PYTHONSAFEPATH leaves off sys.path:
 # they run without it (python prepends bench/, never the repo root, for a script).
@@ -24,6 +26,16 @@ if [ "$CONFIG" = ir ]; then
                 "$(grep -c 'HMMA' "$f")" "$(grep -ci 'WARPGROUP' "$f")"
         done; } | tee "$OUT/pipeline-ir-mma.txt"
     tar czf "$OUT/ir-dumps.tgz" -C /tmp ir
+    exit 0
+fi
+if [ "$CONFIG" = chain ]; then
+    for c in 1 4 8 16; do
+        echo "== EVERMIND_VK_DECODE_CHAIN=$c" | tee -a "$OUT/decode-chain.txt"
+        T=$([ "$c" = 1 ] || echo --no-torch)
+        EVERMIND_VK_DECODE_CHAIN=$c env -u PYTHONSAFEPATH python3 bench/generate_bench.py \
+            --models tf,evermind,mamba,mamba-attn --batch 1,8,32 --repeats 2 --compile off $T "$@" 2>&1 \
+            | tee -a "$OUT/decode-chain.txt"
+    done
     exit 0
 fi
 if [ "$CONFIG" = gen ]; then
