@@ -677,7 +677,8 @@ class HybridMambaModel(NextTokenModel):
             elif kind == "attention":
                 x = self._attention_step(x, i, st, hyper)
             else:
-                x = {"mamba2": self._mamba2_step, "mamba3": self._mamba3_step}[kind](x, i, st, first)
+                step = {"mamba1": self._mamba1_step, "mamba2": self._mamba2_step, "mamba3": self._mamba3_step}[kind]
+                x = step(x, i, st, first)  # a mamba1 layer too where only the attention layers run fused
         if not fused_last:
             return F.matmul(F.rms_norm(x, P["final_norm"], 1e-6), P["embedding"], transpose_b=True)
         return logits if head else ops.matmul(y, P["embedding"], transpose_b=True)

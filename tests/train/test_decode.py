@@ -243,6 +243,18 @@ def test_mamba_attention_greedy_identical_to_uncached(device, layers, knob, monk
     assert sum(lb.startswith("hybrid_attn_decode") for lb in labels) == layers.count("attention"), labels
 
 
+def test_mamba_attention_fused_beside_a_per_op_mamba1(device):
+    """A stack whose attention layers run fused while its mamba1 layers cannot (dState 3: not whole vec4s) runs
+    those per-op between them: greedy output equals the uncached path's."""
+    m = _mamba(("mamba1", "attention"), dState=3)
+    prompts = [[3, 1, 4, 1, 5], [6]]
+    plain = [generate(m, p, max_new_tokens=6, use_cache=False, repetition_penalty=100.0) for p in prompts]
+    assert generate(m, prompts, max_new_tokens=6, repetition_penalty=100.0) == plain
+    labels = decoder(m, 2).step_program().labels
+    assert any(lb.startswith("hybrid_attn_decode") for lb in labels)
+    assert not any(lb.startswith("mamba1_decode") for lb in labels), labels
+
+
 def test_mamba_fused_step_refused_where_it_cannot_run(device, monkeypatch):
     """A stack without mamba1 or attention layers decodes on the per-op step unforced; EVERMIND_VK_DECODE_FUSED=1
     there is an error naming why, not a silent per-op step. A mixed stack runs its mamba1 layers fused, the mamba2
