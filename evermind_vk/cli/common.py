@@ -25,6 +25,27 @@ def say(msg: str) -> None:
     print(msg, flush=True)
 
 
+def parse_ids(text: str, flag: str = "--prompt-ids") -> list[int]:
+    """--prompt-ids 1,2,3 -> [1, 2, 3] (and --stop-ids)."""
+    try:
+        ids = [int(t) for t in text.split(",") if t.strip()]
+    except ValueError:
+        raise CliError(f"{flag} {text!r}: comma-separated token ids, e.g. 1,2,3") from None
+    if not ids or min(ids) < 0:
+        raise CliError(f"{flag} {text!r}: one or more non-negative token ids")
+    return ids
+
+
+def report_rates(n: int, dt: float, stats: dict, args) -> None:
+    """generate's closing line on stderr: tokens and time in all, and the prefill and decode rates (stats:
+    train.generate's), with the batch and cache settings."""
+    rate = lambda k: stats[k + "_tokens"] / stats[k + "_s"] if stats[k + "_s"] > 0 else 0.0  # noqa: E731
+    print(f"[{n} tokens in {dt:.2f}s: {n / max(dt, 1e-9):.1f} tokens/s; prefill {stats['prefill_tokens']} tokens "
+          f"at {rate('prefill'):.1f} tokens/s, decode {rate('decode'):.1f} tokens/s"
+          f"{', batch ' + str(args.batch) if args.batch > 1 else ''}{', no KV cache' if args.no_cache else ''}]",
+          file=sys.stderr)
+
+
 def read_text(path: str) -> str:
     """A training text: a readable UTF-8 regular file (OSError / UnicodeDecodeError name the file)."""
     raw = bytes(read_regular(path, "--text file"))

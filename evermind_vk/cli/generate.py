@@ -13,7 +13,7 @@ from ..models import EvermindLM, HybridMambaModel, TransformerLM
 from ..runtime import get_device
 from ..train import ByteTokenizer, generate
 from .args import add_device
-from .common import NONNEG, NONNEG_INT, POS_INT, CliError, load_model
+from .common import NONNEG, NONNEG_INT, POS_INT, CliError, load_model, parse_ids, report_rates
 from .files import MODEL_HELP
 from ..files import is_gguf
 from .pretrained import cmd_generate_pretrained
@@ -22,21 +22,10 @@ from .video import write_frames
 TEXT_MODELS = (TransformerLM, EvermindLM, HybridMambaModel)
 
 
-def _ids(text: str) -> list[int]:
-    """--prompt-ids 1,2,3 -> [1, 2, 3]."""
-    try:
-        ids = [int(t) for t in text.split(",") if t.strip()]
-    except ValueError:
-        raise CliError(f"--prompt-ids {text!r}: comma-separated token ids, e.g. 1,2,3") from None
-    if not ids or min(ids) < 0:
-        raise CliError(f"--prompt-ids {text!r}: one or more non-negative token ids")
-    return ids
-
-
 def _prompt(args, vocab: int) -> tuple[list[int], bool]:
     """(prompt ids, whether they came from --prompt-ids) for a text model of `vocab` tokens."""
     if args.prompt_ids is not None:
-        ids = _ids(args.prompt_ids)
+        ids = parse_ids(args.prompt_ids)
         if max(ids) >= vocab:
             raise CliError(f"--prompt-ids: token id {max(ids)} is outside the vocabulary of {vocab}")
         return ids, True
@@ -46,17 +35,39 @@ def _prompt(args, vocab: int) -> tuple[list[int], bool]:
     return list(ByteTokenizer().encode("The " if args.prompt is None else args.prompt)), False
 
 
-def _sample(model, ids: list[int], args) -> list[int]:
-    """New ids from any text model with the command's sampling settings (top_k None or 0: all)."""
-    if isinstance(model, HybridMambaModel):  # O(1) work per token from its recurrent state
-        return model.generate(ids, max_new_tokens=args.tokens, temperature=args.temperature, top_k=args.top_k,
-                              seed=args.seed)
-    if isinstance(model, EvermindLM):
-        return model.generate(ids, args.tokens, temperature=args.temperature, seed=args.seed or 1,
-                              top_k=args.top_k or 0)
-    return generate(model, ids, max_new_tokens=args.tokens, temperature=args.temperature, top_k=args.top_k,
-                    seed=args.seed, top_p=args.top_p, repetition_penalty=args.repetition_penalty,
-                    use_cache=not args.no_cache)
+def _sampler(args, model, as_ids: bool) -> str:
+    """--sampler: "builderforce" (EvermindLM.generate: builderforce's argmax and seeded draws, a forward of the
+    context per token) or "device" (train.generate: recorded decoding, the device sampler, every flag). auto:
+    builderforce's for an EvermindLM given --prompt-ids (its numbers, as builderforce's generate gives them),
+    else the device's. The flags builderforce's sampler has no counterpart for are refused, not ignored."""
+    if args.sampler == "auto":
+        return "builderforce" if as_ids and isinstance(model, EvermindLM) else "device"
+    if args.sampler == "builderforce":
+        if not isinstance(model, EvermindLM):
+            raise CliError(f"--sampler builderforce: builderforce's sampler is EvermindLM's, not a "
+                           f"{type(model).__name__}'s (use --sampler device)")
+    return args.sampler
+
+
+def _refuse_for_builderforce(args, what: str, stop_ids: int = 1) -> None:
+    """The flags builderforce's sampler has no counterpart for (at most `stop_ids` stop ids), refused by name."""
+    unsupported = [f for f, on in (("--top-p", args.top_p is not None),
+                                   ("--repetition-penalty", args.repetition_penalty != 1.0),
+                                   ("--batch", args.batch > 1), ("--stop", bool(args.stop)),
+                                   ("--stop-ids" if not stop_ids else "several --stop-ids",
+                                    len(args.stop_ids or []) > stop_ids),
+                                   ("--sampler device", args.sampler == "device" and not stop_ids)) if on]
+    if unsupported:
+        raise CliError(f"{', '.join(unsupported)}: {what} has no such setting")
+
+
+def _builderforce_sample(model, ids: list[int], args) -> list[int]:
+    """EvermindLM.generate with the command's settings; the flags it has no counterpart for are refused."""
+    _refuse_for_builderforce(args, "builderforce's sampler (EvermindLM with --prompt-ids; --sampler device runs "
+                                   "recorded decoding with the device sampler)")
+    stop = args.stop_ids[0] if args.stop_ids else None
+    return model.generate(ids, args.tokens, temperature=args.temperature, seed=args.seed or 1,
+                          top_k=args.top_k or 0, stop_token=stop)
 
 
 def _media(args, lm, codec) -> int:
@@ -65,7 +76,9 @@ def _media(args, lm, codec) -> int:
         raise CliError(f"{args.model} is a media package: give its prompt as token ids (--prompt-ids), not text")
     if not args.out:
         raise CliError(f"{args.model} is a media package: --out DIR (or OUT.png) receives the decoded frames")
-    prompt = _ids(args.prompt_ids) if args.prompt_ids is not None else None
+    args.stop_ids = None if args.stop_ids is None else parse_ids(args.stop_ids, "--stop-ids")
+    _refuse_for_builderforce(args, "a media package's generation (builderforce's sampler, up to </vid>)", stop_ids=0)
+    prompt = parse_ids(args.prompt_ids) if args.prompt_ids is not None else None
     if prompt is not None and max(prompt) >= codec.vocab_size:
         raise CliError(f"--prompt-ids: token id {max(prompt)} is outside the vocabulary of {codec.vocab_size}")
     toks, frames = codec.generate_video(lm, args.tokens, prompt, temperature=args.temperature,
@@ -82,7 +95,7 @@ def _media(args, lm, codec) -> int:
 def cmd_generate(args) -> int:
     """Stream a continuation of --prompt (through the byte tokenizer) to stdout, then the prefill and decode
     tokens/s (every text model type; --batch N continuations); or, with --prompt-ids, print the prompt and
-    new token ids (EvermindLM and HybridMamba: their own builderforce samplers); or, for a media package,
+    new token ids (--sampler: an EvermindLM's through builderforce's sampler by default); or, for a media package,
     tokens and frames; a
     pretrained .gguf --model (or smollm2-135m) with its own tokenizer."""
     if is_gguf(args.model):
@@ -93,19 +106,27 @@ def cmd_generate(args) -> int:
     if not isinstance(model, TEXT_MODELS):
         raise FormatError(f"{args.model} holds a {type(model).__name__}, which does not generate text")
     ids, as_ids = _prompt(args, model.config.vocab_size)
-    if as_ids:
-        print(",".join(str(t) for t in ids + list(_sample(model, ids, args))))
+    args.stop_ids = None if args.stop_ids is None else parse_ids(args.stop_ids, "--stop-ids")
+    if args.stop_ids is not None and max(args.stop_ids) >= model.config.vocab_size:
+        raise CliError(f"--stop-ids: token id {max(args.stop_ids)} is outside the vocabulary of "
+                       f"{model.config.vocab_size}")
+    if as_ids and args.stop:
+        raise CliError("--stop takes characters of a --prompt text; with --prompt-ids give --stop-ids")
+    if _sampler(args, model, as_ids) == "builderforce":
+        out = list(_builderforce_sample(model, ids, args))
+        print(",".join(str(t) for t in ids + out) if as_ids else ByteTokenizer().decode([t for t in ids + out if t < 256]))
         return 0
-    return _text(model, ids, args)
+    return _text(model, ids, args, as_ids)
 
 
-def _text(model, ids: list[int], args) -> int:
+def _text(model, ids: list[int], args, as_ids: bool = False) -> int:
     """Any text model through train.generate (recorded decoding, the device sampler): the continuation
-    streamed (--batch N: N continuations at once, printed one after another), then tokens/s of the
-    prefill and of the decoding on stderr."""
+    streamed (--batch N: N continuations at once, printed one after another; with --prompt-ids, the prompt's
+    and the new ids comma-separated, a line a continuation), then tokens/s of the prefill and of the decoding
+    on stderr."""
     tok = ByteTokenizer()
-    prompt = tok.decode(ids)
     stop = [int(x) for s in args.stop for x in tok.encode(s)[:1]]  # each --stop string: its first token
+    stop += list(args.stop_ids or [])
     if isinstance(model, HybridMambaModel) and model.config.eosId >= 0:
         stop.append(model.config.eosId)
     kw = dict(max_new_tokens=args.tokens, temperature=args.temperature, top_k=args.top_k, seed=args.seed,
@@ -113,13 +134,20 @@ def _text(model, ids: list[int], args) -> int:
               use_cache=not args.no_cache)
     stats: dict = {}
     t0 = time.perf_counter()
-    if args.batch > 1:
+    if as_ids:
+        outs = generate(model, [ids] * args.batch, stats=stats, **kw)
+        for out in outs:
+            print(",".join(str(t) for t in ids + list(out)))
+        n = sum(len(o) for o in outs)
+    elif args.batch > 1:
+        prompt = tok.decode(ids)
         outs = generate(model, [ids] * args.batch, stats=stats, **kw)
         for i, out in enumerate(outs):
             print(f"--- {i + 1}/{args.batch} ---")
             print(prompt + tok.decode([t for t in out if t < 256]))
         n = sum(len(o) for o in outs)
     else:
+        prompt = tok.decode(ids)
         dec = codecs.getincrementaldecoder("utf-8")(errors="replace")  # a byte at a time, multi-byte safe
         sys.stdout.write(prompt)
         sys.stdout.flush()
@@ -129,12 +157,7 @@ def _text(model, ids: list[int], args) -> int:
             sys.stdout.flush()
         n = len(generate(model, ids, on_token=show, stats=stats, **kw))
         sys.stdout.write(dec.decode(b"", final=True) + "\n")
-    dt = time.perf_counter() - t0
-    rate = lambda k: stats[k + "_tokens"] / stats[k + "_s"] if stats[k + "_s"] > 0 else 0.0  # noqa: E731
-    print(f"[{n} tokens in {dt:.2f}s: {n / max(dt, 1e-9):.1f} tokens/s; prefill {stats['prefill_tokens']} tokens "
-          f"at {rate('prefill'):.1f} tokens/s, decode {rate('decode'):.1f} tokens/s"
-          f"{', batch ' + str(args.batch) if args.batch > 1 else ''}{', no KV cache' if args.no_cache else ''}]",
-          file=sys.stderr)
+    report_rates(n, time.perf_counter() - t0, stats, args)
     return 0
 
 
@@ -157,7 +180,13 @@ def add_parser(sub) -> None:
     add_device(p)
     p.add_argument("--top-p", type=NONNEG, default=None, help="nucleus sampling: keep this much probability mass")
     p.add_argument("--repetition-penalty", type=NONNEG, default=1.0, help="> 1 discourages repeated tokens")
-    p.add_argument("--stop", action="append", default=[], help="stop at this character (repeatable)")
+    p.add_argument("--stop", action="append", default=[], help="stop at this character (repeatable; --prompt text)")
+    p.add_argument("--stop-ids", default=None, metavar="IDS",
+                   help="stop at any of these token ids, e.g. 0,2 (any prompt)")
+    p.add_argument("--sampler", choices=("auto", "device", "builderforce"), default="auto",
+                   help="device: recorded decoding with the device sampler (every flag, every text model); "
+                        "builderforce: EvermindLM.generate's argmax and seeded draws (builderforce's numbers); "
+                        "auto: builderforce for an EvermindLM given --prompt-ids, else device")
     p.add_argument("--no-cache", action="store_true", help="re-run the whole context per token (no KV cache)")
     p.add_argument("--batch", type=POS_INT, default=1,
                    help="sample this many continuations of the --prompt text at once")

@@ -15,7 +15,7 @@ from ..qlora import QLORA_TARGETS, save_merged, save_peft
 from ..runtime import get_device
 from ..train import Trainer, default_corpus, generate
 from .args import add_device
-from .common import NONNEG, NONNEG_INT, CliError, check_out_dir, read_text
+from .common import NONNEG, NONNEG_INT, CliError, check_out_dir, parse_ids, read_text, report_rates
 
 HELD_OUT_SEQS = 8
 MODEL_HELP = f"a .gguf file or a packaged model ({', '.join(PACKAGED)})"
@@ -42,20 +42,35 @@ def _sampling(args) -> dict:
 
 
 def cmd_generate_pretrained(args) -> int:
-    """generate --model X.gguf: the prompt continued (raw text, no chat template), streamed, then tokens/s."""
+    """generate --model X.gguf: the prompt continued (raw text, no chat template), streamed (--batch N: N
+    continuations at once, printed one after another), then the prefill and decode tokens/s."""
     if getattr(args, "prompt_ids", None) is not None or getattr(args, "out", None):
         raise CliError(f"{args.model}: a pretrained model takes a text --prompt (its own tokenizer encodes it)")
+    if args.sampler == "builderforce":
+        raise CliError("--sampler builderforce: builderforce's sampler is EvermindLM's, not a pretrained model's")
     prompt = "The " if args.prompt is None else args.prompt
     model, tok = load_gguf(args.model, device=get_device(args.device))
     ids = tok.encode(prompt)
-    sys.stdout.write(prompt)
     stop = list(tok.stop_ids()) + [i for s in args.stop for i in tok.encode(s)[:1]]
+    if args.stop_ids is not None:
+        extra = parse_ids(args.stop_ids, "--stop-ids")
+        if max(extra) >= model.config.vocab_size:
+            raise CliError(f"--stop-ids: token id {max(extra)} is outside the vocabulary of {model.config.vocab_size}")
+        stop += extra
+    batch, stats = args.batch, {}
+    kw = dict(max_new_tokens=args.tokens, stop_tokens=stop, use_cache=not args.no_cache, stats=stats, **_sampling(args))
     t0 = time.perf_counter()
-    out = generate(model, ids, max_new_tokens=args.tokens, stop_tokens=stop, use_cache=not args.no_cache,
-                   on_token=Streamer(tok), **_sampling(args))
-    dt = time.perf_counter() - t0
-    sys.stdout.write("\n")
-    print(f"[{len(out)} tokens in {dt:.2f}s: {len(out) / max(dt, 1e-9):.2f} tokens/s]", file=sys.stderr)
+    if batch > 1:
+        outs = generate(model, [ids] * batch, **kw)
+        for i, out in enumerate(outs):
+            print(f"--- {i + 1}/{batch} ---")
+            print(prompt + tok.decode(out))
+        n = sum(len(o) for o in outs)
+    else:
+        sys.stdout.write(prompt)
+        n = len(generate(model, ids, on_token=Streamer(tok), **kw))
+        sys.stdout.write("\n")
+    report_rates(n, time.perf_counter() - t0, stats, args)
     return 0
 
 

@@ -60,6 +60,8 @@ def test_generate_refusals(device, capsys):
                        ([fx("moe.evermind"), "--prompt-ids", "1"], "does not generate text"),
                        ([fx("moe.moe0"), "--prompt-ids", "1"], "does not generate text"),
                        ([fx("media.evermind")], "--out"),
+                       ([fx("media.evermind"), "--out", "o", "--top-p", "0.5"], "--top-p"),
+                       ([fx("media.evermind"), "--out", "o", "--stop-ids", "1"], "--stop-ids"),
                        ([fx("media.evermind"), "--prompt", "x", "--out", "o"], "token ids")):
         rc, out, err = run(capsys, "generate", "--model", *argv)
         assert rc == 2 and what in err, (argv, err)

@@ -102,7 +102,16 @@ def _write_bf16(path):
 
 def test_cli_generate_chat_and_qlora_train(tiny, tmp_path, capsys):
     assert main(["generate", "--model", tiny, "--prompt", "the", "--tokens", "4", "--temperature", "0"]) == 0
-    assert capsys.readouterr().out.startswith("the")
+    got = capsys.readouterr()
+    assert got.out.startswith("the") and "decode" in got.err and "prefill" in got.err
+    # --batch N continuations (each the greedy one), the rates line; --sampler builderforce is EvermindLM's only
+    assert main(["generate", "--model", tiny, "--prompt", "the", "--tokens", "4", "--temperature", "0",
+                 "--batch", "2"]) == 0
+    got2 = capsys.readouterr()
+    assert got2.out.count("--- ") == 2 and "batch 2" in got2.err
+    assert got2.out.split("--- 2/2 ---")[1].strip() == got.out.strip()
+    assert main(["generate", "--model", tiny, "--prompt", "the", "--sampler", "builderforce"]) == 2
+    assert "EvermindLM's" in capsys.readouterr().err
     assert main(["chat", "--model", tiny, "--message", "hi", "--message", "the", "--tokens", "3"]) == 0
     assert capsys.readouterr().out.count("assistant> ") == 2
     text = tmp_path / "t.txt"
