@@ -220,10 +220,10 @@ def sample(args, model) -> str | None:
         return None
     tok = ByteTokenizer()
     ids = tok.encode(args.prompt)
-    if args.model == "lm":
-        out = generate(model, ids, max_new_tokens=args.sample_tokens, temperature=0.8, top_k=20, seed=args.seed)
-    elif args.model == "evermind-lm":
+    if args.model == "evermind-lm":  # builderforce's sampler, as its trainer samples
         out = model.generate(ids or [0], args.sample_tokens, temperature=0.8, seed=args.seed + 1)
-    else:
-        out = model.generate(ids or [0], max_new_tokens=args.sample_tokens, temperature=0.8, top_k=20, seed=args.seed)
+    else:  # recorded decoding with the device sampler (a HybridMambaModel stops at its eosId)
+        stop = [model.config.eosId] if args.model == "mamba" and model.config.eosId >= 0 else []
+        out = generate(model, ids or [0], max_new_tokens=args.sample_tokens, temperature=0.8, top_k=20,
+                       seed=args.seed, stop_tokens=stop)
     return args.prompt + tok.decode([t for t in out if 0 <= t < 256])
