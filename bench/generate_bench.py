@@ -28,7 +28,8 @@ import numpy as np
 
 import evermind_vk as ev
 from evermind_vk.models import EvermindLM, EvermindLMConfig, HybridMambaConfig, HybridMambaModel, LMConfig, TransformerLM
-from evermind_vk.runtime import record
+from evermind_vk.runtime import knobs, record
+from evermind_vk.runtime.select import decode as select_decode
 from evermind_vk.runtime.kernels import fill_words
 from evermind_vk.train import generate
 from evermind_vk.train.decode import decoder
@@ -195,7 +196,10 @@ def main():
                             cwd=os.path.dirname(os.path.abspath(__file__))).stdout.strip()
     head = dict(device=dev.info.name, machine=f"{platform.node()} {platform.machine()} {os.cpu_count()} cpus",
                 torch=None if torch is None else f"{torch.__version__} on {tdev}, {threads} threads",
-                load=" ".join(f"{x:.1f}" for x in os.getloadavg()), commit=commit, command=" ".join([os.path.basename(sys.argv[0])] + sys.argv[1:]))
+                load=" ".join(f"{x:.1f}" for x in os.getloadavg()), commit=commit, command=" ".join([os.path.basename(sys.argv[0])] + sys.argv[1:]),
+                knobs=" ".join(f"{k}={v}" for k, v in sorted(os.environ.items()) if k.startswith("EVERMIND_VK_")) or "none set",
+                chain=f"up to {select_decode.chain_tokens(dev.info.type, knobs.get('EVERMIND_VK_DECODE_CHAIN'))} "
+                      "decode steps a replay")
     for k, v in head.items():
         print(f"{k}: {v}")
     print(" | ".join(COLS), flush=True)
