@@ -23,6 +23,8 @@ def cmd_profile(args) -> int:
     variant from Vulkan timestamps and the host time per step (evermind_vk.runtime.profiler)."""
     args.package = False
     check_flags(args)
+    if args.chain > 1 and not args.generate:
+        raise CliError("--chain profiles a replay of several decode steps: it needs --generate")
     dev = get_device(args.device)
     model = models.build(args, dev)
     if args.generate:
@@ -64,21 +66,26 @@ def _profile_decode(model, args) -> int:
     if not decode.supports(model):
         raise CliError(f"--generate: --model {args.model} is not a text model")
     V, B = model.config.vocab_size, args.batch_size
-    limit = getattr(model.config, "max_seq_len", None) or args.seq_len + 3
-    P = max(1, min(args.seq_len, limit - 3))
+    K = 1 << (args.chain.bit_length() - 1)  # --chain rounded down to a power of two (as the decoder rounds it)
+    limit = getattr(model.config, "max_seq_len", None) or args.seq_len + K + 3
+    P = max(1, min(args.seq_len, limit - K - 3))
     rng = np.random.default_rng(args.seed)
     prompts = [rng.integers(0, V, P).tolist() for _ in range(B)]
     stats: dict = {}
-    generate(model, prompts, max_new_tokens=3, stats=stats)  # records the prefill and the decode step
+    outs = generate(model, prompts, max_new_tokens=3, stats=stats)  # records the prefill and the decode step
     dec = decoder(model, B)
     prog = dec.step_program()
     if prog is None:  # every decoder records its step on the first decoded token
         raise CliError(f"--generate: --model {args.model}: generating 3 tokens recorded no decode step")
+    what = "one decode step"
+    if K > 1:  # a replay of K steps (records and runs it once; the replays below repeat the same positions)
+        dec.advance_chain([p + o for p, o in zip(prompts, outs)], [True] * B, 3, K)
+        prog, what = dec.chain_program(K), f"one replay of {K} decode steps (--chain)"
     prof = profile(prog, repeats=args.repeats, serialize=args.serialize)
-    print(f"one decode step of --model {args.model}: {model.num_parameters():,} parameters, batch {B} at position "
+    print(f"{what} of --model {args.model}: {model.num_parameters():,} parameters, batch {B} at position "
           f"{P + 1}, {len(prog)} operations, one submit")
     _print_tables(prof, args)
-    print(f"decode: {B / (prof.host_ms / 1e3):,.0f} tokens/s (host time), {B / (prof.gpu_ms / 1e3):,.0f} tokens/s "
+    print(f"decode: {B * K / (prof.host_ms / 1e3):,.0f} tokens/s (host time), {B * K / (prof.gpu_ms / 1e3):,.0f} tokens/s "
           f"(GPU time); prefill of {stats['prefill_tokens']} tokens: "
           f"{stats['prefill_tokens'] / max(stats['prefill_s'], 1e-9):,.0f} tokens/s (first run, includes recording)")
     return 0
@@ -98,6 +105,9 @@ def add_parser(sub) -> None:
     add_precision(p, choices=("f32", "f16"))
     p.add_argument("--generate", action="store_true",
                    help="profile generation's recorded decode step instead (--batch-size prompts of --seq-len tokens)")
+    p.add_argument("--chain", type=POS_INT, default=1, metavar="K",
+                   help="with --generate: profile one replay of K decode steps (EVERMIND_VK_DECODE_CHAIN=K's program; "
+                        "K rounded down to a power of two)")
     add_checkpoint_layers(p)
     p.add_argument("--by-shape", type=POS_INT, default=0, metavar="N",
                    help="also print the N costliest (kernel variant, launch sizes) pairs: which products cost what")

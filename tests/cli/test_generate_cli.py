@@ -99,3 +99,15 @@ def test_builderforce_sampler_is_evermind_lms(device, monkeypatch, capsys):
                  "--top-k", "0", "--sampler", "builderforce"]) == 0
     new = m.generate([97, 98], 4, temperature=1.0, seed=5)
     assert capsys.readouterr().out.strip() == bytes([97, 98] + new).decode("utf-8", "replace").strip()
+
+
+def test_profile_generate_chain(device, capsys):
+    """profile --generate --chain K profiles one replay of K decode steps (K rounded down to a power of two): the
+    steps' kernels K times, the picks passed on between them; --chain without --generate is refused."""
+    assert main(["profile", "--generate", "--model", "lm", "--batch-size", "2", "--seq-len", "8", "--d-model", "16",
+                 "--layers", "1", "--d-ff", "16", "--repeats", "1", "--chain", "5"]) == 0
+    out = capsys.readouterr().out
+    assert "one replay of 4 decode steps" in out and "scatter_strided" in out
+    assert re.search(r"sample_f32\S*\s+4\s", out), out
+    assert main(["profile", "--chain", "4"]) == 2
+    assert "needs --generate" in capsys.readouterr().err
