@@ -36,6 +36,10 @@ if [ "$CONFIG" = chain ]; then
             --models tf,evermind,mamba,mamba-attn --batch 1,8,32 --repeats 2 --compile off $T "$@" 2>&1 \
             | tee -a "$OUT/decode-chain.txt"
     done
+    for k in 1 8; do  # the per-kernel profile behind the claim: one step, and one replay of 8
+        python3 -m evermind_vk profile --generate --model mamba --batch-size 8 --chain $k --repeats 5 2>&1 \
+            | tee -a "$OUT/decode-chain-profile.txt"
+    done
     exit 0
 fi
 if [ "$CONFIG" = gen ]; then
