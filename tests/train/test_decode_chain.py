@@ -130,3 +130,22 @@ def test_a_chain_of_one_prompt_token(device, monkeypatch):
     m = TransformerLM(LMConfig(vocab_size=17, d_model=16, n_layers=1, n_heads=2, n_kv_heads=1, d_ff=16, max_seq_len=8))
     assert len(generate(m, [3], max_new_tokens=1)) == 1
     assert generate(m, [3], max_new_tokens=0) == []
+
+
+@pytest.mark.parametrize("cfg,fused", [(CFG, "0"), (CFG_FUSED, "1")], ids=["per-op", "fused"])
+def test_chain_keeps_the_kept_prefix(device, cfg, fused, monkeypatch):
+    """A chat's later turn (keep_prefix) after chained replies: the cache's bookkeeping of the tokens each chain
+    fed keeps the right prefix, and the turn's reply equals the uncached path's."""
+    monkeypatch.setenv("EVERMIND_VK_DECODE_FUSED", fused)
+    monkeypatch.setenv("EVERMIND_VK_DECODE_CHAIN", "4")
+    m = _model(cfg)
+    first = [1, 2]
+    reply = generate(m, first, max_new_tokens=6, keep_prefix=True, repetition_penalty=2.0)  # a chain of 4 inside
+    assert reply == generate(m, first, max_new_tokens=6, use_cache=False, repetition_penalty=2.0)
+    dec = decoder(m, 1)
+    assert dec.cached[0] == first + reply[:-1]  # the last reply token was never fed
+    turn = first + reply + [5]
+    st = {}
+    kept = generate(m, turn, max_new_tokens=3, keep_prefix=True, repetition_penalty=2.0, stats=st)
+    assert kept == generate(m, turn, max_new_tokens=3, use_cache=False, repetition_penalty=2.0)
+    assert st["prefill_tokens"] == 2  # the last reply token and the new one
