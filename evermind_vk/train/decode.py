@@ -52,7 +52,7 @@ class _Sampling:
         self.sampling = hyper_words([])  # header words of the current generation
         self.stops: list[int] = []
         self.prefill_tokens = 0  # prompt tokens the last step 0 ran
-        self._chains: dict = {}  # k -> (program or None, ids, hyper, picked: a list of k each): run_chain
+        self._chains: dict = {}  # k -> (program or None, ids, hyper, picked: a list of k each): _run_chain
 
     # -- per-generation state -------------------------------------------------------------------
     def start(self, sequences, temperature=0.0, top_k=None, top_p=None, repetition_penalty=1.0,
@@ -88,7 +88,7 @@ class _Sampling:
 
     # -- several tokens a submit ------------------------------------------------------------------
     def chain_tokens(self, remaining: int, live) -> int:
-        """Tokens a sequence the next decode replay chooses (run_chain): the largest power of two within the
+        """Tokens a sequence the next decode replay chooses (_run_chain): the largest power of two within the
         chain length (select.decode.chain_tokens, EVERMIND_VK_DECODE_CHAIN) and `remaining`, that every live
         sequence's state holds (_chain_fits); 1: one token a replay (advance)."""
         k = 1
@@ -104,8 +104,13 @@ class _Sampling:
         """Whether every live sequence can take k more tokens without a refill."""
         return True
 
+    def _needs_ids(self, plan) -> bool:
+        """Whether the decode step (`plan`: _step_plan's) reads its ids from the ids buffer (the per-op step)
+        rather than from hyper's end (the fused steps)."""
+        return plan.variant is None
+
     def chain_program(self, k: int):
-        """The recorded decode replay of k tokens a sequence (run_chain), or None before its first run."""
+        """The recorded decode replay of k tokens a sequence (_run_chain), or None before its first run."""
         entry = self._chains.get(k)
         return None if entry is None else entry[0]
 
@@ -270,11 +275,6 @@ class Decoder(_Sampling):
     def _step_plan(self):
         """The decode step's path (ops.decode_step_plan: plan.variant None runs the per-op step)."""
         return decode_step_plan(self.step_launch(), self.model.device)
-
-    @staticmethod
-    def _needs_ids(plan) -> bool:
-        """Whether the step reads its ids from the ids buffer (the per-op step) rather than from hyper's end."""
-        return plan.variant is None
 
     def _record_step(self, ids, hyper):
         plan, dev = self._step_plan(), self.model.device
@@ -511,10 +511,6 @@ class _StateDecoder(_Sampling, ABC):
     def _step_plan(self):
         return self._plan(self.slots)
 
-    def _needs_ids(self, plan) -> bool:
-        """Whether the step reads its ids from the ids buffer (the per-op step) rather than from hyper's end."""
-        return plan.variant is None
-
     def _body(self, ids, hyper, picked, plan, first: int = 0, n: int | None = None, S: int = 1) -> None:
         """A step of slots first..first+n-1 (default all), recorded into the current program (its inputs on the
         device): the fused step where `plan` says so (plan None: S tokens a slot, per-op), then the sampler."""
@@ -564,7 +560,7 @@ class _StateDecoder(_Sampling, ABC):
         return res
 
     def advance_chain(self, seqs, live, step: int, k: int) -> list:
-        """Steps step..step+k-1 of every slot in one replay (run_chain; a stopped slot is fed dummy tokens, its
+        """Steps step..step+k-1 of every slot in one replay (_run_chain; a stopped slot is fed dummy tokens, its
         results ignored): a list of k {b: (id, is stop)} of the live slots, each ending at its first stop."""
         self._fit(int(self.pos.max()) + k)
         pks = self._run_chain(k, [seqs[b][-1] if live[b] else 0 for b in range(self.slots)], self.pos,
