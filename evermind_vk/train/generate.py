@@ -65,8 +65,10 @@ def generate(model, prompt, max_new_tokens: int = 64, temperature: float = 0.0, 
     use_cache with a TransformerLM (train/decode.py): the prompt is one recorded prefill program, each
     new token (of every sequence of a batch) one replay of a recorded decode step against the KV cache,
     sampled on the device (ops.sample); when a context reaches max_seq_len its cache is refilled with the
-    last max_seq_len tokens (the context the uncached path sees, so greedy output is the same). Other
-    models, and use_cache=False: a forward per token (of each prompt) and the host sampler.
+    last max_seq_len tokens (the context the uncached path sees, so greedy output is the same). With
+    EVERMIND_VK_DECODE_CHAIN=k one replay runs up to k steps (the picks passed on on the device; the same
+    tokens), and on_token is called a replay's tokens at a time. Other models, and use_cache=False: a forward
+    per token (of each prompt) and the host sampler.
     keep_prefix (a chat's later turns, one prompt): the cache keeps the positions whose tokens begin the
     prompt, and only the rest of the prompt is run (the same numbers: each position's keys and values depend
     on the tokens up to it only); TransformerLM and LlamaLM through the recorded decode step, other models
