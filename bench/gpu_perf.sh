@@ -3,6 +3,8 @@
 # for what to bring: .gl/ and .whl/). Usage: bash bench/gpu_perf.sh OUTDIR CONFIG [train_bench args...]
 #   CONFIG: a bench/train_bench.py preset (124m, 350m, 23.7m ...), "ir" for the pipeline internal
 #   representations of the f16 cooperative-matrix kernels (does the driver emit Hopper's warpgroup MMA?),
+#   "decode-tests" for the tests of what has run only on lavapipe so far (the lifetime-planned recordings, the
+#   fused decode kernels, decode chains; pytest -n 8 where pytest-xdist is carried),
 #   "gen" for bench/generate_bench.py (the extra args go to it), or "chain" for generate_bench.py at
 #   EVERMIND_VK_DECODE_CHAIN = 1, 4, 8, 16 (PyTorch eager in the first run only; the evidence behind
 #   select.decode TUNED["CHAIN"]: bench/results/evidence/decode-chain.txt).
@@ -26,6 +28,13 @@ if [ "$CONFIG" = ir ]; then
                 "$(grep -c 'HMMA' "$f")" "$(grep -ci 'WARPGROUP' "$f")"
         done; } | tee "$OUT/pipeline-ir-mma.txt"
     tar czf "$OUT/ir-dumps.tgz" -C /tmp ir
+    exit 0
+fi
+if [ "$CONFIG" = decode-tests ]; then
+    PAR=$(python3 -c 'import xdist' 2>/dev/null && echo "-n 8 --dist loadfile")
+    python3 -m pytest -q -p no:cacheprovider -o addopts="" -ra $PAR tests/runtime/test_record_reuse.py \
+        tests/runtime/test_barriers.py tests/train tests/ops/test_hybrid_attn_decode.py tests/ops/test_decode_layer.py \
+        tests/ops/test_mamba_decode.py tests/ops/test_evermind_layer.py "$@" 2>&1 | tee "$OUT/decode-tests.txt"
     exit 0
 fi
 if [ "$CONFIG" = chain ]; then
