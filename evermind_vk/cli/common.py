@@ -25,15 +25,26 @@ def say(msg: str) -> None:
     print(msg, flush=True)
 
 
-def parse_ids(text: str, flag: str = "--prompt-ids") -> list[int]:
-    """--prompt-ids 1,2,3 -> [1, 2, 3] (and --stop-ids)."""
+def parse_ids(text: str, flag: str = "--prompt-ids", vocab: int | None = None) -> list[int]:
+    """--prompt-ids 1,2,3 -> [1, 2, 3] (and --stop-ids), each id below `vocab` where given."""
     try:
         ids = [int(t) for t in text.split(",") if t.strip()]
     except ValueError:
         raise CliError(f"{flag} {text!r}: comma-separated token ids, e.g. 1,2,3") from None
     if not ids or min(ids) < 0:
         raise CliError(f"{flag} {text!r}: one or more non-negative token ids")
+    if vocab is not None and max(ids) >= vocab:
+        raise CliError(f"{flag}: token id {max(ids)} is outside the vocabulary of {vocab}")
     return ids
+
+
+def print_continuations(outs, render) -> int:
+    """generate --batch N's output: each continuation under a `--- i/N ---` line, as render(ids) gives its text;
+    returns the new tokens in all."""
+    for i, out in enumerate(outs):
+        print(f"--- {i + 1}/{len(outs)} ---")
+        print(render(out))
+    return sum(len(o) for o in outs)
 
 
 def report_rates(n: int, dt: float, stats: dict, args) -> None:

@@ -13,7 +13,7 @@ from ..models import EvermindLM, HybridMambaModel, TransformerLM
 from ..runtime import get_device
 from ..train import ByteTokenizer, generate
 from .args import add_device
-from .common import NONNEG, NONNEG_INT, POS_INT, CliError, load_model, parse_ids, report_rates
+from .common import NONNEG, NONNEG_INT, POS_INT, CliError, load_model, parse_ids, print_continuations, report_rates
 from .files import MODEL_HELP
 from ..files import is_gguf
 from .pretrained import cmd_generate_pretrained
@@ -25,10 +25,7 @@ TEXT_MODELS = (TransformerLM, EvermindLM, HybridMambaModel)
 def _prompt(args, vocab: int) -> tuple[list[int], bool]:
     """(prompt ids, whether they came from --prompt-ids) for a text model of `vocab` tokens."""
     if args.prompt_ids is not None:
-        ids = parse_ids(args.prompt_ids)
-        if max(ids) >= vocab:
-            raise CliError(f"--prompt-ids: token id {max(ids)} is outside the vocabulary of {vocab}")
-        return ids, True
+        return parse_ids(args.prompt_ids, vocab=vocab), True
     if vocab < 256:
         raise CliError(f"{args.model}: vocabulary of {vocab} does not hold the byte tokenizer's 256 byte values, "
                        f"so --prompt TEXT cannot be encoded: give token ids with --prompt-ids 1,2,3")
@@ -49,14 +46,14 @@ def _sampler(args, model, as_ids: bool) -> str:
     return args.sampler
 
 
-def _refuse_for_builderforce(args, what: str, stop_ids: int = 1) -> None:
-    """The flags builderforce's sampler has no counterpart for (at most `stop_ids` stop ids), refused by name."""
+def _refuse_for_builderforce(args, what: str, stop_ids: int = 1, extra=()) -> None:
+    """The flags builderforce's sampler has no counterpart for (more than `stop_ids` stop ids among them, and
+    `extra`'s (flag, given) pairs), refused by name."""
     unsupported = [f for f, on in (("--top-p", args.top_p is not None),
                                    ("--repetition-penalty", args.repetition_penalty != 1.0),
                                    ("--batch", args.batch > 1), ("--stop", bool(args.stop)),
                                    ("--stop-ids" if not stop_ids else "several --stop-ids",
-                                    len(args.stop_ids or []) > stop_ids),
-                                   ("--sampler device", args.sampler == "device" and not stop_ids)) if on]
+                                    len(args.stop_ids or []) > stop_ids), *extra) if on]
     if unsupported:
         raise CliError(f"{', '.join(unsupported)}: {what} has no such setting")
 
@@ -77,10 +74,9 @@ def _media(args, lm, codec) -> int:
     if not args.out:
         raise CliError(f"{args.model} is a media package: --out DIR (or OUT.png) receives the decoded frames")
     args.stop_ids = None if args.stop_ids is None else parse_ids(args.stop_ids, "--stop-ids")
-    _refuse_for_builderforce(args, "a media package's generation (builderforce's sampler, up to </vid>)", stop_ids=0)
-    prompt = parse_ids(args.prompt_ids) if args.prompt_ids is not None else None
-    if prompt is not None and max(prompt) >= codec.vocab_size:
-        raise CliError(f"--prompt-ids: token id {max(prompt)} is outside the vocabulary of {codec.vocab_size}")
+    _refuse_for_builderforce(args, "a media package's generation (builderforce's sampler, up to </vid>)", 0,
+                             (("--sampler device", args.sampler == "device"),))
+    prompt = parse_ids(args.prompt_ids, vocab=codec.vocab_size) if args.prompt_ids is not None else None
     toks, frames = codec.generate_video(lm, args.tokens, prompt, temperature=args.temperature,
                                         seed=args.seed or 1, top_k=args.top_k or 0)
     print(",".join(str(t) for t in (prompt or [codec.bos_video, codec.frame_key]) + toks))
@@ -106,10 +102,7 @@ def cmd_generate(args) -> int:
     if not isinstance(model, TEXT_MODELS):
         raise FormatError(f"{args.model} holds a {type(model).__name__}, which does not generate text")
     ids, as_ids = _prompt(args, model.config.vocab_size)
-    args.stop_ids = None if args.stop_ids is None else parse_ids(args.stop_ids, "--stop-ids")
-    if args.stop_ids is not None and max(args.stop_ids) >= model.config.vocab_size:
-        raise CliError(f"--stop-ids: token id {max(args.stop_ids)} is outside the vocabulary of "
-                       f"{model.config.vocab_size}")
+    args.stop_ids = None if args.stop_ids is None else parse_ids(args.stop_ids, "--stop-ids", model.config.vocab_size)
     if as_ids and args.stop:
         raise CliError("--stop takes characters of a --prompt text; with --prompt-ids give --stop-ids")
     if _sampler(args, model, as_ids) == "builderforce":
@@ -134,20 +127,16 @@ def _text(model, ids: list[int], args, as_ids: bool = False) -> int:
               use_cache=not args.no_cache)
     stats: dict = {}
     t0 = time.perf_counter()
+    prompt = tok.decode(ids)
     if as_ids:
         outs = generate(model, [ids] * args.batch, stats=stats, **kw)
         for out in outs:
             print(",".join(str(t) for t in ids + list(out)))
         n = sum(len(o) for o in outs)
     elif args.batch > 1:
-        prompt = tok.decode(ids)
-        outs = generate(model, [ids] * args.batch, stats=stats, **kw)
-        for i, out in enumerate(outs):
-            print(f"--- {i + 1}/{args.batch} ---")
-            print(prompt + tok.decode([t for t in out if t < 256]))
-        n = sum(len(o) for o in outs)
+        n = print_continuations(generate(model, [ids] * args.batch, stats=stats, **kw),
+                                lambda out: prompt + tok.decode([t for t in out if t < 256]))
     else:
-        prompt = tok.decode(ids)
         dec = codecs.getincrementaldecoder("utf-8")(errors="replace")  # a byte at a time, multi-byte safe
         sys.stdout.write(prompt)
         sys.stdout.flush()

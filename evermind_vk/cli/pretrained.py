@@ -15,7 +15,8 @@ from ..qlora import QLORA_TARGETS, save_merged, save_peft
 from ..runtime import get_device
 from ..train import Trainer, default_corpus, generate
 from .args import add_device
-from .common import NONNEG, NONNEG_INT, CliError, check_out_dir, parse_ids, read_text, report_rates
+from .common import (NONNEG, NONNEG_INT, CliError, check_out_dir, parse_ids, print_continuations, read_text,
+                     report_rates)
 
 HELD_OUT_SEQS = 8
 MODEL_HELP = f"a .gguf file or a packaged model ({', '.join(PACKAGED)})"
@@ -53,19 +54,12 @@ def cmd_generate_pretrained(args) -> int:
     ids = tok.encode(prompt)
     stop = list(tok.stop_ids()) + [i for s in args.stop for i in tok.encode(s)[:1]]
     if args.stop_ids is not None:
-        extra = parse_ids(args.stop_ids, "--stop-ids")
-        if max(extra) >= model.config.vocab_size:
-            raise CliError(f"--stop-ids: token id {max(extra)} is outside the vocabulary of {model.config.vocab_size}")
-        stop += extra
+        stop += parse_ids(args.stop_ids, "--stop-ids", model.config.vocab_size)
     batch, stats = args.batch, {}
     kw = dict(max_new_tokens=args.tokens, stop_tokens=stop, use_cache=not args.no_cache, stats=stats, **_sampling(args))
     t0 = time.perf_counter()
     if batch > 1:
-        outs = generate(model, [ids] * batch, **kw)
-        for i, out in enumerate(outs):
-            print(f"--- {i + 1}/{batch} ---")
-            print(prompt + tok.decode(out))
-        n = sum(len(o) for o in outs)
+        n = print_continuations(generate(model, [ids] * batch, **kw), lambda out: prompt + tok.decode(out))
     else:
         sys.stdout.write(prompt)
         n = len(generate(model, ids, on_token=Streamer(tok), **kw))
