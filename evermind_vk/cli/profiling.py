@@ -8,6 +8,7 @@ import numpy as np
 
 from ..runtime import get_device
 from ..runtime.profiler import profile
+from ..runtime.select import decode as select_decode
 from ..train import Trainer, decode, generate
 from ..train.decode import decoder
 from . import models
@@ -66,7 +67,7 @@ def _profile_decode(model, args) -> int:
     if not decode.supports(model):
         raise CliError(f"--generate: --model {args.model} is not a text model")
     V, B = model.config.vocab_size, args.batch_size
-    K = 1 << (args.chain.bit_length() - 1)  # --chain rounded down to a power of two (as the decoder rounds it)
+    K = select_decode.chain_floor(args.chain)  # --chain rounded down to a power of two, as the decoder rounds it
     limit = getattr(model.config, "max_seq_len", None) or args.seq_len + K + 3
     P = max(1, min(args.seq_len, limit - K - 3))
     rng = np.random.default_rng(args.seed)

@@ -91,11 +91,8 @@ class _Sampling:
         """Tokens a sequence the next decode replay chooses (_run_chain): the largest power of two within the
         chain length (select.decode.chain_tokens, EVERMIND_VK_DECODE_CHAIN) and `remaining`, that every live
         sequence's state holds (_chain_fits); 1: one token a replay (advance)."""
-        k = 1
-        K = min(select_decode.chain_tokens(self.model.device.info.type, knob("EVERMIND_VK_DECODE_CHAIN")),
-                int(remaining))
-        while 2 * k <= K:
-            k *= 2
+        k = select_decode.chain_floor(min(select_decode.chain_tokens(self.model.device.info.type,
+                                                                     knob("EVERMIND_VK_DECODE_CHAIN")), int(remaining)))
         while k > 1 and not self._chain_fits(k, live):
             k //= 2
         return k

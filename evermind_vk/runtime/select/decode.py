@@ -82,6 +82,12 @@ def chain_tokens(device_type: str, forced: int = 0) -> int:
     return chain["cpu"] if device_type == "cpu" else chain["gpu"]
 
 
+def chain_floor(k: int) -> int:
+    """The tokens a decode replay runs for a wish of k >= 1: the largest power of two <= k (each length a
+    program of its own: powers of two keep them few)."""
+    return 1 << (int(k).bit_length() - 1)
+
+
 def seqs_cap(flags) -> int:
     """Sequences a workgroup of a fused kernel's variant with these flags can run (its SQ)."""
     return next((sq for f, sq, _ in SEQ_FLAGS if f in flags), 1)
